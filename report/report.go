@@ -1,0 +1,134 @@
+// Package report holds the one result schema that every `--json` output of
+// mmlab uses, and the small statistics the experiments' tables share.
+//
+// A document is
+//
+//	{"experiment", "machine": {"kernel", "cpus", "mem_bytes", "go"}, "params", "results": [...]}
+//
+// Each result carries "target" ("model" or "live"), "variant" ("before"/"after",
+// "srcu"/"tasks-trace", or "kernel" for live), the key fields its experiment
+// names, and metrics whose names end in a unit suffix (_ms, _us, _bytes, mops).
+// Per-run lists are named <metric>_runs.
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Targets and the live variant.
+const (
+	TargetModel = "model"
+	TargetLive  = "live"
+	// VariantKernel is the variant of every live result: the running kernel.
+	VariantKernel = "kernel"
+)
+
+// Machine describes where a document was produced.
+type Machine struct {
+	Kernel   string `json:"kernel"`
+	CPUs     int    `json:"cpus"`
+	MemBytes int64  `json:"mem_bytes"`
+	Go       string `json:"go"`
+}
+
+// Result is one row: target, variant, key fields and metrics. It is a map so
+// that each experiment names its own fields; encoding/json sorts its keys.
+type Result map[string]any
+
+// Document is the whole `--json` output of one experiment run.
+type Document struct {
+	Experiment string         `json:"experiment"`
+	Machine    Machine        `json:"machine"`
+	Params     map[string]any `json:"params"`
+	Results    []Result       `json:"results"`
+}
+
+// New starts a document for experiment with the given parameters.
+func New(experiment string, params map[string]any) *Document {
+	if params == nil {
+		params = map[string]any{}
+	}
+	return &Document{Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []Result{}}
+}
+
+// Add appends a result for target and variant with the given fields and
+// returns it so the caller can add more.
+func (d *Document) Add(target, variant string, fields map[string]any) Result {
+	r := Result{"target": target, "variant": variant}
+	for k, v := range fields {
+		r[k] = v
+	}
+	d.Results = append(d.Results, r)
+	return r
+}
+
+// WriteJSON writes d as indented JSON followed by a newline.
+func (d *Document) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+// ThisMachine reads the kernel release, CPU count and memory size of the
+// machine running mmlab. Fields it cannot read stay empty.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Kernel: runtime.GOOS}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				m.MemBytes = kb << 10
+			}
+		}
+	}
+	return m
+}
+
+// Median returns the median of xs (the lower middle value for an even count,
+// as the research notes do), or NaN for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// MeanStddev returns the mean and the sample standard deviation of xs.
+func MeanStddev(xs []float64) (mean, stddev float64) {
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss / float64(len(xs)-1))
+}
+
+// Max returns the largest of xs, or NaN for none.
+func Max(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return slices.Max(xs)
+}
