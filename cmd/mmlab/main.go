@@ -89,9 +89,11 @@ func runAll(ctx context.Context, args []string) int {
 		return 2
 	}
 	var steps []*command
-	for _, c := range commands {
-		if c.quick != nil {
-			steps = append(steps, c)
+	for _, m := range []map[string]*command{commands, experiments} {
+		for _, c := range m {
+			if c.quick != nil {
+				steps = append(steps, c)
+			}
 		}
 	}
 	slices.SortFunc(steps, func(a, b *command) int {
