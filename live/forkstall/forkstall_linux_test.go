@@ -10,10 +10,6 @@ import (
 	"time"
 )
 
-func noAttach(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
-	return func() error { return nil }, nil
-}
-
 func TestProbeOffsetsPointAtSites(t *testing.T) {
 	offs, err := probeOffsets(4)
 	if err != nil {
