@@ -1,0 +1,312 @@
+package procmaps
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Error is the error of every Reader operation. It names the process, what
+// happened, the system call and its errno, and unwraps to the errno so that
+// errors.Is(err, unix.ESRCH) and the like work.
+type Error struct {
+	Pid   int
+	What  string // "does not exist", "exited during the walk", ...
+	Op    string // the failing call: "open /proc/1/maps", "PROCMAP_QUERY", ...
+	Errno syscall.Errno
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("procmaps: process %d %s (%s: %s)", e.Pid, e.What, e.Op, unix.ErrnoName(e.Errno))
+}
+
+func (e *Error) Unwrap() error { return e.Errno }
+
+// Initial and largest sizes of the buffers. The kernel never returns a
+// name longer than PATH_MAX through PROCMAP_QUERY.
+const (
+	textBufSize  = 64 << 10
+	nameBufSize  = 256
+	pathMax      = 4096
+)
+
+// Reader reads the VMAs of one process through one open /proc/PID/maps file.
+// The mm is the one the process had when Open ran (an exec or an exit ends
+// it). A Reader is not safe for concurrent use.
+type Reader struct {
+	pid  int
+	path string
+	fd   int
+	buf  []byte // the text read buffer, reused by every Walk
+	name []byte // the PROCMAP_QUERY name buffer, grown on ENAMETOOLONG up to PATH_MAX
+	esc  []byte // a query name with its newlines escaped
+	vma  VMA    // what the callbacks get
+	// query runs the ioctl; tests replace it to play a kernel without
+	// PROCMAP_QUERY (before 6.11: ENOTTY).
+	query func(fd int, q *ProcmapQuery, name []byte) error
+	// noQuery records that the kernel answered ENOTTY: Lookup scans the text.
+	noQuery bool
+}
+
+// Open opens /proc/PID/maps. The caller must be allowed to ptrace-read the
+// process (same user, or root).
+func Open(pid int) (*Reader, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/maps"
+	if pid <= 0 {
+		return nil, &Error{Pid: pid, What: "does not exist", Op: "open " + path, Errno: unix.ESRCH}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		e := &Error{Pid: pid, What: "cannot be read", Op: "open " + path, Errno: errnoOf(err)}
+		switch e.Errno {
+		case unix.ENOENT, unix.ESRCH:
+			e.What = "does not exist"
+		case unix.EACCES, unix.EPERM:
+			e.What = "cannot be read: permission denied"
+		}
+		return nil, e
+	}
+	return &Reader{
+		pid:   pid,
+		path:  path,
+		fd:    fd,
+		buf:   make([]byte, textBufSize),
+		name:  make([]byte, nameBufSize),
+		query: procmapQuery,
+	}, nil
+}
+
+// Pid returns the process the Reader reads.
+func (r *Reader) Pid() int { return r.pid }
+
+// Close closes the maps file.
+func (r *Reader) Close() error {
+	if r.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	if err != nil {
+		return r.fail("cannot be closed", "close "+r.path, err)
+	}
+	return nil
+}
+
+func (r *Reader) fail(what, op string, err error) error {
+	return &Error{Pid: r.pid, What: what, Op: op, Errno: errnoOf(err)}
+}
+
+func (r *Reader) exited(op string, err error) error {
+	return r.fail("exited during the walk", op, err)
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return unix.EIO
+}
+
+// Walk calls fn for each VMA of the process, in address order, until fn
+// returns false. It streams the /proc/PID/maps text through one reused
+// buffer: no allocation per VMA, and fn's *VMA (and its Name) is valid only
+// during the call. Like the text itself it includes the gate VMA
+// ([vsyscall]), and a VMA changed during the walk may be seen twice (old and
+// new form), but an address mapped throughout the walk is never missed.
+func (r *Reader) Walk(fn func(*VMA) bool) error {
+	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+		return r.fail("cannot be read", "lseek "+r.path, err)
+	}
+	carry := 0 // bytes of an unfinished line at the start of r.buf
+	for {
+		if carry == len(r.buf) { // one line longer than the buffer
+			r.buf = append(r.buf, make([]byte, len(r.buf))...)
+		}
+		n, err := unix.Read(r.fd, r.buf[carry:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ESRCH {
+			return r.exited("read "+r.path, err)
+		}
+		if err != nil {
+			return r.fail("cannot be read", "read "+r.path, err)
+		}
+		if n == 0 {
+			if carry > 0 {
+				return r.fail("gave a truncated maps line", "read "+r.path, unix.EIO)
+			}
+			return r.checkAlive()
+		}
+		data := r.buf[:carry+n]
+		for {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				break
+			}
+			if err := parseLine(data[:i], &r.vma); err != nil {
+				return r.fail(fmt.Sprintf("gave a malformed maps line %q", data[:i]), "read "+r.path, unix.EIO)
+			}
+			if !fn(&r.vma) {
+				return nil
+			}
+			data = data[i+1:]
+		}
+		carry = copy(r.buf, data)
+	}
+}
+
+// checkAlive tells a complete walk from one cut short by the process's exit:
+// both end in EOF, since the kernel's m_start returns nothing once the mm
+// has no users. PROCMAP_QUERY on the same file answers ESRCH then; without
+// the ioctl, a fresh read of a live mm is never empty (it has a stack).
+func (r *Reader) checkAlive() error {
+	q := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
+	err := r.ioctl(&q, nil)
+	switch err {
+	case nil, unix.ENOENT:
+		return nil
+	case unix.ESRCH:
+		return r.exited("read "+r.path+" then PROCMAP_QUERY", err)
+	case unix.ENOTTY:
+		r.noQuery = true
+	default:
+		return r.fail("cannot be queried", "PROCMAP_QUERY", err)
+	}
+	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+		return r.fail("cannot be read", "lseek "+r.path, err)
+	}
+	for {
+		n, err := unix.Read(r.fd, r.buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ESRCH || (err == nil && n == 0):
+			return r.exited("read "+r.path, unix.ESRCH)
+		case err != nil:
+			return r.fail("cannot be read", "read "+r.path, err)
+		}
+		return nil
+	}
+}
+
+func (r *Reader) ioctl(q *ProcmapQuery, name []byte) error {
+	for {
+		err := r.query(r.fd, q, name)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// queryVMA asks PROCMAP_QUERY for the VMA matching addr and flags, with its
+// name, and fills r.vma. A name that does not fit (ENAMETOOLONG) makes it
+// grow the name buffer, up to PATH_MAX, and ask again.
+func (r *Reader) queryVMA(addr, flags uint64) error {
+	for {
+		q := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
+		err := r.ioctl(&q, r.name)
+		if err == unix.ENAMETOOLONG && len(r.name) < pathMax {
+			r.name = make([]byte, min(2*len(r.name), pathMax))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		v := &r.vma
+		v.Start, v.End = q.VMAStart, q.VMAEnd
+		v.Flags = Perm(q.VMAFlags)
+		v.Offset, v.Inode = q.VMAOffset, q.Inode
+		v.DevMajor, v.DevMinor = q.DevMajor, q.DevMinor
+		v.PageSize = q.VMAPageSize
+		v.Name = nil
+		if q.VMANameSize > 0 {
+			raw := r.name[:q.VMANameSize-1] // without the NUL
+			v.Name = raw
+			if bytes.IndexByte(raw, '\n') >= 0 {
+				r.esc = escapeName(r.esc[:0], raw)
+				v.Name = r.esc
+			}
+		}
+		return nil
+	}
+}
+
+// WalkQuery calls fn for each VMA of the process, like Walk, but asks
+// PROCMAP_QUERY for each (COVERING_OR_NEXT_VMA from 0, then from the end of
+// the VMA found), one ioctl per VMA. The query sees only the VMAs of the mm,
+// so unlike the text it never reports the gate VMA ([vsyscall]); its VMAs
+// carry PageSize. It needs Linux 6.11 (ENOTTY before).
+func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
+	addr := uint64(0)
+	for {
+		switch err := r.queryVMA(addr, PROCMAP_QUERY_COVERING_OR_NEXT_VMA); err {
+		case nil:
+		case unix.ENOENT:
+			return nil
+		case unix.ESRCH:
+			return r.exited("PROCMAP_QUERY", err)
+		case unix.ENOTTY:
+			return r.fail("cannot be queried: PROCMAP_QUERY needs Linux 6.11", "PROCMAP_QUERY", err)
+		default:
+			return r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+		}
+		if !fn(&r.vma) {
+			return nil
+		}
+		addr = r.vma.End
+	}
+}
+
+// Lookup returns the VMA that covers addr, asking PROCMAP_QUERY, or, on a
+// kernel without it (ENOTTY, before 6.11), scanning the text. No VMA there
+// is an error that unwraps to ENOENT. The query does not see the gate VMA;
+// the text scan does.
+func (r *Reader) Lookup(addr uint64) (*VMA, error) {
+	if !r.noQuery {
+		switch err := r.queryVMA(addr, 0); err {
+		case nil:
+			return r.vma.Clone(), nil
+		case unix.ENOTTY:
+			r.noQuery = true
+		case unix.ENOENT:
+			return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
+		case unix.ESRCH:
+			return nil, r.fail("has exited", "PROCMAP_QUERY", err)
+		default:
+			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+		}
+	}
+	var found *VMA
+	err := r.Walk(func(v *VMA) bool {
+		if v.End > addr {
+			if v.Start <= addr {
+				found = v.Clone()
+			}
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
+	}
+	return found, nil
+}
+
+// RawQuery runs PROCMAP_QUERY with q as given and returns the bare errno:
+// for callers that want the kernel's exact answers. Any buffer addresses in
+// q must stay valid and pinned for the call.
+func (r *Reader) RawQuery(q *ProcmapQuery) error {
+	return r.ioctl(q, nil)
+}

@@ -1,0 +1,27 @@
+//go:build !linux
+
+package procmaps
+
+// Reader reads the VMAs of a process. Only Linux has them.
+type Reader struct{}
+
+// Open returns ErrNotSupported outside Linux.
+func Open(pid int) (*Reader, error) { return nil, ErrNotSupported }
+
+// Pid returns 0 outside Linux.
+func (r *Reader) Pid() int { return 0 }
+
+// Walk returns ErrNotSupported outside Linux.
+func (r *Reader) Walk(fn func(*VMA) bool) error { return ErrNotSupported }
+
+// WalkQuery returns ErrNotSupported outside Linux.
+func (r *Reader) WalkQuery(fn func(*VMA) bool) error { return ErrNotSupported }
+
+// Lookup returns ErrNotSupported outside Linux.
+func (r *Reader) Lookup(addr uint64) (*VMA, error) { return nil, ErrNotSupported }
+
+// RawQuery returns ErrNotSupported outside Linux.
+func (r *Reader) RawQuery(q *ProcmapQuery) error { return ErrNotSupported }
+
+// Close does nothing outside Linux.
+func (r *Reader) Close() error { return nil }

@@ -1,0 +1,77 @@
+package procmaps
+
+import (
+	"strings"
+	"testing"
+)
+
+// Lines in the show_map_vma format. Each must parse and format back to
+// itself; the expected fields follow from reading the line.
+func TestParseFormatRoundTrip(t *testing.T) {
+	pad := func(h, name string) string { return h + strings.Repeat(" ", nameColumn-len(h)) + " " + name }
+	cases := []struct {
+		line string
+		want VMA
+	}{
+		{pad("55ebea368000-55ebea36a000 r--p 00000000 fe:00 247278 ", "/usr/bin/head"),
+			VMA{Start: 0x55ebea368000, End: 0x55ebea36a000, Flags: PROCMAP_QUERY_VMA_READABLE, DevMajor: 0xfe, Inode: 247278, Name: []byte("/usr/bin/head")}},
+		{"7f0bdafbc000-7f0bdafbe000 rw-p 00000000 00:00 0 ",
+			VMA{Start: 0x7f0bdafbc000, End: 0x7f0bdafbe000, Flags: PROCMAP_QUERY_VMA_READABLE | PROCMAP_QUERY_VMA_WRITABLE}},
+		{pad("ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 ", "[vsyscall]"),
+			VMA{Start: 0xffffffffff600000, End: 0xffffffffff601000, Flags: PROCMAP_QUERY_VMA_EXECUTABLE, Name: []byte("[vsyscall]")}},
+		{pad("00400000-00401000 rwxs 00006000 103:1f 12 ", "/tmp/a b\\012c (deleted)"),
+			VMA{Start: 0x400000, End: 0x401000, Flags: 0xf, Offset: 0x6000, DevMajor: 0x103, DevMinor: 0x1f, Inode: 12, Name: []byte("/tmp/a b\\012c (deleted)")}},
+		// A name that starts with spaces survives: only the padding is cut.
+		{pad("00400000-00401000 ---p 00000000 00:00 0 ", "  x"),
+			VMA{Start: 0x400000, End: 0x401000, Name: []byte("  x")}},
+		// A header of 72 columns or more is not padded: one space, then the name.
+		{"7f0bdafbc000-7f0bdafbe000 r--s 123456789abcdef0 fff:fffff 18446744073709551615  /x",
+			VMA{Start: 0x7f0bdafbc000, End: 0x7f0bdafbe000, Flags: PROCMAP_QUERY_VMA_READABLE | PROCMAP_QUERY_VMA_SHARED, Offset: 0x123456789abcdef0, DevMajor: 0xfff, DevMinor: 0xfffff, Inode: 18446744073709551615, Name: []byte("/x")}},
+		// An empty name is not no name.
+		{pad("00400000-00401000 ---p 00000000 00:00 0 ", ""),
+			VMA{Start: 0x400000, End: 0x401000, Name: []byte{}}},
+	}
+	for _, c := range cases {
+		var v VMA
+		if err := parseLine([]byte(c.line), &v); err != nil {
+			t.Errorf("parse %q: %v", c.line, err)
+			continue
+		}
+		if v.Start != c.want.Start || v.End != c.want.End || v.Flags != c.want.Flags || v.Offset != c.want.Offset ||
+			v.DevMajor != c.want.DevMajor || v.DevMinor != c.want.DevMinor || v.Inode != c.want.Inode ||
+			string(v.Name) != string(c.want.Name) || (v.Name == nil) != (c.want.Name == nil) {
+			t.Errorf("parse %q:\n got %+v\nwant %+v", c.line, v, c.want)
+		}
+		if got := string(v.AppendText(nil)); got != c.line+"\n" {
+			t.Errorf("AppendText:\n got %q\nwant %q", got, c.line+"\n")
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, line := range []string{
+		"",
+		"00400000 00401000 r--p 00000000 00:00 0 ",
+		"00400000-00401000 r--q 00000000 00:00 0 ",
+		"00400000-00401000 r--p 00000000 00-00 0 ",
+		"00400000-00401000 r--p 0000000g 00:00 0 ",
+		"00400000-00401000 r--p 00000000 00:00 0",
+		"00400000-00401000 r--p 00000000 00:00 0 x",                                  // name inside the padding
+		"00400000-00401000 r--p 00000000 00:00 0 " + strings.Repeat(" ", 31) + "x", // padding one short
+		"10000000000000000-1 r--p 00000000 00:00 0 ",                                // 17 hex digits
+	} {
+		var v VMA
+		if err := parseLine([]byte(line), &v); err == nil {
+			t.Errorf("parse %q: no error, got %+v", line, v)
+		}
+	}
+}
+
+func TestEscapeName(t *testing.T) {
+	if got := string(escapeName(nil, []byte("/a\nb\n"))); got != `/a\012b\012` {
+		t.Errorf("escapeName = %q", got)
+	}
+	if p := Perm(PROCMAP_QUERY_VMA_READABLE | PROCMAP_QUERY_VMA_EXECUTABLE); p.String() != "r-xp" {
+		t.Errorf("Perm.String = %q", p.String())
+	}
+}
