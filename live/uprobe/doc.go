@@ -1,0 +1,81 @@
+// Package uprobe attaches uprobes to the running Linux kernel and measures
+// them: BPF programs that count hits, attached through one uprobe_multi link
+// or through one perf-event uprobe per probe site (github.com/cilium/ebpf,
+// no clang), probe targets written in Go assembly inside this binary, the
+// kernel's `bench trig-*` producer loop, and the cost of attach and detach.
+//
+// The live side of the trigger, attach and forkstall experiments use it.
+// Everything is Linux-only and needs root; elsewhere the functions return
+// ErrNotSupported.
+package uprobe
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotSupported is returned where the OS, the architecture or the kernel
+// cannot do what was asked.
+var ErrNotSupported = errors.New("not supported")
+
+// Mode selects how probes are attached.
+type Mode int
+
+const (
+	// ModeMulti attaches all offsets with one BPF uprobe_multi link
+	// (BPF_TRACE_UPROBE_MULTI, Linux 6.6+).
+	ModeMulti Mode = iota
+	// ModePerf attaches one perf-event uprobe (uprobe PMU) per offset, each
+	// with the BPF program linked to it.
+	ModePerf
+)
+
+// String returns the name the experiments print: "uprobe_multi" or "perf".
+func (m Mode) String() string {
+	switch m {
+	case ModeMulti:
+		return "uprobe_multi"
+	case ModePerf:
+		return "perf"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode accepts "uprobe_multi" (or "multi") and "perf".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "uprobe_multi", "multi":
+		return ModeMulti, nil
+	case "perf":
+		return ModePerf, nil
+	}
+	return 0, fmt.Errorf("unknown attach mode %q (want uprobe_multi or perf)", s)
+}
+
+// Spec says what to attach.
+type Spec struct {
+	// Path is the executable or library file to probe.
+	Path string
+	// Offsets are file offsets of the probed instructions, at least one.
+	Offsets []uint64
+	Mode    Mode
+	// Ret makes every probe a uretprobe (the program runs on return).
+	Ret bool
+	// Pid limits the probes to one process; 0 means every process.
+	Pid int
+}
+
+// withErrno wraps err as "what: ENAME: err" when a Linux errno is behind it,
+// so users see the kernel's name for the failure.
+func withErrno(what string, err error) error {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		if name := unix.ErrnoName(e); name != "" {
+			return fmt.Errorf("%s: %s: %w", what, name, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,11 @@
+//go:build !amd64
+
+package uprobe
+
+// The probe targets are x86-64 machine code; elsewhere there are none and
+// Targets reports ErrNotSupported.
+
+const haveTargets = false
+
+func targetPC(which int) uintptr    { return 0 }
+func callLoop(pc uintptr, n uint64) { panic("uprobe: no probe targets on this architecture") }
