@@ -1,10 +1,18 @@
 package uprobe
 
-// Implemented in targets_amd64.s.
+// Implemented in targets_amd64.s. The four targets are called only from
+// assembly (callLoop) and found by targetPC, never called from Go.
 
+//lint:ignore U1000 called from assembly
 func uprobeTargetNop()
+
+//lint:ignore U1000 called from assembly
 func uprobeTargetNop5()
+
+//lint:ignore U1000 called from assembly
 func uprobeTargetRet()
+
+//lint:ignore U1000 called from assembly
 func uprobeSled()
 
 func targetPC(which int) uintptr
