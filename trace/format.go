@@ -1,0 +1,79 @@
+package trace
+
+import (
+	"fmt"
+	"strings"
+)
+
+// String gives the program in canonical form, which Parse reads back into an
+// equal Program when the ops' Line fields number the lines of this text (as
+// Generate's do): the arena on line 1, then one op a line.
+func (p *Program) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "arena %#x %#x\n", p.ArenaLo, p.ArenaHi)
+	for i := range p.Ops {
+		b.WriteString(p.Ops[i].String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// String gives the op as one line of the language.
+func (o *Op) String() string {
+	switch o.Kind {
+	case OpFile:
+		return fmt.Sprintf("file %s %s", o.File, size(o.Size))
+	case OpMmap:
+		fl := "private"
+		if o.Shared {
+			fl = "shared"
+		}
+		if o.Fixed {
+			fl += ",fixed"
+		}
+		if o.NoReplace {
+			fl += ",noreplace"
+		}
+		if o.Populate {
+			fl += ",populate"
+		}
+		s := fmt.Sprintf("mmap %#x %s %s %s", o.Addr, size(o.Len), o.Prot, fl)
+		if o.File != "" {
+			s += fmt.Sprintf(" %s %s", o.File, size(o.Off))
+		}
+		return s
+	case OpMunmap:
+		return fmt.Sprintf("munmap %#x %s", o.Addr, size(o.Len))
+	case OpMprotect:
+		return fmt.Sprintf("mprotect %#x %s %s", o.Addr, size(o.Len), o.Prot)
+	case OpMremap:
+		s := fmt.Sprintf("mremap %#x %s %s", o.Addr, size(o.Len), size(o.NewLen))
+		if o.MayMove {
+			s += fmt.Sprintf(" maymove fixed %#x", o.NewAddr)
+		}
+		return s
+	case OpTouch, OpPeek:
+		return fmt.Sprintf("%s %#x", o.Kind, o.Addr)
+	case OpPoke:
+		return fmt.Sprintf("poke %#x %d", o.Addr, o.Value)
+	case OpFork, OpExit, OpMaps:
+		return o.Kind.String()
+	}
+	return fmt.Sprintf("# unknown op kind %d", int(o.Kind))
+}
+
+// size prints a length with the largest of the G, M, K suffixes that divides
+// it, else in decimal.
+func size(v uint64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v%(1<<30) == 0:
+		return fmt.Sprintf("%dG", v>>30)
+	case v%(1<<20) == 0:
+		return fmt.Sprintf("%dM", v>>20)
+	case v%(1<<10) == 0:
+		return fmt.Sprintf("%dK", v>>10)
+	}
+	return fmt.Sprintf("%d", v)
+}

@@ -1,0 +1,83 @@
+package trace
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestGenerateRoundTrip(t *testing.T) {
+	for seed := range int64(500) {
+		p := Generate(seed, GenOptions{})
+		q, err := Parse(strings.NewReader(p.String()))
+		if err != nil {
+			t.Fatalf("seed %d: generated trace does not parse: %v\n%s", seed, err, p)
+		}
+		if !reflect.DeepEqual(p, q) {
+			t.Fatalf("seed %d: round trip differs:\n%s\n%s", seed, p, q)
+		}
+	}
+}
+
+func TestGenerateDeterministic(t *testing.T) {
+	a, b := Generate(7, GenOptions{}), Generate(7, GenOptions{})
+	if a.String() != b.String() {
+		t.Error("same seed, different traces")
+	}
+	if Generate(7, GenOptions{}).String() == Generate(8, GenOptions{}).String() {
+		t.Error("different seeds, same trace")
+	}
+	if n := len(Generate(1, GenOptions{Ops: 300, Files: 1}).Ops); n < 301 {
+		t.Errorf("Ops: 300 gave %d ops", n)
+	}
+}
+
+// Over a few dozen seeds, the generator emits every op, flag, protection and
+// mremap kind, nests forks, and aims most accesses at mapped pages.
+func TestGenerateCoverage(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range int64(50) {
+		p := Generate(seed, GenOptions{})
+		depth := 0
+		for _, o := range p.Ops {
+			seen[o.Kind.String()] = true
+			switch o.Kind {
+			case OpMmap:
+				seen["prot "+o.Prot.String()] = true
+				seen[map[bool]string{true: "shared", false: "private"}[o.Shared]] = true
+				seen[map[bool]string{true: "file", false: "anon"}[o.File != ""]] = true
+				seen[map[bool]string{true: "fixed", false: "noreplace"}[o.Fixed]] = true
+				if o.Populate {
+					seen["populate"] = true
+				}
+			case OpMremap:
+				switch {
+				case o.MayMove:
+					seen["mremap move"] = true
+				case o.NewLen < o.Len:
+					seen["mremap shrink"] = true
+				case o.NewLen > o.Len:
+					seen["mremap grow"] = true
+				}
+			case OpFork:
+				depth++
+				if depth >= 2 {
+					seen["nested fork"] = true
+				}
+			case OpExit:
+				depth--
+			}
+		}
+	}
+	want := []string{"file", "mmap", "munmap", "mprotect", "mremap", "touch", "poke", "peek", "fork", "exit", "maps",
+		"shared", "private", "file", "anon", "fixed", "noreplace", "populate",
+		"mremap move", "mremap shrink", "mremap grow", "nested fork"}
+	for p := range 8 {
+		want = append(want, "prot "+Prot(p).String())
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("50 generated traces never emit %q", w)
+		}
+	}
+}

@@ -1,0 +1,507 @@
+// Package trace is mmlab's language of address-space operations: one op a
+// line (mmap, munmap, mprotect, mremap, touch, poke, peek, fork, exit, maps),
+// run either on the model or on the live kernel, which must print the same
+// bytes. It parses and validates traces, prints them back in canonical form,
+// normalizes and compares the outputs of two targets, and generates random
+// traces from a seed.
+//
+// The language (issue 2 item 4):
+//
+//	arena LO HI                          optional, before any other op
+//	file NAME SIZE                       a file whose byte i is i % 251
+//	mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT rwx or -; FLAGS private|shared,
+//	                                     fixed|noreplace, optional populate
+//	munmap ADDR LEN
+//	mprotect ADDR LEN PROT
+//	mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]
+//	touch ADDR | poke ADDR VALUE | peek ADDR
+//	fork | exit | maps
+//
+// Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
+package trace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Kind is the kind of one op.
+type Kind int
+
+// The ops of the language. The arena is not an op: it is folded into
+// Program.
+const (
+	OpFile Kind = iota
+	OpMmap
+	OpMunmap
+	OpMprotect
+	OpMremap
+	OpTouch
+	OpPoke
+	OpPeek
+	OpFork
+	OpExit
+	OpMaps
+)
+
+var kindNames = [...]string{"file", "mmap", "munmap", "mprotect", "mremap", "touch", "poke", "peek", "fork", "exit", "maps"}
+
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Prot is a protection, with the bits of PROT_READ, PROT_WRITE, PROT_EXEC.
+type Prot uint8
+
+// The protection bits.
+const (
+	ProtRead  Prot = 1
+	ProtWrite Prot = 2
+	ProtExec  Prot = 4
+)
+
+// String gives the protection as the trace writes it: "rw-".
+func (p Prot) String() string {
+	b := []byte("---")
+	if p&ProtRead != 0 {
+		b[0] = 'r'
+	}
+	if p&ProtWrite != 0 {
+		b[1] = 'w'
+	}
+	if p&ProtExec != 0 {
+		b[2] = 'x'
+	}
+	return string(b)
+}
+
+// Op is one op of a trace. Which fields matter depends on Kind.
+type Op struct {
+	Line int // line number in the trace text, counting every line from 1
+	Kind Kind
+
+	Addr, Len uint64 // mmap, munmap, mprotect, mremap (old addr and len), touch/poke/peek (Addr)
+	Prot      Prot   // mmap, mprotect
+
+	Shared, Fixed, NoReplace, Populate bool // mmap flags (Fixed xor NoReplace)
+
+	File string // mmap: file-backed when not ""; file: the file's name
+	Off  uint64 // mmap: file offset
+
+	NewLen  uint64 // mremap
+	MayMove bool   // mremap: MREMAP_MAYMOVE|MREMAP_FIXED to NewAddr
+	NewAddr uint64 // mremap
+
+	Value byte   // poke
+	Size  uint64 // file
+}
+
+// Program is a parsed trace: its arena and its ops, file ops included, in
+// order.
+type Program struct {
+	ArenaLo, ArenaHi uint64
+	Ops              []Op
+}
+
+// The default arena, far from where the kernel places a process's own
+// mappings (top-down from below 0x7fffffffffff) and its executable.
+const (
+	DefaultArenaLo = 0x100000000000
+	DefaultArenaHi = 0x110000000000
+)
+
+// Limits of the language.
+const (
+	PageSize = 4096
+	MaxLen   = 1 << 30 // largest LEN, OLDLEN, NEWLEN or SIZE
+	// MaxUserAddr is the end of the x86-64 user address space with 4-level
+	// page tables; an arena must lie below it.
+	MaxUserAddr = 1 << 47
+)
+
+// SyntaxError is a malformed trace: the line (counting every line from 1) and
+// what is wrong with it.
+type SyntaxError struct {
+	Line int
+	Msg  string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("%d: %s", e.Line, e.Msg) }
+
+// Parse reads a trace and validates all of it (issue 2 item 4) before anything
+// runs: unknown ops or flags, missing or extra fields, maymove without fixed
+// NEWADDR, FLAGS without exactly one of fixed/noreplace, addresses or ranges
+// outside the arena, lengths over 1 GiB, exit with no process to return to,
+// and files used before they are declared or declared twice. A malformed
+// trace gives a *SyntaxError.
+func Parse(r io.Reader) (*Program, error) {
+	p := &Program{ArenaLo: DefaultArenaLo, ArenaHi: DefaultArenaHi}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	files := map[string]bool{}
+	depth := 0
+	arena := false
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		f := strings.Fields(text)
+		if len(f) == 0 {
+			continue
+		}
+		ps := &lineParser{line: line, f: f, p: p}
+		if f[0] == "arena" {
+			if len(p.Ops) > 0 || arena {
+				return nil, ps.errorf("arena must come before any other op, once")
+			}
+			if err := ps.arena(); err != nil {
+				return nil, err
+			}
+			arena = true
+			continue
+		}
+		op, err := ps.op(files)
+		if err != nil {
+			return nil, err
+		}
+		switch op.Kind {
+		case OpFork:
+			depth++
+		case OpExit:
+			if depth == 0 {
+				return nil, ps.errorf("exit with no process to return to")
+			}
+			depth--
+		case OpFile:
+			files[op.File] = true
+		}
+		p.Ops = append(p.Ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &SyntaxError{Line: line + 1, Msg: err.Error()}
+	}
+	return p, nil
+}
+
+type lineParser struct {
+	line int
+	f    []string
+	p    *Program
+}
+
+func (ps *lineParser) errorf(format string, args ...any) error {
+	return &SyntaxError{Line: ps.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (ps *lineParser) fields(n int, usage string) error {
+	if len(ps.f) < n {
+		return ps.errorf("missing field: usage: %s", usage)
+	}
+	if len(ps.f) > n {
+		return ps.errorf("extra field %q: usage: %s", ps.f[n], usage)
+	}
+	return nil
+}
+
+func (ps *lineParser) arena() error {
+	if err := ps.fields(3, "arena LO HI"); err != nil {
+		return err
+	}
+	lo, err := ps.number(ps.f[1], "LO", false)
+	if err != nil {
+		return err
+	}
+	hi, err := ps.number(ps.f[2], "HI", false)
+	if err != nil {
+		return err
+	}
+	if lo%PageSize != 0 || hi%PageSize != 0 {
+		return ps.errorf("arena bounds must be page aligned")
+	}
+	if lo == 0 || lo >= hi || hi > MaxUserAddr {
+		return ps.errorf("arena must satisfy 0 < LO < HI <= %#x", uint64(MaxUserAddr))
+	}
+	ps.p.ArenaLo, ps.p.ArenaHi = lo, hi
+	return nil
+}
+
+// number parses a decimal or 0x-hex number; with size, a K, M or G suffix
+// multiplies it by 1024, 1024², 1024³.
+func (ps *lineParser) number(s, what string, size bool) (uint64, error) {
+	mul := uint64(1)
+	t := s
+	if size && len(t) > 0 {
+		switch t[len(t)-1] {
+		case 'K', 'k':
+			mul = 1 << 10
+		case 'M', 'm':
+			mul = 1 << 20
+		case 'G', 'g':
+			mul = 1 << 30
+		}
+		if mul != 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	var v uint64
+	var err error
+	if strings.HasPrefix(t, "0x") || strings.HasPrefix(t, "0X") {
+		v, err = strconv.ParseUint(t[2:], 16, 64)
+	} else {
+		v, err = strconv.ParseUint(t, 10, 64)
+	}
+	if err != nil || t == "" {
+		return 0, ps.errorf("%s: bad number %q", what, s)
+	}
+	if v > ^uint64(0)/mul {
+		return 0, ps.errorf("%s: %q overflows", what, s)
+	}
+	return v * mul, nil
+}
+
+// length parses a LEN, OLDLEN, NEWLEN or SIZE: at most 1 GiB.
+func (ps *lineParser) length(s, what string) (uint64, error) {
+	v, err := ps.number(s, what, true)
+	if err != nil {
+		return 0, err
+	}
+	if v > MaxLen {
+		return 0, ps.errorf("%s %s is over 1 GiB", what, s)
+	}
+	return v, nil
+}
+
+// inArena checks that [addr, addr+n) lies in the arena (n may be 0: then addr
+// must lie in [LO, HI]; touch/poke/peek pass n = 1).
+func (ps *lineParser) inArena(what string, addr, n uint64) error {
+	lo, hi := ps.p.ArenaLo, ps.p.ArenaHi
+	if addr < lo || addr > hi || n > hi-addr {
+		return ps.errorf("%s %#x+%#x is outside the arena %#x-%#x", what, addr, n, lo, hi)
+	}
+	return nil
+}
+
+func (ps *lineParser) prot(s string) (Prot, error) {
+	if len(s) != 3 {
+		return 0, ps.errorf("bad PROT %q: want three chars, r or -, w or -, x or -", s)
+	}
+	var p Prot
+	for i, want := range []byte("rwx") {
+		switch s[i] {
+		case want:
+			p |= 1 << i
+		case '-':
+		default:
+			return 0, ps.errorf("bad PROT %q: want three chars, r or -, w or -, x or -", s)
+		}
+	}
+	return p, nil
+}
+
+const (
+	usageMmap   = "mmap ADDR LEN PROT FLAGS [NAME OFF]"
+	usageMremap = "mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]"
+)
+
+func (ps *lineParser) op(files map[string]bool) (Op, error) {
+	op := Op{Line: ps.line}
+	f := ps.f
+	var err error
+	switch f[0] {
+	case "file":
+		op.Kind = OpFile
+		if err = ps.fields(3, "file NAME SIZE"); err != nil {
+			return op, err
+		}
+		if !validName(f[1]) {
+			return op, ps.errorf("bad file NAME %q: use letters, digits, '.', '_' and '-', not starting with '.'", f[1])
+		}
+		if files[f[1]] {
+			return op, ps.errorf("file %q declared twice", f[1])
+		}
+		op.File = f[1]
+		op.Size, err = ps.length(f[2], "SIZE")
+	case "mmap":
+		op.Kind = OpMmap
+		if len(f) != 5 && len(f) != 7 {
+			if len(f) < 5 || len(f) == 6 {
+				return op, ps.errorf("missing field: usage: %s", usageMmap)
+			}
+			return op, ps.errorf("extra field %q: usage: %s", f[7], usageMmap)
+		}
+		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
+			return op, err
+		}
+		if op.Len, err = ps.length(f[2], "LEN"); err != nil {
+			return op, err
+		}
+		if err = ps.inArena("range", op.Addr, op.Len); err != nil {
+			return op, err
+		}
+		if op.Prot, err = ps.prot(f[3]); err != nil {
+			return op, err
+		}
+		if err = ps.mmapFlags(&op, f[4]); err != nil {
+			return op, err
+		}
+		if len(f) == 7 {
+			if !files[f[5]] {
+				return op, ps.errorf("file %q is not declared by an earlier file line", f[5])
+			}
+			op.File = f[5]
+			if op.Off, err = ps.number(f[6], "OFF", true); err != nil {
+				return op, err
+			}
+		}
+	case "munmap", "mprotect":
+		n, usage := 3, "munmap ADDR LEN"
+		op.Kind = OpMunmap
+		if f[0] == "mprotect" {
+			op.Kind, n, usage = OpMprotect, 4, "mprotect ADDR LEN PROT"
+		}
+		if err = ps.fields(n, usage); err != nil {
+			return op, err
+		}
+		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
+			return op, err
+		}
+		if op.Len, err = ps.length(f[2], "LEN"); err != nil {
+			return op, err
+		}
+		if err = ps.inArena("range", op.Addr, op.Len); err != nil {
+			return op, err
+		}
+		if op.Kind == OpMprotect {
+			op.Prot, err = ps.prot(f[3])
+		}
+	case "mremap":
+		op.Kind = OpMremap
+		switch {
+		case len(f) == 4:
+		case len(f) == 7 && f[4] == "maymove" && f[5] == "fixed":
+			op.MayMove = true
+		case len(f) > 4 && f[4] == "maymove":
+			return op, ps.errorf("maymove needs fixed NEWADDR: usage: %s", usageMremap)
+		case len(f) > 4 && f[4] != "maymove":
+			return op, ps.errorf("unknown mremap flag %q: usage: %s", f[4], usageMremap)
+		case len(f) < 4:
+			return op, ps.errorf("missing field: usage: %s", usageMremap)
+		default:
+			return op, ps.errorf("extra field %q: usage: %s", f[7], usageMremap)
+		}
+		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
+			return op, err
+		}
+		if op.Len, err = ps.length(f[2], "OLDLEN"); err != nil {
+			return op, err
+		}
+		if op.NewLen, err = ps.length(f[3], "NEWLEN"); err != nil {
+			return op, err
+		}
+		if err = ps.inArena("range", op.Addr, op.Len); err != nil {
+			return op, err
+		}
+		if op.MayMove {
+			if op.NewAddr, err = ps.number(f[6], "NEWADDR", false); err != nil {
+				return op, err
+			}
+			err = ps.inArena("new range", op.NewAddr, op.NewLen)
+		} else {
+			err = ps.inArena("new range", op.Addr, op.NewLen)
+		}
+	case "touch", "peek":
+		op.Kind = OpTouch
+		if f[0] == "peek" {
+			op.Kind = OpPeek
+		}
+		if err = ps.fields(2, f[0]+" ADDR"); err != nil {
+			return op, err
+		}
+		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
+			return op, err
+		}
+		err = ps.inArena("address", op.Addr, 1)
+	case "poke":
+		op.Kind = OpPoke
+		if err = ps.fields(3, "poke ADDR VALUE"); err != nil {
+			return op, err
+		}
+		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
+			return op, err
+		}
+		if err = ps.inArena("address", op.Addr, 1); err != nil {
+			return op, err
+		}
+		var v uint64
+		if v, err = ps.number(f[2], "VALUE", false); err != nil {
+			return op, err
+		}
+		if v > 255 {
+			return op, ps.errorf("VALUE %s is over 255", f[2])
+		}
+		op.Value = byte(v)
+	case "fork", "exit", "maps":
+		op.Kind = map[string]Kind{"fork": OpFork, "exit": OpExit, "maps": OpMaps}[f[0]]
+		err = ps.fields(1, f[0])
+	default:
+		return op, ps.errorf("unknown op %q", f[0])
+	}
+	return op, err
+}
+
+func (ps *lineParser) mmapFlags(op *Op, s string) error {
+	var private, shared bool
+	for _, fl := range strings.Split(s, ",") {
+		var b *bool
+		switch fl {
+		case "private":
+			b = &private
+		case "shared":
+			b = &shared
+		case "fixed":
+			b = &op.Fixed
+		case "noreplace":
+			b = &op.NoReplace
+		case "populate":
+			b = &op.Populate
+		default:
+			return ps.errorf("unknown mmap flag %q", fl)
+		}
+		if *b {
+			return ps.errorf("mmap flag %q given twice", fl)
+		}
+		*b = true
+	}
+	if private == shared {
+		return ps.errorf("FLAGS %q: need exactly one of private or shared", s)
+	}
+	if op.Fixed == op.NoReplace {
+		return ps.errorf("FLAGS %q: need exactly one of fixed or noreplace", s)
+	}
+	op.Shared = shared
+	return nil
+}
+
+// validName reports whether s may name a trace file: it must print as one
+// field in /proc/PID/maps and never be a path.
+func validName(s string) bool {
+	if s == "" || s[0] == '.' || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,186 @@
+package trace
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseValid(t *testing.T) {
+	src := `# a comment line
+arena 0x200000000000 0x200100000000
+
+file data 8K   # two pages
+mmap 0x200000000000 4K rw- private,fixed
+mmap 0x200000001000 0x2000 r-x shared,noreplace,populate data 4K
+munmap 0x200000000000 4096
+mprotect 0x200000001000 1M ---
+mremap 0x200000001000 4K 8K
+mremap 0x200000001000 8K 4K maymove fixed 0x200000100000
+touch 0x200000001fff
+poke 0x200000001000 0xff
+peek 0x200000001000
+fork
+maps
+exit
+`
+	p, err := Parse(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ArenaLo != 0x200000000000 || p.ArenaHi != 0x200100000000 {
+		t.Errorf("arena %#x-%#x", p.ArenaLo, p.ArenaHi)
+	}
+	want := []Op{
+		{Line: 4, Kind: OpFile, File: "data", Size: 8192},
+		{Line: 5, Kind: OpMmap, Addr: 0x200000000000, Len: 4096, Prot: ProtRead | ProtWrite, Fixed: true},
+		{Line: 6, Kind: OpMmap, Addr: 0x200000001000, Len: 8192, Prot: ProtRead | ProtExec, Shared: true, NoReplace: true, Populate: true, File: "data", Off: 4096},
+		{Line: 7, Kind: OpMunmap, Addr: 0x200000000000, Len: 4096},
+		{Line: 8, Kind: OpMprotect, Addr: 0x200000001000, Len: 1 << 20},
+		{Line: 9, Kind: OpMremap, Addr: 0x200000001000, Len: 4096, NewLen: 8192},
+		{Line: 10, Kind: OpMremap, Addr: 0x200000001000, Len: 8192, NewLen: 4096, MayMove: true, NewAddr: 0x200000100000},
+		{Line: 11, Kind: OpTouch, Addr: 0x200000001fff},
+		{Line: 12, Kind: OpPoke, Addr: 0x200000001000, Value: 255},
+		{Line: 13, Kind: OpPeek, Addr: 0x200000001000},
+		{Line: 14, Kind: OpFork},
+		{Line: 15, Kind: OpMaps},
+		{Line: 16, Kind: OpExit},
+	}
+	if !reflect.DeepEqual(p.Ops, want) {
+		t.Errorf("ops:\n got %+v\nwant %+v", p.Ops, want)
+	}
+	// The canonical text reads back into the same ops (lines renumbered).
+	q, err := Parse(strings.NewReader(p.String()))
+	if err != nil {
+		t.Fatalf("canonical text does not parse: %v\n%s", err, p.String())
+	}
+	if q.String() != p.String() {
+		t.Errorf("canonical text not stable:\n%s\n%s", p, q)
+	}
+}
+
+func TestParseDefaultArena(t *testing.T) {
+	p, err := Parse(strings.NewReader("maps\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ArenaLo != 0x100000000000 || p.ArenaHi != 0x110000000000 {
+		t.Errorf("default arena %#x-%#x", p.ArenaLo, p.ArenaHi)
+	}
+}
+
+// Each malformed trace of issue 2 item 4 is refused with the line of the
+// offending op (counting every line, comments and blank ones too).
+func TestParseMalformed(t *testing.T) {
+	const a = "0x100000000000"
+	cases := []struct {
+		name, src string
+		line      int
+		msg       string
+	}{
+		{"unknown op", "# c\n\nmunmapp " + a + " 4K\n", 3, "unknown op"},
+		{"unknown flag", "mmap " + a + " 4K rw- private,fixed,huge\n", 1, "unknown mmap flag"},
+		{"missing field mmap", "maps\nmmap " + a + " 4K rw-\n", 2, "missing field"},
+		{"mmap name without off", "file f 4K\nmmap " + a + " 4K rw- private,fixed f\n", 2, "missing field"},
+		{"extra field mmap", "file f 4K\nmmap " + a + " 4K rw- private,fixed f 0 x\n", 2, "extra field"},
+		{"extra field munmap", "munmap " + a + " 4K 1\n", 1, "extra field"},
+		{"missing field poke", "poke " + a + "\n", 1, "missing field"},
+		{"extra field maps", "maps all\n", 1, "extra field"},
+		{"maymove without fixed", "mremap " + a + " 4K 8K maymove\n", 1, "maymove needs fixed"},
+		{"maymove without newaddr", "mremap " + a + " 4K 8K maymove fixed\n", 1, "maymove needs fixed"},
+		{"fixed without maymove", "mremap " + a + " 4K 8K fixed " + a + "\n", 1, "unknown mremap flag"},
+		{"neither fixed nor noreplace", "mmap " + a + " 4K rw- private\n", 1, "exactly one of fixed or noreplace"},
+		{"both fixed and noreplace", "mmap " + a + " 4K rw- private,fixed,noreplace\n", 1, "exactly one of fixed or noreplace"},
+		{"neither private nor shared", "mmap " + a + " 4K rw- fixed\n", 1, "exactly one of private or shared"},
+		{"flag twice", "mmap " + a + " 4K rw- private,fixed,fixed\n", 1, "twice"},
+		{"addr below arena", "touch 0xfffffffffff\n", 1, "outside the arena"},
+		{"addr at arena end", "peek 0x110000000000\n", 1, "outside the arena"},
+		{"range past arena", "mmap 0x10ffffffe000 16K rw- private,fixed\n", 1, "outside the arena"},
+		{"mremap grow past arena", "mremap 0x10fffffff000 4K 8K\n", 1, "outside the arena"},
+		{"newaddr outside arena", "mremap " + a + " 4K 4K maymove fixed 0x200000000000\n", 1, "outside the arena"},
+		{"custom arena", "arena 0x200000000000 0x200000100000\nmmap " + a + " 4K rw- private,fixed\n", 2, "outside the arena"},
+		{"len over 1G", "munmap " + a + " 0x40001000\n", 1, "over 1 GiB"},
+		{"newlen over 1G", "mremap " + a + " 4K 2G\n", 1, "over 1 GiB"},
+		{"size over 1G", "file big 1025M\n", 1, "over 1 GiB"},
+		{"exit at top", "fork\nexit\nexit\n", 3, "exit with no process"},
+		{"arena after op", "maps\narena 0x200000000000 0x300000000000\n", 2, "arena must come before"},
+		{"arena twice", "arena 0x200000000000 0x300000000000\narena 0x200000000000 0x300000000000\n", 2, "arena must come before"},
+		{"arena reversed", "arena 0x300000000000 0x200000000000\n", 1, "arena must satisfy"},
+		{"bad number", "touch 0x10000000000g\n", 1, "bad number"},
+		{"suffix on address", "touch 16K\n", 1, "bad number"},
+		{"bad prot", "mprotect " + a + " 4K rwz\n", 1, "bad PROT"},
+		{"short prot", "mprotect " + a + " 4K rw\n", 1, "bad PROT"},
+		{"poke value", "poke " + a + " 256\n", 1, "over 255"},
+		{"undeclared file", "mmap " + a + " 4K rw- private,fixed nofile 0\n", 1, "not declared"},
+		{"file twice", "file f 4K\nfile f 8K\n", 2, "declared twice"},
+		{"file path", "file a/b 4K\n", 1, "bad file NAME"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(c.src))
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("Parse(%q) = %v, want a SyntaxError", c.src, err)
+			}
+			if se.Line != c.line || !strings.Contains(se.Msg, c.msg) {
+				t.Errorf("Parse(%q) = %q, want line %d with %q", c.src, err, c.line, c.msg)
+			}
+			if !strings.HasPrefix(err.Error(), strings.TrimSpace(strings.Split(err.Error(), ":")[0])+": ") {
+				t.Errorf("error %q is not LINE: msg", err)
+			}
+		})
+	}
+}
+
+func TestProtString(t *testing.T) {
+	for p, want := range []string{"---", "r--", "-w-", "rw-", "--x", "r-x", "-wx", "rwx"} {
+		if got := Prot(p).String(); got != want {
+			t.Errorf("Prot(%d) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+func TestOutputLines(t *testing.T) {
+	if got := PeekLine(0x100000001000, 7); got != "peek 0x100000001000 7" {
+		t.Errorf("PeekLine = %q", got)
+	}
+	if got := ErrorLine(12, "EEXIST"); got != "error 12 EEXIST" {
+		t.Errorf("ErrorLine = %q", got)
+	}
+	if FileByte(250) != 250 || FileByte(251) != 0 || FileByte(4096) != 4096%251 {
+		t.Error("FileByte is not off % 251")
+	}
+}
+
+func TestNormalizeAndDiff(t *testing.T) {
+	// Lines as the live kernel prints them (padding to column 73 before the
+	// name), against the same VMAs with other dev/inode values.
+	live := "100000000000-100000002000 rw-p 00000000 00:00 0 \n" +
+		"100000002000-100000003000 rw-s 00000000 00:01 3148                       /dev/zero (deleted)\n" +
+		"100000003000-100000004000 r--p 00001000 fd:01 123456                     data\n" +
+		"\n" +
+		"peek 0x100000000000 0\n" +
+		"error 7 SIGSEGV\n"
+	model := "100000000000-100000002000 rw-p 00000000 00:00 0\n" +
+		"100000002000-100000003000 rw-s 00000000 00:01 1 /dev/zero (deleted)\n" +
+		"100000003000-100000004000 r--p 00001000 00:2a 9 data\n" +
+		"\n" +
+		"peek 0x100000000000 0\n" +
+		"error 7 SIGSEGV\n"
+	if d := Diff(live, model); d != "" {
+		t.Errorf("equal outputs differ:\n%s\nnormalized:\n%s", d, Normalize(live))
+	}
+	if got := Normalize(live); !strings.Contains(got, "100000002000-100000003000 rw-s 00000000 /dev/zero (deleted)\n") {
+		t.Errorf("Normalize lost the name:\n%s", got)
+	}
+	bad := strings.Replace(model, "r--p 00001000", "r--p 00002000", 1)
+	d := Diff(live, bad)
+	if !strings.Contains(d, "3 - 100000003000-100000004000 r--p 00001000 data") ||
+		!strings.Contains(d, "+ 100000003000-100000004000 r--p 00002000 data") {
+		t.Errorf("Diff does not show the changed line:\n%s", d)
+	}
+	if d := Diff("peek 0x1 1\n", "peek 0x1 1\nerror 3 EINVAL\n"); !strings.Contains(d, "+ error 3 EINVAL") {
+		t.Errorf("Diff misses an extra line:\n%s", d)
+	}
+}
