@@ -1,0 +1,372 @@
+package mt
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// ref is the obviously correct model the tree is checked against: a sorted
+// slice of ranges.
+type ref struct {
+	r []Range
+	v []*int
+}
+
+func (m *ref) store(s, e uint64, v *int) {
+	i, _ := slices.BinarySearchFunc(m.r, s, func(r Range, s uint64) int {
+		if r.Start < s {
+			return -1
+		}
+		if r.Start > s {
+			return 1
+		}
+		return 0
+	})
+	m.r = slices.Insert(m.r, i, Range{s, e})
+	m.v = slices.Insert(m.v, i, v)
+}
+
+func (m *ref) erase(s uint64) {
+	for i, r := range m.r {
+		if r.Start == s {
+			m.r = slices.Delete(m.r, i, i+1)
+			m.v = slices.Delete(m.v, i, i+1)
+			return
+		}
+	}
+}
+
+func (m *ref) overlaps(s, e uint64) bool {
+	for _, r := range m.r {
+		if r.Start < e && s < r.End {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *ref) find(a uint64) (Range, *int) {
+	for i, r := range m.r {
+		if r.End > a {
+			return r, m.v[i]
+		}
+	}
+	return Range{}, nil
+}
+
+func (m *ref) prev(a uint64) (Range, *int) {
+	for i := len(m.r) - 1; i >= 0; i-- {
+		if m.r[i].Start < a {
+			return m.r[i], m.v[i]
+		}
+	}
+	return Range{}, nil
+}
+
+func checkAgainst(t *testing.T, tr *Tree[int], m *ref, rng *rand.Rand, space uint64) {
+	t.Helper()
+	if tr.Len() != len(m.r) {
+		t.Fatalf("Len = %d, want %d", tr.Len(), len(m.r))
+	}
+	i := 0
+	for r, v := range tr.All() {
+		if i >= len(m.r) || r != m.r[i] || v != m.v[i] {
+			t.Fatalf("All()[%d] = %v %p, want %v", i, r, v, m.r[min(i, len(m.r)-1)])
+		}
+		i++
+	}
+	if i != len(m.r) {
+		t.Fatalf("All yielded %d ranges, want %d", i, len(m.r))
+	}
+	for k := 0; k < 50; k++ {
+		a := rng.Uint64N(space + 10)
+		r, v := m.find(a)
+		s, e, got := tr.Find(a)
+		if got != v || (v != nil && (s != r.Start || e != r.End)) {
+			t.Fatalf("Find(%d) = [%d,%d) %p, want %v %p", a, s, e, got, r, v)
+		}
+		var want *int
+		if v != nil && r.Start <= a {
+			want = v
+		}
+		if got := tr.Load(a); got != want {
+			t.Fatalf("Load(%d) = %p, want %p", a, got, want)
+		}
+		r, v = m.prev(a)
+		s, e, got = tr.Prev(a)
+		if got != v || (v != nil && (s != r.Start || e != r.End)) {
+			t.Fatalf("Prev(%d) = [%d,%d) %p, want %v %p", a, s, e, got, r, v)
+		}
+		// From(a) is the tail of the reference starting at Find(a).
+		j := slices.IndexFunc(m.r, func(r Range) bool { return r.End > a })
+		if j < 0 {
+			j = len(m.r)
+		}
+		for r := range tr.From(a) {
+			if j >= len(m.r) || r != m.r[j] {
+				t.Fatalf("From(%d) yielded %v, want index %d of %d", a, r, j, len(m.r))
+			}
+			j++
+		}
+		if j != len(m.r) {
+			t.Fatalf("From(%d) stopped early at %d of %d", a, j, len(m.r))
+		}
+	}
+}
+
+// TestRandomAgainstReference drives random stores and erases (enough to grow
+// the tree several levels deep and shrink it back to empty) and compares every
+// read method with the reference after each step.
+func TestRandomAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const space = 20000
+	var tr Tree[int]
+	m := &ref{}
+	steps := 6000
+	for step := 0; step < steps; step++ {
+		growing := step < steps*2/3
+		if (growing && rng.IntN(4) != 0) || (!growing && rng.IntN(4) == 0) || len(m.r) == 0 {
+			s := rng.Uint64N(space)
+			e := s + 1 + rng.Uint64N(5)
+			if m.overlaps(s, e) {
+				continue
+			}
+			v := new(int)
+			*v = step
+			tr.Store(s, e, v)
+			m.store(s, e, v)
+		} else {
+			r := m.r[rng.IntN(len(m.r))]
+			tr.Erase(r.Start)
+			m.erase(r.Start)
+			tr.Erase(r.Start) // erasing what is not there is a no-op
+		}
+		if step%7 == 0 || step > steps-100 {
+			checkAgainst(t, &tr, m, rng, space)
+		}
+	}
+	for len(m.r) > 0 {
+		r := m.r[rng.IntN(len(m.r))]
+		tr.Erase(r.Start)
+		m.erase(r.Start)
+	}
+	checkAgainst(t, &tr, m, rng, space)
+	if tr.root.Load() != nil {
+		t.Fatal("empty tree keeps a root")
+	}
+}
+
+// TestDepth checks the tree really is several levels deep with 30,000 ranges
+// (so the tests above exercise splits and merges of internal nodes) and that
+// every node obeys the fill bounds and summary keys.
+func TestDepth(t *testing.T) {
+	var tr Tree[int]
+	for i := uint64(0); i < 30000; i++ {
+		tr.Store(i*2, i*2+1, new(int))
+	}
+	for i := uint64(0); i < 30000; i += 3 {
+		tr.Erase(i * 2)
+	}
+	depth := 0
+	var check func(nd *node[int], root bool) (int, int)
+	check = func(nd *node[int], root bool) (int, int) {
+		if nd.n > maxEntries-1 || (!root && nd.n < minEntries) {
+			t.Fatalf("node with %d slots", nd.n)
+		}
+		if nd.leaf {
+			return 1, nd.n
+		}
+		d, size := 0, 0
+		for i := 0; i < nd.n; i++ {
+			k := nd.kid[i]
+			if nd.start[i] != k.start[0] || nd.end[i] != k.end[k.n-1] {
+				t.Fatalf("stale summary key")
+			}
+			kd, ks := check(k, false)
+			if d != 0 && kd != d {
+				t.Fatalf("unbalanced: depths %d and %d", d, kd)
+			}
+			d = kd
+			size += ks
+		}
+		if size != nd.size {
+			t.Fatalf("size %d, counted %d", nd.size, size)
+		}
+		return d + 1, size
+	}
+	depth, size := check(tr.root.Load(), true)
+	if size != 20000 || tr.Len() != 20000 {
+		t.Fatalf("size %d Len %d, want 20000", size, tr.Len())
+	}
+	// 20,000 ranges in nodes of at most 15 slots need at least 4 levels.
+	if depth < 4 {
+		t.Fatalf("depth %d", depth)
+	}
+}
+
+// TestCloneIsIndependent: writes to a clone or to the original after Clone are
+// invisible to the other one, and a snapshot never changes.
+func TestCloneIsIndependent(t *testing.T) {
+	var a Tree[int]
+	for i := uint64(0); i < 1000; i++ {
+		a.Store(i*10, i*10+5, new(int))
+	}
+	snap := a.Snapshot()
+	b := a.Clone()
+	b.Erase(500)
+	nv := new(int)
+	b.Store(500, 503, nv)
+	a.Erase(0)
+	if a.Load(500) == nv || b.Load(500) != nv {
+		t.Fatal("clone write leaked into the original")
+	}
+	if a.Load(0) != nil || b.Load(0) == nil {
+		t.Fatal("original write leaked into the clone")
+	}
+	if snap.Len() != 1000 || snap.Load(0) == nil || snap.Load(500) == nv {
+		t.Fatal("snapshot changed")
+	}
+	if a.Len() != 999 || b.Len() != 1000 {
+		t.Fatalf("Len a=%d b=%d", a.Len(), b.Len())
+	}
+}
+
+func TestStoreOverlapPanics(t *testing.T) {
+	var tr Tree[int]
+	tr.Store(10, 20, new(int))
+	defer func() {
+		if recover() == nil {
+			t.Fatal("overlapping Store did not panic")
+		}
+	}()
+	tr.Store(15, 25, new(int))
+}
+
+// TestConcurrentReaders: one writer slides a window of W consecutive ranges
+// (store the next, erase the oldest) while readers without any lock check that
+// every snapshot they take is one the writer published: W or W+1 consecutive
+// ranges whose values match their starts. Load sees a range either fully
+// present or absent. Run with -race.
+func TestConcurrentReaders(t *testing.T) {
+	const W, steps, P = 40, 3000, 4096
+	type val struct{ k uint64 }
+	var tr Tree[val]
+	for k := uint64(0); k < W; k++ {
+		tr.Store(k*P, k*P+P, &val{k})
+	}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+				s := tr.Snapshot()
+				var first, n uint64
+				for rg, v := range s.All() {
+					if v.k*P != rg.Start || rg.End != rg.Start+P {
+						errs <- "value does not match its range"
+						return
+					}
+					if n == 0 {
+						first = v.k
+					} else if v.k != first+n {
+						errs <- "snapshot is not a run of consecutive ranges"
+						return
+					}
+					n++
+				}
+				if n != W && n != W+1 || int(n) != s.Len() {
+					errs <- "snapshot has the wrong number of ranges"
+					return
+				}
+				// The newest range is either there (entirely) or not.
+				last := first + n - 1
+				if v := tr.Load(last*P + P/2); v != nil && v.k != last {
+					errs <- "Load returned a foreign value"
+					return
+				}
+			}
+		}()
+	}
+	for k := uint64(W); k < W+steps; k++ {
+		tr.Store(k*P, k*P+P, &val{k})
+		tr.Erase((k - W) * P)
+	}
+	done.Store(true)
+	wg.Wait()
+	select {
+	case e := <-errs:
+		t.Fatal(e)
+	default:
+	}
+}
+
+func build(n int) *Tree[int] {
+	tr := new(Tree[int])
+	for i := 0; i < n; i++ {
+		v := i
+		tr.Store(uint64(i)<<16, uint64(i)<<16+0x8000, &v)
+	}
+	return tr
+}
+
+func TestLoadDoesNotAllocate(t *testing.T) {
+	tr := build(30000)
+	a := uint64(12345)<<16 + 7
+	if n := testing.AllocsPerRun(100, func() {
+		if tr.Load(a) == nil {
+			t.Fatal("miss")
+		}
+	}); n != 0 {
+		t.Fatalf("Load allocates %v times", n)
+	}
+}
+
+func BenchmarkLoadHit30000(b *testing.B) {
+	tr := build(30000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	addrs := make([]uint64, 4096)
+	for i := range addrs {
+		addrs[i] = uint64(rng.IntN(30000))<<16 + 100
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if tr.Load(addrs[i&4095]) == nil {
+			b.Fatal("miss")
+		}
+	}
+}
+
+func BenchmarkStoreErase30000(b *testing.B) {
+	tr := build(30000)
+	rng := rand.New(rand.NewPCG(5, 6))
+	b.ReportAllocs()
+	b.ResetTimer()
+	v := new(int)
+	for i := 0; i < b.N; i++ {
+		s := uint64(rng.IntN(30000))<<16 + 0x9000
+		tr.Store(s, s+0x1000, v)
+		tr.Erase(s)
+	}
+}
+
+func BenchmarkIterate30000(b *testing.B) {
+	tr := build(30000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n := 0
+		for range tr.All() {
+			n++
+		}
+		if n != 30000 {
+			b.Fatal(n)
+		}
+	}
+}
