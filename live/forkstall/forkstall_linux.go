@@ -68,6 +68,7 @@ func busy(size uint64, forks bool) {
 	if forks {
 		go func() {
 			runtime.LockOSThread()
+			pin(0) // the whole busy process stays on CPU 0, as in the research runs
 			for {
 				if pid, e := rawFork(false); e == 0 {
 					var ws syscall.WaitStatus
