@@ -1,0 +1,119 @@
+package locking_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"mmlab/locking"
+)
+
+// task is a minimal Waiter and BlockRecorder.
+type task struct {
+	name  string
+	cpu   int
+	fatal chan struct{}
+	kill  sync.Once
+
+	mu      sync.Mutex
+	blocked map[string][]time.Duration // protected by mu
+}
+
+func newTask(name string) *task {
+	return &task{name: name, cpu: -1, fatal: make(chan struct{})}
+}
+
+func (t *task) Fatal() <-chan struct{} { return t.fatal }
+func (t *task) CPU() int               { return t.cpu }
+func (t *task) Kill()                  { t.kill.Do(func() { close(t.fatal) }) }
+
+func (t *task) RecordBlocked(lock string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.blocked == nil {
+		t.blocked = map[string][]time.Duration{}
+	}
+	t.blocked[lock] = append(t.blocked[lock], d)
+}
+
+func (t *task) waits(lock string) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Duration(nil), t.blocked[lock]...)
+}
+
+var (
+	_ locking.Waiter        = (*task)(nil)
+	_ locking.BlockRecorder = (*task)(nil)
+)
+
+// waitFor yields until cond holds. A step that never comes is caught by the
+// test binary's -timeout, not by a threshold here.
+func waitFor(cond func() bool) {
+	for !cond() {
+		runtime.Gosched()
+	}
+}
+
+// op runs f in a goroutine; done is closed when f returns.
+type op struct {
+	done chan struct{}
+	err  error
+}
+
+func start(f func() error) *op {
+	o := &op{done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		o.err = f()
+	}()
+	return o
+}
+
+func (o *op) finished() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (o *op) wait() error {
+	<-o.done
+	return o.err
+}
+
+// queued waits until the lock's queue holds n waiters.
+func queued(s interface{ Waiters() int }, n int) {
+	waitFor(func() bool { return s.Waiters() == n })
+}
+
+// kinds returns the queue as a string of 'r' and 'w', head first.
+func kinds(s *locking.RWSem) string {
+	var b []byte
+	for _, q := range s.QueueSnapshot() {
+		if q.Write {
+			b = append(b, 'w')
+		} else {
+			b = append(b, 'r')
+		}
+	}
+	return string(b)
+}
+
+// fakeClock is a settable clock for the handoff timeout.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+func newFakeClock() *fakeClock               { c := &fakeClock{}; c.ns.Store(1e18); return c }
+func nilErr(f func()) func() error           { return func() error { f(); return nil } }
+func mustFinish(t *testing.T, o *op, what string) {
+	t.Helper()
+	if err := o.wait(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

@@ -1,0 +1,324 @@
+package locking
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// percpuShards is the number of reader counters (the kernel has one per
+// possible CPU). A task on model CPU c uses shard c % percpuShards; a task
+// with no CPU uses a random one.
+const percpuShards = 32
+
+// percpuShard is one CPU's read_count, alone on its cache line.
+type percpuShard struct {
+	readers      atomic.Int64 // this CPU's read_count; only the sum means anything
+	acquisitions atomic.Int64 // this CPU's share of LockStats.Acquisitions
+	_            [48]byte
+}
+
+// percpuWaiter is a wait_queue_entry of PercpuRWSem.waiters.
+type percpuWaiter struct {
+	next   *percpuWaiter // protected by PercpuRWSem.waitLock
+	reader bool          // the kernel's WQ_FLAG_CUSTOM
+	task   Waiter
+	// granted is the kernel's "wq_entry.private == NULL": the waker took
+	// the lock on this waiter's behalf and removed it from the queue.
+	granted atomic.Bool
+	wake    chan struct{}
+}
+
+// PercpuRWSem is a reader-writer semaphore whose readers are cheap, with the
+// behaviour of the kernel's struct percpu_rw_semaphore
+// (kernel/locking/percpu-rwsem.c), used for uprobes' dup_mmap_sem. A reader
+// increments its CPU's counter and is in unless a writer has set block. A
+// writer sets block (from then on new readers queue), then waits,
+// uninterruptibly, for the counters to sum to zero. Readers and writers that
+// find block set queue in one FIFO list; UpWrite wakes readers from its head
+// until it has woken one writer (which gets the lock exclusively).
+//
+// The kernel's rcu_sync, which lets its reader fast path skip a memory
+// barrier while no writer is around, is left out: Go's atomics are
+// sequentially consistent, so the reader always does what the kernel's
+// slow-path trylock does (increment, then check block), and a writer does
+// not wait for an RCU grace period before setting block.
+//
+// The zero value is an unlocked semaphore named "percpu-rwsem".
+type PercpuRWSem struct {
+	shards [percpuShards]percpuShard
+	block  atomic.Int32 // 1 while a writer holds or is taking the lock
+
+	// writer is the kernel's rcuwait: the writer waiting for readers to
+	// drain publishes its wake-up channel here.
+	writer atomic.Pointer[chan struct{}]
+
+	name string // set before the lock is shared
+
+	// waitLock is the kernel's waiters.lock: it protects head, tail and
+	// nwait. Innermost: nothing is taken while it is held.
+	waitLock   sync.Mutex
+	head, tail *percpuWaiter
+	nwait      int
+
+	stats waitStats
+}
+
+// NewPercpuRWSem returns an unlocked per-CPU semaphore; name appears in
+// stats and in BlockRecorder calls.
+func NewPercpuRWSem(name string) *PercpuRWSem {
+	return &PercpuRWSem{name: name}
+}
+
+// SetName sets the name used in BlockRecorder calls. Call it before the
+// lock is shared.
+func (s *PercpuRWSem) SetName(name string) { s.name = name }
+
+// Name returns the lock's name.
+func (s *PercpuRWSem) Name() string {
+	if s.name == "" {
+		return "percpu-rwsem"
+	}
+	return s.name
+}
+
+func (s *PercpuRWSem) shard(w Waiter) *percpuShard {
+	if w != nil {
+		if cpu := w.CPU(); cpu >= 0 {
+			return &s.shards[cpu%percpuShards]
+		}
+	}
+	return &s.shards[rand.Uint32()%percpuShards]
+}
+
+// DownRead takes the lock for reading, sleeping uninterruptibly while a
+// writer holds or waits for it. w (may be nil) chooses the counter and gets
+// the blocked time. Mirrors percpu_down_read().
+func (s *PercpuRWSem) DownRead(w Waiter) {
+	sh := s.shard(w)
+	if s.readTrylock(sh) {
+		sh.acquisitions.Add(1)
+		return
+	}
+	start := time.Now()
+	s.wait(w, true)
+	sh.acquisitions.Add(1)
+	s.stats.record(s.Name(), w, time.Since(start))
+}
+
+// DownReadTrylock takes the lock for reading if no writer holds or waits for
+// it. Mirrors percpu_down_read_trylock().
+func (s *PercpuRWSem) DownReadTrylock(w Waiter) bool {
+	sh := s.shard(w)
+	if s.readTrylock(sh) {
+		sh.acquisitions.Add(1)
+		return true
+	}
+	return false
+}
+
+// UpRead releases a read lock. w chooses the counter to decrement; it need
+// not be the one DownRead used, since only the sum counts. Mirrors
+// percpu_up_read().
+func (s *PercpuRWSem) UpRead(w Waiter) {
+	s.shard(w).readers.Add(-1)
+	if s.block.Load() != 0 {
+		// A writer may be waiting for the readers to drain.
+		s.wakeWriter()
+	}
+}
+
+// DownWrite takes the lock for writing: it sets block (or queues behind the
+// current writer), then waits for all readers to leave. Both waits are
+// uninterruptible. Mirrors percpu_down_write().
+func (s *PercpuRWSem) DownWrite(w Waiter) {
+	var start time.Time
+	contended := false
+	if !s.writeTrylock() {
+		start = time.Now()
+		contended = true
+		s.wait(w, false)
+	}
+	// Wait for all active readers to complete (rcuwait_wait_event).
+	if !s.readersDrained() {
+		if !contended {
+			start = time.Now()
+			contended = true
+		}
+		ch := make(chan struct{}, 1)
+		s.writer.Store(&ch)
+		for !s.readersDrained() {
+			<-ch
+		}
+		s.writer.Store(nil)
+	}
+	s.shards[0].acquisitions.Add(1)
+	if contended {
+		s.stats.record(s.Name(), w, time.Since(start))
+	}
+}
+
+// DownWriteTrylock takes the lock for writing if no writer holds it and no
+// reader is inside; it never sleeps. (The kernel has no such call; this is
+// percpu_down_write() that gives up instead of waiting.)
+func (s *PercpuRWSem) DownWriteTrylock() bool {
+	if !s.writeTrylock() {
+		return false
+	}
+	if !s.readersDrained() {
+		// Readers that saw block in the meantime may have queued.
+		s.UpWrite()
+		return false
+	}
+	s.shards[0].acquisitions.Add(1)
+	return true
+}
+
+// UpWrite releases the write lock: block is cleared, then queued readers are
+// woken from the head until one writer has been woken or a trylock on a
+// waiter's behalf fails. Mirrors percpu_up_write() and
+// percpu_rwsem_wake_function().
+func (s *PercpuRWSem) UpWrite() {
+	if s.block.Swap(0) == 0 {
+		panic("locking: UpWrite of " + s.Name() + " not write-locked")
+	}
+	s.waitLock.Lock()
+	for s.head != nil {
+		e := s.head
+		// Concurrent against DownWrite: the lock can get stolen.
+		if e.reader {
+			if !s.readTrylock(s.shard(e.task)) {
+				break
+			}
+		} else if !s.writeTrylock() {
+			break
+		}
+		s.head = e.next
+		if s.head == nil {
+			s.tail = nil
+		}
+		e.next = nil
+		s.nwait--
+		e.granted.Store(true)
+		wakeUp(e.wake)
+		if !e.reader {
+			break // a writer is woken exclusively
+		}
+	}
+	s.waitLock.Unlock()
+}
+
+// IsWriteLocked reports whether a writer holds the lock or is taking it
+// (block is set). Mirrors percpu_is_write_locked().
+func (s *PercpuRWSem) IsWriteLocked() bool {
+	return s.block.Load() != 0
+}
+
+// Readers returns the sum of the reader counters: the readers inside, plus
+// for a moment readers on their way in or out.
+func (s *PercpuRWSem) Readers() int64 {
+	var sum int64
+	for i := range s.shards {
+		sum += s.shards[i].readers.Load()
+	}
+	return sum
+}
+
+// Waiters returns how many tasks are queued on the lock (not counting a
+// writer that holds block and waits for readers to drain).
+func (s *PercpuRWSem) Waiters() int {
+	s.waitLock.Lock()
+	defer s.waitLock.Unlock()
+	return s.nwait
+}
+
+// WriterWaitingForReaders reports whether a writer has set block and sleeps
+// until the readers drain.
+func (s *PercpuRWSem) WriterWaitingForReaders() bool {
+	return s.writer.Load() != nil
+}
+
+// Stats returns the lock's counters.
+func (s *PercpuRWSem) Stats() LockStats {
+	var st LockStats
+	for i := range s.shards {
+		st.Acquisitions += s.shards[i].acquisitions.Load()
+	}
+	s.stats.fill(&st)
+	return st
+}
+
+// ResetStats zeroes the lock's counters.
+func (s *PercpuRWSem) ResetStats() {
+	for i := range s.shards {
+		s.shards[i].acquisitions.Store(0)
+	}
+	s.stats.reset()
+}
+
+// readTrylock mirrors __percpu_down_read_trylock(): increment, then look at
+// block. If a writer set block, it will see the increment; a reader that
+// increments after the writer looked sees block and backs out.
+func (s *PercpuRWSem) readTrylock(sh *percpuShard) bool {
+	sh.readers.Add(1)
+	if s.block.Load() == 0 {
+		return true
+	}
+	sh.readers.Add(-1)
+	// Prod the writer to re-evaluate readers_active_check().
+	s.wakeWriter()
+	return false
+}
+
+// writeTrylock mirrors __percpu_down_write_trylock(): writer-writer
+// exclusion through block.
+func (s *PercpuRWSem) writeTrylock() bool {
+	if s.block.Load() != 0 {
+		return false
+	}
+	return s.block.Swap(1) == 0
+}
+
+// readersDrained mirrors readers_active_check(): once block is set, a zero
+// sum is stable.
+func (s *PercpuRWSem) readersDrained() bool {
+	return s.Readers() == 0
+}
+
+// wakeWriter mirrors rcuwait_wake_up().
+func (s *PercpuRWSem) wakeWriter() {
+	if ch := s.writer.Load(); ch != nil {
+		wakeUp(*ch)
+	}
+}
+
+// wait mirrors percpu_rwsem_wait(): under waitLock, try once more, else
+// queue at the tail (exclusive, so FIFO) and sleep until a waker has taken
+// the lock for us.
+func (s *PercpuRWSem) wait(w Waiter, reader bool) {
+	e := &percpuWaiter{reader: reader, task: w, wake: make(chan struct{}, 1)}
+	s.waitLock.Lock()
+	var ok bool
+	if reader {
+		ok = s.readTrylock(s.shard(w))
+	} else {
+		ok = s.writeTrylock()
+	}
+	if !ok {
+		if s.tail != nil {
+			s.tail.next = e
+		} else {
+			s.head = e
+		}
+		s.tail = e
+		s.nwait++
+	}
+	s.waitLock.Unlock()
+	if ok {
+		return
+	}
+	for !e.granted.Load() {
+		<-e.wake
+	}
+}

@@ -1,0 +1,657 @@
+package locking
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mmlab/errno"
+)
+
+// The count word, as in kernel/locking/rwsem.c on 64-bit: bit 0 writer
+// locked, bit 1 waiters present, bit 2 handoff, bits 8-62 reader count,
+// bit 63 read fail.
+const (
+	rwsemWriterLocked  int64 = 1 << 0
+	rwsemFlagWaiters   int64 = 1 << 1
+	rwsemFlagHandoff   int64 = 1 << 2
+	rwsemFlagReadFail  int64 = -1 << 63
+	rwsemReaderShift         = 8
+	rwsemReaderBias    int64 = 1 << rwsemReaderShift
+	rwsemReaderMask          = ^(rwsemReaderBias - 1)
+	rwsemWriterMask          = rwsemWriterLocked
+	rwsemLockMask            = rwsemWriterMask | rwsemReaderMask
+	rwsemReadFailedMsk       = rwsemWriterMask | rwsemFlagWaiters | rwsemFlagHandoff | rwsemFlagReadFail
+)
+
+// RWSemWaitTimeout is RWSEM_WAIT_TIMEOUT (HZ/250 jiffies, 4 ms at HZ=250):
+// a waiter that has been queued this long may set the handoff bit, which
+// stops readers from stealing the lock from it.
+const RWSemWaitTimeout = 4 * time.Millisecond
+
+// maxReadersWakeup is MAX_READERS_WAKEUP: at most this many readers are
+// woken by one wake-up.
+const maxReadersWakeup = 256
+
+// ownerReader is RWSEM_READER_OWNED in the owner word: a hint that readers
+// hold the lock. Like the kernel (without CONFIG_DEBUG_RWSEMS) it stays set
+// after the last reader leaves, until a writer takes the lock.
+const ownerReader uint32 = 1
+
+type waitKind uint8
+
+const (
+	waitingForRead waitKind = iota
+	waitingForWrite
+)
+
+type wakeType uint8
+
+const (
+	wakeAny       wakeType = iota // RWSEM_WAKE_ANY: wake whatever is at the head
+	wakeReaders                   // RWSEM_WAKE_READERS: wake readers only
+	wakeReadOwned                 // RWSEM_WAKE_READ_OWNED: the waker holds the read lock
+)
+
+// rwsemWaiter mirrors struct rwsem_waiter.
+type rwsemWaiter struct {
+	next, prev *rwsemWaiter // wait list links; protected by RWSem.waitLock
+	task       Waiter
+	kind       waitKind
+	timeout    time.Time // when this waiter may set the handoff bit
+	handoffSet bool      // protected by RWSem.waitLock
+	// granted is the kernel's "waiter.task == NULL": a reader was given
+	// the lock by rwsemMarkWake and removed from the list.
+	granted atomic.Bool
+	wake    chan struct{} // one slot; see wakeUp
+}
+
+// RWSem is a reader-writer semaphore with the behaviour of the kernel's
+// struct rw_semaphore (kernel/locking/rwsem.c): a FIFO wait list; once anyone
+// waits, new readers do not enter through the fast path; a reader may steal
+// the lock only while it is free and no handoff is pending; a release wakes
+// either the first waiter if it is a writer or every queued reader (up to
+// 256) if it is a reader; a waiter that has been first for RWSemWaitTimeout
+// sets the handoff bit. Optimistic spinning is left out: a writer that cannot
+// take the lock queues at once.
+//
+// The zero value is an unlocked semaphore named "rwsem".
+type RWSem struct {
+	count        atomic.Int64  // the kernel's sem->count (bits above)
+	acquisitions atomic.Int64  // LockStats.Acquisitions
+	owner        atomic.Uint32 // ownerReader hint, or 0 (the kernel's sem->owner flags)
+
+	name string // set before the lock is shared; never changes afterwards
+
+	// waitLock is the kernel's sem->wait_lock. It protects head, tail and
+	// every queued waiter's links and handoffSet, and serialises the
+	// changes of the WAITERS and HANDOFF bits. It is innermost: nothing is
+	// taken while it is held.
+	waitLock   sync.Mutex
+	head, tail *rwsemWaiter
+	nwait      int
+
+	stats waitStats
+
+	// Test hooks, set before the lock is shared (export_test.go).
+	now          func() time.Time // the clock of the handoff timeout; nil means time.Now
+	writerSleeps func()           // called when a writer failed to take the lock and is about to sleep
+	writerWoken  func()           // called when a sleeping writer wakes, before it retries
+}
+
+// NewRWSem returns an unlocked semaphore; name appears in stats and in
+// BlockRecorder calls.
+func NewRWSem(name string) *RWSem {
+	return &RWSem{name: name}
+}
+
+// SetName sets the name used in BlockRecorder calls. Call it before the lock
+// is shared.
+func (s *RWSem) SetName(name string) { s.name = name }
+
+// Name returns the lock's name.
+func (s *RWSem) Name() string {
+	if s.name == "" {
+		return "rwsem"
+	}
+	return s.name
+}
+
+func (s *RWSem) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// setReaderOwned mirrors rwsem_set_reader_owned(). It writes the shared
+// owner word only when the hint changes.
+func (s *RWSem) setReaderOwned() {
+	if s.owner.Load() != ownerReader {
+		s.owner.Store(ownerReader)
+	}
+}
+
+// setOwner mirrors rwsem_set_owner() and rwsem_clear_owner(): the hint
+// records only "not reader-owned".
+func (s *RWSem) setOwner() {
+	if s.owner.Load() != 0 {
+		s.owner.Store(0)
+	}
+}
+
+// DownRead takes the lock for reading, sleeping uninterruptibly (D state)
+// while a writer holds it or, mostly, while anyone waits. w may be nil (no
+// accounting on the task). Mirrors kernel/locking/rwsem.c:down_read().
+func (s *RWSem) DownRead(w Waiter) {
+	s.downRead(w, false)
+}
+
+// DownReadKillable is DownRead, but a fatal signal on w while it waits
+// removes it from the queue and returns errno.EINTR. Mirrors
+// down_read_killable().
+func (s *RWSem) DownReadKillable(w Waiter) error {
+	return s.downRead(w, true)
+}
+
+// downRead mirrors __down_read_common().
+func (s *RWSem) downRead(w Waiter, killable bool) error {
+	// rwsem_read_trylock(): add a reader bias; it is ours if none of
+	// WRITER, WAITERS, HANDOFF, READFAIL is set.
+	count := s.count.Add(rwsemReaderBias)
+	if count&rwsemReadFailedMsk == 0 {
+		s.setReaderOwned()
+		s.acquisitions.Add(1)
+		return nil
+	}
+	if err := s.downReadSlowpath(count, w, killable); err != nil {
+		return err
+	}
+	s.acquisitions.Add(1)
+	return nil
+}
+
+// downReadSlowpath mirrors rwsem_down_read_slowpath(). On entry the
+// caller's reader bias is in the count.
+func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
+	adjustment := -rwsemReaderBias
+	rcnt := count >> rwsemReaderShift
+
+	// Don't let a stream of readers starve a sleeping writer: no stealing
+	// when the lock is very likely owned by other readers.
+	mustQueue := s.owner.Load()&ownerReader != 0 && rcnt > 1 && count&rwsemWriterLocked == 0
+
+	// Reader optimistic lock stealing: the lock is free of writers and no
+	// handoff is pending, even though waiters exist.
+	if !mustQueue && count&(rwsemWriterLocked|rwsemFlagHandoff) == 0 {
+		s.setReaderOwned()
+		// The first reader wakes the readers at the head of the queue.
+		if rcnt == 1 && count&rwsemFlagWaiters != 0 {
+			var q []*rwsemWaiter
+			s.waitLock.Lock()
+			if s.head != nil {
+				q = s.markWake(wakeReadOwned, q)
+			}
+			s.waitLock.Unlock()
+			wakeAll(q)
+		}
+		return nil
+	}
+
+	start := time.Now()
+	waiter := &rwsemWaiter{
+		task:    w,
+		kind:    waitingForRead,
+		timeout: s.clock().Add(RWSemWaitTimeout),
+		wake:    make(chan struct{}, 1),
+	}
+	s.waitLock.Lock()
+	if s.head == nil {
+		// Nobody queued and no writer: our bias already holds the lock.
+		if s.count.Load()&rwsemWriterMask == 0 {
+			s.waitLock.Unlock()
+			s.setReaderOwned()
+			return nil
+		}
+		adjustment += rwsemFlagWaiters
+	}
+	s.addWaiter(waiter)
+	// We are now waiting on the lock, no longer actively locking.
+	count = s.count.Add(adjustment)
+	q := s.condWakeWaiter(count, nil)
+	s.waitLock.Unlock()
+	wakeAll(q)
+
+	var fatal <-chan struct{}
+	if killable {
+		fatal = fatalChan(w)
+	}
+	for !waiter.granted.Load() {
+		if closed(fatal) {
+			s.waitLock.Lock()
+			if !waiter.granted.Load() {
+				s.delWakeWaiter(waiter) // releases waitLock
+				s.stats.interrupted.Add(1)
+				s.stats.record(s.Name(), w, time.Since(start))
+				return errno.EINTR
+			}
+			// Granted just before the signal was seen: ordered by
+			// waitLock against rwsemMarkWake, we own the lock.
+			s.waitLock.Unlock()
+			break
+		}
+		select {
+		case <-waiter.wake:
+		case <-fatal:
+		}
+	}
+	s.stats.record(s.Name(), w, time.Since(start))
+	return nil
+}
+
+// DownReadTrylock takes the lock for reading if no writer holds it and no
+// one waits or has asked for a handoff; it never sleeps and fails without
+// side effects. Mirrors down_read_trylock().
+func (s *RWSem) DownReadTrylock() bool {
+	tmp := s.count.Load()
+	for tmp&rwsemReadFailedMsk == 0 {
+		if s.count.CompareAndSwap(tmp, tmp+rwsemReaderBias) {
+			s.setReaderOwned()
+			s.acquisitions.Add(1)
+			return true
+		}
+		tmp = s.count.Load()
+	}
+	return false
+}
+
+// UpRead releases a read lock; the last reader out wakes the queue. Mirrors
+// up_read().
+func (s *RWSem) UpRead() {
+	tmp := s.count.Add(-rwsemReaderBias)
+	if rwsemReaders(tmp+rwsemReaderBias) == 0 {
+		panic("locking: UpRead of " + s.Name() + " not read-locked")
+	}
+	if tmp&(rwsemLockMask|rwsemFlagWaiters) == rwsemFlagWaiters {
+		s.wake()
+	}
+}
+
+// DownWrite takes the lock for writing, sleeping uninterruptibly. Mirrors
+// down_write().
+func (s *RWSem) DownWrite(w Waiter) {
+	s.downWrite(w, false)
+}
+
+// DownWriteKillable is DownWrite, but a fatal signal on w while it waits
+// removes it from the queue (waking the waiters behind it if it was first)
+// and returns errno.EINTR. Mirrors down_write_killable().
+func (s *RWSem) DownWriteKillable(w Waiter) error {
+	return s.downWrite(w, true)
+}
+
+func (s *RWSem) downWrite(w Waiter, killable bool) error {
+	if !s.count.CompareAndSwap(0, rwsemWriterLocked) {
+		if err := s.downWriteSlowpath(w, killable); err != nil {
+			return err
+		}
+	} else {
+		s.setOwner()
+	}
+	s.acquisitions.Add(1)
+	return nil
+}
+
+// downWriteSlowpath mirrors rwsem_down_write_slowpath() without optimistic
+// spinning.
+func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
+	start := time.Now()
+	waiter := &rwsemWaiter{
+		task:    w,
+		kind:    waitingForWrite,
+		timeout: s.clock().Add(RWSemWaitTimeout),
+		wake:    make(chan struct{}, 1),
+	}
+	s.waitLock.Lock()
+	s.addWaiter(waiter)
+	if s.head != waiter {
+		q := s.condWakeWaiter(s.count.Load(), nil)
+		if len(q) > 0 {
+			s.waitLock.Unlock()
+			wakeAll(q)
+			s.waitLock.Lock()
+		}
+	} else {
+		s.count.Or(rwsemFlagWaiters)
+	}
+
+	var fatal <-chan struct{}
+	if killable {
+		fatal = fatalChan(w)
+	}
+	for !s.tryWriteLock(waiter) {
+		s.waitLock.Unlock()
+		if closed(fatal) {
+			s.waitLock.Lock()
+			s.delWakeWaiter(waiter) // releases waitLock
+			s.stats.interrupted.Add(1)
+			s.stats.record(s.Name(), w, time.Since(start))
+			return errno.EINTR
+		}
+		if s.writerSleeps != nil {
+			s.writerSleeps()
+		}
+		select {
+		case <-waiter.wake:
+		case <-fatal:
+		}
+		if s.writerWoken != nil {
+			s.writerWoken()
+		}
+		s.waitLock.Lock()
+	}
+	s.waitLock.Unlock()
+	s.stats.record(s.Name(), w, time.Since(start))
+	return nil
+}
+
+// DownWriteTrylock takes the lock for writing only if nobody holds it and
+// nobody waits. Mirrors down_write_trylock().
+func (s *RWSem) DownWriteTrylock() bool {
+	if s.count.CompareAndSwap(0, rwsemWriterLocked) {
+		s.setOwner()
+		s.acquisitions.Add(1)
+		return true
+	}
+	return false
+}
+
+// UpWrite releases the write lock and wakes the queue. Mirrors up_write().
+func (s *RWSem) UpWrite() {
+	s.setOwner()
+	tmp := s.count.Add(-rwsemWriterLocked) + rwsemWriterLocked
+	if tmp&rwsemWriterLocked == 0 {
+		panic("locking: UpWrite of " + s.Name() + " not write-locked")
+	}
+	if tmp&rwsemFlagWaiters != 0 {
+		s.wake()
+	}
+}
+
+// DowngradeWrite turns the caller's write lock into a read lock and wakes
+// the readers at the head of the queue. Mirrors downgrade_write().
+func (s *RWSem) DowngradeWrite() {
+	tmp := s.count.Add(-rwsemWriterLocked+rwsemReaderBias) - (-rwsemWriterLocked + rwsemReaderBias)
+	if tmp&rwsemWriterLocked == 0 {
+		panic("locking: DowngradeWrite of " + s.Name() + " not write-locked")
+	}
+	s.setReaderOwned()
+	if tmp&rwsemFlagWaiters != 0 {
+		var q []*rwsemWaiter
+		s.waitLock.Lock()
+		if s.head != nil {
+			q = s.markWake(wakeReadOwned, q)
+		}
+		s.waitLock.Unlock()
+		wakeAll(q)
+	}
+}
+
+// IsContended reports whether anyone waits for the lock. Mirrors
+// rwsem_is_contended().
+func (s *RWSem) IsContended() bool {
+	return s.count.Load()&rwsemFlagWaiters != 0
+}
+
+// IsWriteLocked reports whether a writer holds the lock.
+func (s *RWSem) IsWriteLocked() bool {
+	return s.count.Load()&rwsemWriterLocked != 0
+}
+
+// IsLocked reports whether a writer or a reader holds the lock (a reader
+// on its way into the slow path counts for a moment). Mirrors
+// rwsem_is_locked().
+func (s *RWSem) IsLocked() bool {
+	return s.count.Load()&rwsemLockMask != 0
+}
+
+// Waiters returns how many tasks are queued on the lock.
+func (s *RWSem) Waiters() int {
+	s.waitLock.Lock()
+	defer s.waitLock.Unlock()
+	return s.nwait
+}
+
+// QueuedWaiter describes one entry of the wait list.
+type QueuedWaiter struct {
+	Task  Waiter
+	Write bool // waiting to write (else to read)
+}
+
+// QueueSnapshot returns the wait list, first waiter first.
+func (s *RWSem) QueueSnapshot() []QueuedWaiter {
+	s.waitLock.Lock()
+	defer s.waitLock.Unlock()
+	q := make([]QueuedWaiter, 0, s.nwait)
+	for w := s.head; w != nil; w = w.next {
+		q = append(q, QueuedWaiter{Task: w.task, Write: w.kind == waitingForWrite})
+	}
+	return q
+}
+
+// Stats returns the lock's counters.
+func (s *RWSem) Stats() LockStats {
+	st := LockStats{Acquisitions: s.acquisitions.Load()}
+	s.stats.fill(&st)
+	return st
+}
+
+// ResetStats zeroes the lock's counters.
+func (s *RWSem) ResetStats() {
+	s.acquisitions.Store(0)
+	s.stats.reset()
+}
+
+// addWaiter mirrors rwsem_add_waiter(). Caller holds waitLock.
+func (s *RWSem) addWaiter(w *rwsemWaiter) {
+	w.prev = s.tail
+	if s.tail != nil {
+		s.tail.next = w
+	} else {
+		s.head = w
+	}
+	s.tail = w
+	s.nwait++
+}
+
+// unlink removes w from the wait list. Caller holds waitLock.
+func (s *RWSem) unlink(w *rwsemWaiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		s.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		s.tail = w.prev
+	}
+	w.next, w.prev = nil, nil
+	s.nwait--
+}
+
+// delWaiter mirrors rwsem_del_waiter(): it reports whether the list is
+// still non-empty. Caller holds waitLock.
+func (s *RWSem) delWaiter(w *rwsemWaiter) bool {
+	s.unlink(w)
+	if s.head != nil {
+		return true
+	}
+	s.count.And(^(rwsemFlagHandoff | rwsemFlagWaiters))
+	return false
+}
+
+// delWakeWaiter mirrors rwsem_del_wake_waiter(): remove a waiter that gives
+// up and, if it was first, wake those behind it. Caller holds waitLock; it is
+// released on return.
+func (s *RWSem) delWakeWaiter(w *rwsemWaiter) {
+	first := s.head == w
+	var q []*rwsemWaiter
+	if s.delWaiter(w) && first {
+		q = s.markWake(wakeAny, q)
+	}
+	s.waitLock.Unlock()
+	wakeAll(q)
+}
+
+// condWakeWaiter mirrors rwsem_cond_wake_waiter(). Caller holds waitLock.
+func (s *RWSem) condWakeWaiter(count int64, q []*rwsemWaiter) []*rwsemWaiter {
+	if count&rwsemWriterMask != 0 {
+		return q
+	}
+	wt := wakeAny
+	if count&rwsemReaderMask != 0 {
+		wt = wakeReaders
+	}
+	return s.markWake(wt, q)
+}
+
+// wake mirrors rwsem_wake().
+func (s *RWSem) wake() {
+	var q []*rwsemWaiter
+	s.waitLock.Lock()
+	if s.head != nil {
+		q = s.markWake(wakeAny, q)
+	}
+	s.waitLock.Unlock()
+	wakeAll(q)
+}
+
+// markWake mirrors rwsem_mark_wake(): if the first waiter is a writer, wake
+// only it (for wakeAny); if it is a reader, grant the lock to every queued
+// reader, up to maxReadersWakeup, including readers behind writers, which
+// keep their places. Woken readers leave the list already holding the lock.
+// It returns q with the waiters to wake appended. Caller holds waitLock and
+// the list is not empty.
+func (s *RWSem) markWake(wt wakeType, q []*rwsemWaiter) []*rwsemWaiter {
+	first := s.head
+	if first.kind == waitingForWrite {
+		if wt == wakeAny {
+			q = append(q, first)
+		}
+		return q
+	}
+	// No reader wake-up if there are too many of them already.
+	if s.count.Load() < 0 {
+		return q
+	}
+	var adjustment int64
+	if wt != wakeReadOwned {
+		// Grant the first reader before counting, so that a writer that
+		// stole the lock makes us back out early.
+		adjustment = rwsemReaderBias
+		old := s.count.Add(adjustment) - adjustment
+		if old&rwsemWriterMask != 0 {
+			// Waited "too" long for writers: request a handoff.
+			if s.clock().After(first.timeout) {
+				if old&rwsemFlagHandoff == 0 {
+					adjustment -= rwsemFlagHandoff
+				}
+				first.handoffSet = true
+			}
+			s.count.Add(-adjustment)
+			return q
+		}
+		s.setReaderOwned()
+	}
+
+	// First pass: take the readers off the list and count them.
+	var woken int64
+	var readers []*rwsemWaiter
+	for w := s.head; w != nil; {
+		next := w.next
+		if w.kind == waitingForRead {
+			s.unlink(w)
+			readers = append(readers, w)
+			woken++
+			if woken >= maxReadersWakeup {
+				break
+			}
+		}
+		w = next
+	}
+	adjustment = woken*rwsemReaderBias - adjustment
+	old := s.count.Load()
+	if s.head == nil {
+		adjustment -= rwsemFlagWaiters
+		if old&rwsemFlagHandoff != 0 {
+			adjustment -= rwsemFlagHandoff
+		}
+	} else if woken > 0 {
+		// A reader got the lock; writers need not be forced to hand off.
+		if old&rwsemFlagHandoff != 0 {
+			adjustment -= rwsemFlagHandoff
+		}
+	}
+	if adjustment != 0 {
+		s.count.Add(adjustment)
+	}
+	// Second pass: the readers hold the lock now; mark them granted.
+	for _, w := range readers {
+		w.granted.Store(true)
+		q = append(q, w)
+	}
+	return q
+}
+
+// tryWriteLock mirrors rwsem_try_write_lock(): take the lock for the queued
+// writer w, or set the handoff bit if w has waited past its timeout. On
+// success w leaves the list. Caller holds waitLock.
+func (s *RWSem) tryWriteLock(w *rwsemWaiter) bool {
+	first := s.head
+	count := s.count.Load()
+	var n int64
+	for {
+		hasHandoff := count&rwsemFlagHandoff != 0
+		// Honour the handoff bit: yield only to the first waiter that set it.
+		if hasHandoff && first.handoffSet && w != first {
+			return false
+		}
+		n = count
+		if count&rwsemLockMask != 0 {
+			// Any waiter that has waited too long may set the handoff bit.
+			if hasHandoff || !s.clock().After(w.timeout) {
+				return false
+			}
+			n |= rwsemFlagHandoff
+		} else {
+			n |= rwsemWriterLocked
+			n &^= rwsemFlagHandoff
+			if s.nwait == 1 {
+				n &^= rwsemFlagWaiters
+			}
+		}
+		if s.count.CompareAndSwap(count, n) {
+			break
+		}
+		count = s.count.Load()
+	}
+	if n&rwsemFlagHandoff != 0 {
+		first.handoffSet = true
+		return false
+	}
+	s.unlink(w)
+	s.setOwner()
+	return true
+}
+
+// rwsemReaders returns the reader count field of a count word.
+func rwsemReaders(count int64) int64 {
+	return count >> rwsemReaderShift & (1<<55 - 1)
+}
+
+func wakeAll(q []*rwsemWaiter) {
+	for _, w := range q {
+		wakeUp(w.wake)
+	}
+}

@@ -1,0 +1,54 @@
+package locking
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// SeqCount is a sequence counter (include/linux/seqlock.h, seqcount_t): odd
+// while a write section is open. Writers must be serialised by a lock of the
+// caller's (for mm_lock_seq, the mmap write lock). The zero value is even.
+type SeqCount struct {
+	seq atomic.Uint64
+}
+
+// WriteBegin opens a write section: the sequence becomes odd. Mirrors
+// write_seqcount_begin().
+func (c *SeqCount) WriteBegin() {
+	if c.seq.Add(1)&1 == 0 {
+		panic("locking: SeqCount.WriteBegin inside a write section")
+	}
+}
+
+// WriteEnd closes the write section: the sequence becomes even again, with
+// release semantics. Mirrors write_seqcount_end().
+func (c *SeqCount) WriteEnd() {
+	if c.seq.Add(1)&1 != 0 {
+		panic("locking: SeqCount.WriteEnd outside a write section")
+	}
+}
+
+// ReadBegin waits until no write section is open and returns the (even)
+// sequence. Mirrors read_seqcount_begin().
+func (c *SeqCount) ReadBegin() uint64 {
+	for {
+		s := c.seq.Load()
+		if s&1 == 0 {
+			return s
+		}
+		runtime.Gosched() // the kernel's cpu_relax()
+	}
+}
+
+// ReadRetry reports whether a write section opened since ReadBegin returned
+// seq, so that what was read must be read again. Mirrors
+// read_seqcount_retry().
+func (c *SeqCount) ReadRetry(seq uint64) bool {
+	return c.seq.Load() != seq
+}
+
+// Raw returns the sequence without waiting (raw_read_seqcount()); odd means
+// a write section is open.
+func (c *SeqCount) Raw() uint64 {
+	return c.seq.Load()
+}
