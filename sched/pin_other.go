@@ -1,0 +1,9 @@
+//go:build !linux
+
+package sched
+
+// hostCPUs returns nil: model CPUs are not pinned outside Linux.
+func hostCPUs() []int { return nil }
+
+// pin is not called outside Linux.
+func pin(int) error { return nil }

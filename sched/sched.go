@@ -1,0 +1,428 @@
+// Package sched models the CPUs of the mmlab kernel.
+//
+// A model CPU is a run token plus a small run queue. A model thread (a
+// Thread; kernel.Task owns one) is a goroutine locked to its own OS thread,
+// which on Linux is pinned to the host core that backs its model CPU. A
+// thread executes model code only while it is the CPU's current thread
+// (CPU.curr), so at most one thread runs on a model CPU at a time and
+// per-CPU data can be indexed by the real model CPU id (Thread.CPU).
+//
+// Scheduling is cooperative, as inside a non-preemptible kernel: a thread
+// gives up its CPU only at a preemption point (Point, Yield), when it blocks
+// (Block) or when it exits. At a Point the thread first runs the IPIs queued
+// for its CPU (smp_call_function_single), then yields to a runnable thread of
+// the same CPU with a strictly better (lower) priority, the model's version of
+// TIF_NEED_RESCHED and preempt_schedule(). Priorities are nice-like: lower is
+// more important. Scheduling is strict priority, FIFO among equals; unlike
+// CFS there is no time slicing, so threads of equal priority share a CPU
+// through Yield or Block. A low-priority thread that holds a lock can
+// therefore be preempted at its next Point by a normal-priority thread that
+// wakes up on the same CPU, which is the priority inversion of seed 003.
+//
+// Rules for model code: a thread waits only through Block (a thread that waits
+// on a Go channel while it holds its CPU stalls its CPU, and IPIs to it, until
+// the wait ends), and the wait func given to Block runs no model code. IPIs
+// are sent by goroutines that hold no model CPU, or by a thread inside Block,
+// as the kernel sends them with interrupts enabled.
+//
+// Lock order (outermost first):
+//
+//	System.mu     (thread registry; never held while taking a runqueue lock)
+//	CPU.rq        (one CPU's runqueue lock; no other sched lock nests inside)
+//
+// Happens-before edges that other packages rely on (package rcu does):
+//   - everything a thread did while it was current on its CPU happens before
+//     anything done by a holder of that CPU's rq lock that finds the thread not
+//     current (the thread gave up the CPU under rq);
+//   - anything done under rq while the thread is not current happens before
+//     the thread runs again (it becomes current under rq and is handed the
+//     run token through its wake channel);
+//   - an IPI handler runs on the target thread's goroutine, between two of its
+//     Points, and its completion happens before IPI or CallFunc returns.
+package sched
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Bits of CPU.flags.
+const (
+	flagIPI     = 1 << iota // CPU.ipis is not empty
+	flagResched             // a runnable thread may beat the current one
+)
+
+// System is a set of model CPUs and the threads that run on them.
+type System struct {
+	cpus []*CPU
+
+	stopping atomic.Bool
+	wg       sync.WaitGroup // one count per thread not yet exited
+
+	// mu protects threads and nextID. Never held while taking a CPU's rq.
+	mu      sync.Mutex
+	threads map[*Thread]struct{}
+	nextID  int
+}
+
+// CPU is one model CPU.
+type CPU struct {
+	// ID is the model CPU id, 0 <= ID < System.NumCPU().
+	ID int
+	// Host is the host CPU its threads are pinned to, or -1 if none.
+	Host int
+
+	system *System
+
+	// flags holds flagIPI and flagResched. Set and cleared under rq; Point
+	// reads it without a lock, so an idle Point costs one atomic load.
+	flags atomic.Uint32
+
+	// rq is the runqueue lock. It protects curr, runnable and ipis, and the
+	// right to inspect the per-thread state of a thread of this CPU that is
+	// not current (see CallFunc). Innermost lock of the package.
+	rq       sync.Mutex
+	curr     *Thread   // the thread holding the run token; nil when idle
+	runnable []*Thread // threads waiting for the token, FIFO within a priority
+	ipis     []*ipi    // queued IPIs, run by curr at its next Point
+
+	_ [64]byte // keep CPUs on separate cache lines
+}
+
+// ipi is one queued cross-CPU call.
+type ipi struct {
+	fn   func(running *Thread)
+	done chan struct{}
+}
+
+// TraceState is the per-thread state of RCU Tasks Trace: it mirrors
+// task_struct's trc_reader_nesting and trc_reader_special.b.need_qs. It
+// belongs to package rcu. Only the thread itself, an IPI handler running on
+// it, or a CallFunc handler while the thread is not running may touch it; so
+// its fields are plain, not atomic.
+type TraceState struct {
+	// Nesting is the read-side nesting depth (trc_reader_nesting).
+	Nesting int
+	// NeedQS, when not nil, is how the thread reports a quiescent state to a
+	// waiting grace period when Nesting drops to 0 (need_qs).
+	NeedQS func()
+}
+
+// Thread is a schedulable entity bound to one model CPU.
+type Thread struct {
+	// Trc is RCU Tasks Trace's per-thread state; see TraceState.
+	Trc TraceState
+
+	id   int
+	cpu  *CPU
+	prio int           // protected by cpu.rq; written only by the thread itself
+	wake chan struct{} // receives the run token; capacity 1
+	done chan struct{} // closed when the thread has exited
+}
+
+// NewSystem returns a System of ncpu model CPUs. On Linux model CPU i is
+// backed by the i-th host CPU of the process's affinity mask (modulo their
+// number); elsewhere threads are not pinned.
+func NewSystem(ncpu int) *System {
+	if ncpu < 1 {
+		panic(fmt.Sprintf("sched: NewSystem(%d): need at least one CPU", ncpu))
+	}
+	hosts := hostCPUs()
+	s := &System{threads: make(map[*Thread]struct{})}
+	for i := range ncpu {
+		c := &CPU{ID: i, Host: -1, system: s}
+		if len(hosts) > 0 {
+			c.Host = hosts[i%len(hosts)]
+		}
+		s.cpus = append(s.cpus, c)
+	}
+	return s
+}
+
+// NumCPU returns the number of model CPUs.
+func (s *System) NumCPU() int { return len(s.cpus) }
+
+// CPU returns model CPU i.
+func (s *System) CPU(i int) *CPU { return s.cpus[i] }
+
+// Spawn creates a thread of priority prio on model CPU cpu and runs fn on it.
+// The thread is runnable when Spawn returns: it runs at once if the CPU is
+// idle, else when the current thread reaches a Point (if prio is better) or
+// gives up the CPU. Mirrors kernel/fork.c:kernel_thread() + wake_up_new_task().
+func (s *System) Spawn(cpu, prio int, fn func(t *Thread)) *Thread {
+	c := s.cpus[cpu]
+	t := &Thread{cpu: c, prio: prio, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.mu.Lock()
+	s.nextID++
+	t.id = s.nextID
+	s.threads[t] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	c.rq.Lock()
+	c.enqueueLocked(t)
+	c.rq.Unlock()
+	go t.run(fn)
+	return t
+}
+
+func (t *Thread) run(fn func(*Thread)) {
+	// The goroutine keeps its OS thread to the end, so the pinned OS thread
+	// is destroyed when it exits instead of going back to the runtime's pool.
+	runtime.LockOSThread()
+	if t.cpu.Host >= 0 {
+		_ = pin(t.cpu.Host) // best effort: a cgroup may forbid the core
+	}
+	<-t.wake
+	fn(t)
+	t.exit()
+}
+
+// exit gives up the CPU for good. Mirrors kernel/exit.c:do_task_dead().
+func (t *Thread) exit() {
+	if t.Trc.Nesting != 0 {
+		panic(fmt.Sprintf("sched: thread %d exits inside an RCU Tasks Trace read section (nesting %d)", t.id, t.Trc.Nesting))
+	}
+	c := t.cpu
+	t.drainIPIsLocked()
+	c.switchToLocked(c.pickLocked(math.MaxInt))
+	c.rq.Unlock()
+
+	s := t.sys()
+	s.mu.Lock()
+	delete(s.threads, t)
+	s.mu.Unlock()
+	close(t.done)
+	s.wg.Done()
+}
+
+func (t *Thread) sys() *System { return t.cpu.system }
+
+// Threads returns a snapshot of the live threads, the model's tasklist.
+func (s *System) Threads() []*Thread {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := make([]*Thread, 0, len(s.threads))
+	for t := range s.threads {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// Stop asks every thread to finish (Thread.Stopping turns true) and waits
+// until all have exited.
+func (s *System) Stop() {
+	s.stopping.Store(true)
+	s.wg.Wait()
+}
+
+// ID returns the thread's id, unique within its System.
+func (t *Thread) ID() int { return t.id }
+
+// CPU returns the id of the model CPU the thread runs on.
+func (t *Thread) CPU() int { return t.cpu.ID }
+
+// Prio returns the thread's priority. Called by the thread itself.
+func (t *Thread) Prio() int { return t.prio }
+
+// Stopping reports whether System.Stop was called; long-running thread
+// bodies poll it.
+func (t *Thread) Stopping() bool { return t.sys().stopping.Load() }
+
+// Done returns a channel closed when the thread has exited.
+func (t *Thread) Done() <-chan struct{} { return t.done }
+
+// Point is a preemption point, the boundary between two instructions of the
+// thread. It runs the IPIs pending for the thread's CPU and yields the CPU to
+// a runnable thread of strictly better priority. When there is nothing to do
+// it costs one atomic load. Called only by the thread itself.
+// Mirrors the interrupt-return path: irq handling, then
+// kernel/sched/core.c:preempt_schedule() if TIF_NEED_RESCHED is set.
+func (t *Thread) Point() {
+	if t.cpu.flags.Load() != 0 {
+		t.point()
+	}
+}
+
+func (t *Thread) point() {
+	c := t.cpu
+	t.drainIPIsLocked()
+	if c.flags.Load()&flagResched != 0 {
+		c.flags.And(^uint32(flagResched))
+		if next := c.pickLocked(t.prio - 1); next != nil {
+			t.switchAwayLocked(next)
+			return
+		}
+	}
+	c.rq.Unlock()
+}
+
+// Yield runs the IPIs pending for the thread's CPU and yields the CPU to the
+// best runnable thread of the same or better priority, if any; the thread
+// then queues behind the threads of its own priority. Called only by the
+// thread itself. Mirrors kernel/sched/core.c:do_sched_yield().
+func (t *Thread) Yield() {
+	c := t.cpu
+	t.drainIPIsLocked()
+	if next := c.pickLocked(t.prio); next != nil {
+		t.switchAwayLocked(next)
+		return
+	}
+	c.rq.Unlock()
+}
+
+// switchAwayLocked puts t back on the run queue, hands the CPU to next,
+// unlocks rq and waits for the run token. t is current; rq is held.
+func (t *Thread) switchAwayLocked(next *Thread) {
+	c := t.cpu
+	c.runnable = append(c.runnable, t)
+	c.switchToLocked(next)
+	c.rq.Unlock()
+	<-t.wake
+}
+
+// Block gives up the CPU while wait runs, and takes it back afterwards: locks
+// call it around their sleeps. wait runs on the thread's goroutine but not as
+// model code (the thread is not current). On return the thread is current
+// again, possibly after threads of better priority ran. Called only by the
+// thread itself. Mirrors a sleep: set_current_state(), schedule(), and the
+// try_to_wake_up() that ends it.
+func (t *Thread) Block(wait func()) {
+	c := t.cpu
+	t.drainIPIsLocked()
+	c.switchToLocked(c.pickLocked(math.MaxInt))
+	c.rq.Unlock()
+
+	wait()
+
+	c.rq.Lock()
+	c.enqueueLocked(t)
+	c.rq.Unlock()
+	<-t.wake
+}
+
+// SetPrio changes the thread's priority (set_user_nice). If a runnable
+// thread now beats it, it yields at its next Point. Called only by the
+// thread itself.
+func (t *Thread) SetPrio(prio int) {
+	c := t.cpu
+	c.rq.Lock()
+	t.prio = prio
+	for _, r := range c.runnable {
+		if r.prio < prio {
+			c.flags.Or(flagResched)
+			break
+		}
+	}
+	c.rq.Unlock()
+}
+
+// drainIPIsLocked runs every IPI queued for t's CPU on t, the current
+// thread, and returns with rq held and no IPI queued. Because a thread drains
+// before it gives up its CPU, an IPI always runs on the thread that was
+// current when it was queued.
+func (t *Thread) drainIPIsLocked() {
+	c := t.cpu
+	for {
+		c.rq.Lock()
+		if len(c.ipis) == 0 {
+			return
+		}
+		batch := c.ipis
+		c.ipis = nil
+		c.flags.And(^uint32(flagIPI))
+		c.rq.Unlock()
+		for _, r := range batch {
+			r.fn(t)
+			close(r.done)
+		}
+	}
+}
+
+// pickLocked removes and returns the runnable thread with the best priority
+// not worse than maxPrio, first queued first, or nil.
+func (c *CPU) pickLocked(maxPrio int) *Thread {
+	best := -1
+	for i, r := range c.runnable {
+		if r.prio <= maxPrio && (best < 0 || r.prio < c.runnable[best].prio) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	t := c.runnable[best]
+	c.runnable = append(c.runnable[:best], c.runnable[best+1:]...)
+	return t
+}
+
+// switchToLocked makes next (nil: nobody) the current thread and hands it
+// the run token. Mirrors kernel/sched/core.c:context_switch().
+func (c *CPU) switchToLocked(next *Thread) {
+	c.curr = next
+	if next != nil {
+		next.wake <- struct{}{}
+	}
+}
+
+// enqueueLocked makes t runnable: current at once on an idle CPU, else
+// queued, asking the current thread to reschedule if t beats it. Mirrors
+// kernel/sched/core.c:ttwu_do_activate() + wakeup_preempt().
+func (c *CPU) enqueueLocked(t *Thread) {
+	if c.curr == nil {
+		c.switchToLocked(t)
+		return
+	}
+	c.runnable = append(c.runnable, t)
+	if t.prio < c.curr.prio {
+		c.flags.Or(flagResched)
+	}
+}
+
+// IPI runs fn on CPU c and returns after it ran. If a thread is current on c,
+// fn runs on that thread at its next Point (or before it gives up the CPU)
+// with running set to it; if c is idle, fn runs at once on the caller, with
+// running nil, under c's runqueue lock so no thread can start meanwhile (fn
+// must not call into sched for c). Mirrors
+// kernel/smp.c:smp_call_function_single(cpu, fn, info, wait=1).
+func (c *CPU) IPI(fn func(running *Thread)) {
+	c.rq.Lock()
+	if c.curr == nil {
+		fn(nil)
+		c.rq.Unlock()
+		return
+	}
+	c.queueIPILocked(fn)
+}
+
+// queueIPILocked queues fn for the current thread, unlocks rq and waits for
+// fn to have run.
+func (c *CPU) queueIPILocked(fn func(running *Thread)) {
+	r := &ipi{fn: fn, done: make(chan struct{})}
+	c.ipis = append(c.ipis, r)
+	c.flags.Or(flagIPI)
+	c.rq.Unlock()
+	<-r.done
+}
+
+// CallFunc runs fn with t locked down and returns after it ran. If t is not
+// current on its CPU, fn(false) runs on the caller under the CPU's runqueue
+// lock: t cannot run until fn returns, so fn may read and write t's
+// per-thread state (t.Trc) with plain accesses. If t is current, fn(true) runs
+// on t itself, as an IPI, at its next Point. Either way fn must not call into
+// sched for t's CPU. Mirrors kernel/sched/core.c:task_call_func() falling back
+// to smp_call_function_single() for a running task, as
+// kernel/rcu/tasks.h:trc_wait_for_one_reader() does.
+func (t *Thread) CallFunc(fn func(running bool)) {
+	c := t.cpu
+	c.rq.Lock()
+	if c.curr != t {
+		fn(false)
+		c.rq.Unlock()
+		return
+	}
+	c.queueIPILocked(func(*Thread) { fn(true) })
+}
