@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"mmlab/live/replay"
+	"mmlab/trace"
+)
+
+// modelReplay runs a trace on the model. The model's replay package sets it
+// from its own file's init; until then `--target model` says it is missing.
+var modelReplay func(ctx context.Context, p *trace.Program, w io.Writer) error
+
+const replayHelp = `usage: mmlab replay [--target model|live] TRACE
+
+Runs a trace of address-space operations (TRACE is a file, or - for stdin) on
+the model (the default) or on the live kernel, in a fresh process with real
+system calls, a real fork() and real loads and stores. Both print the same
+lines: /proc/PID/maps lines, empty lines, peek lines and error lines.
+
+The language, one op a line, '#' starts a comment:
+  arena LO HI                          optional, before any other op;
+                                       default 0x100000000000 0x110000000000
+  file NAME SIZE                       a file of SIZE bytes; byte i is i % 251
+  mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT: r or -, w or -, x or- ("rw-");
+                                       FLAGS: private|shared, fixed|noreplace,
+                                       optional populate, comma-separated;
+                                       anonymous unless NAME OFF follow
+  munmap ADDR LEN
+  mprotect ADDR LEN PROT
+  mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]
+  touch ADDR                           read one byte
+  poke ADDR VALUE                      write one byte
+  peek ADDR                            read one byte, print "peek ADDR VALUE"
+  fork                                 the ops that follow run in a child...
+  exit                                 ...until exit (or the end), then the
+                                       parent goes on
+  maps                                 print the VMAs overlapping the arena,
+                                       then an empty line
+Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
+An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
+that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".
+
+Exit status: 0 when the trace ran (even if ops failed), 2 when it is malformed
+("LINE: what is wrong" on stderr), 1 when the target cannot run.
+'mmlab gen' prints a random trace.
+
+flags:
+`
+
+func init() {
+	register(&command{
+		name:    "replay",
+		summary: "run a trace of mmap/munmap/mremap/fork/... ops on the model or the live kernel",
+		run:     runReplay,
+	})
+}
+
+func runReplay(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	target := fs.String("target", "model", "where the trace runs: model or live")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, replayHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 || (*target != "model" && *target != "live") {
+		fs.Usage()
+		return 2
+	}
+	p, code := readTrace(fs.Arg(0))
+	if p == nil {
+		return code
+	}
+	run := modelReplay
+	if *target == "live" {
+		run = replay.Run
+	} else if run == nil {
+		fmt.Fprintln(os.Stderr, "mmlab replay: the model target is not built yet")
+		return 1
+	}
+	w := bufio.NewWriter(os.Stdout)
+	err := run(ctx, p, w)
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "mmlab replay: interrupted")
+		return 130
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "mmlab replay: %s: %v\n", *target, err)
+		return 1
+	}
+	return 0
+}
+
+// readTrace reads and parses the trace at path ("-" for stdin). On failure
+// it prints why and returns nil and the exit status: 2 when malformed, 1 when
+// unreadable.
+func readTrace(path string) (*trace.Program, int) {
+	r := io.Reader(os.Stdin)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mmlab replay: %v\n", err)
+			return nil, 1
+		}
+		defer f.Close()
+		r = f
+	}
+	p, err := trace.Parse(r)
+	if err != nil {
+		var se *trace.SyntaxError
+		if errors.As(err, &se) {
+			fmt.Fprintln(os.Stderr, se)
+			return nil, 2
+		}
+		fmt.Fprintf(os.Stderr, "mmlab replay: %v\n", err)
+		return nil, 1
+	}
+	return p, 0
+}
