@@ -105,7 +105,7 @@ func encode(p *trace.Program, dir string) ([]byte, error) {
 	files := map[string]int{}
 	var names []string
 	type hop struct {
-		kind, line, prot, flags, file int
+		kind, line, prot, flags, file   int
 		addr, len, off, newlen, newaddr uint64
 		value                           byte
 		skip                            int
