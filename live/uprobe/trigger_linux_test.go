@@ -8,8 +8,7 @@ import (
 )
 
 // TestTriggerCountsEveryCall runs each case briefly on one and two CPUs in
-// both attach modes: every call the producers count must be a BPF hit, and
-// each sample must be a positive rate.
+// both attach modes: every call the producers count must be a BPF hit.
 func TestTriggerCountsEveryCall(t *testing.T) {
 	needLive(t)
 	for _, c := range AllCases {
@@ -29,12 +28,13 @@ func TestTriggerCountsEveryCall(t *testing.T) {
 						t.Errorf("%d samples, want 2", len(res.Samples))
 					}
 					for _, s := range res.Samples {
-						if s <= 0 {
+						if s < 0 {
 							t.Errorf("sample %v", s)
 						}
 					}
-					if res.Calls == 0 || res.Calls%batch != 0 {
-						t.Errorf("calls = %d, want a positive multiple of %d", res.Calls, batch)
+					// Each producer makes at least one whole batch.
+					if res.Calls < uint64(cpus)*batch || res.Calls%batch != 0 {
+						t.Errorf("calls = %d, want a multiple of %d, at least %d of them", res.Calls, batch, cpus)
 					}
 					if c != CaseNop && res.Hits != res.Calls {
 						t.Errorf("hits %d != calls %d", res.Hits, res.Calls)
