@@ -34,7 +34,7 @@ func init() {
 		summary: "seed 000: does fork() stall while uprobes attach to a busy process?",
 		run:     runForkstall,
 		quick: func(ctx context.Context) int {
-			return runForkstall(ctx, []string{"--runs", "3", "--size", "512M", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"})
+			return runForkstall(ctx, []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"})
 		},
 		order: 40,
 	})
@@ -145,6 +145,10 @@ func runForkstall(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "mmlab run forkstall: live: %v\n", err)
 			status = 1
 		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "mmlab run forkstall: interrupted; every process and probe it started is gone")
+		return 130
 	}
 	if f.json {
 		if err := doc.WriteJSON(os.Stdout); err != nil {

@@ -209,11 +209,18 @@ func (p *procs) start(path, role string, arg uint64, fork bool) (io.Reader, erro
 	return out, nil
 }
 
+// kill ends every helper and everything it forked (each helper leads its own
+// process group, which its children inherit), and waits until the groups are
+// empty, so nothing of the run outlives it.
 func (p *procs) kill() {
 	for _, c := range p.cmds {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		_ = c.Process.Kill()
 		_ = c.Wait()
+	}
+	for _, c := range p.cmds {
+		for i := 0; i < 1000 && syscall.Kill(-c.Process.Pid, 0) == nil; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	p.cmds = nil
 }
