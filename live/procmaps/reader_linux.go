@@ -29,9 +29,9 @@ func (e *Error) Unwrap() error { return e.Errno }
 // Initial and largest sizes of the buffers. The kernel never returns a
 // name longer than PATH_MAX through PROCMAP_QUERY.
 const (
-	textBufSize  = 64 << 10
-	nameBufSize  = 256
-	pathMax      = 4096
+	textBufSize = 64 << 10
+	nameBufSize = 256
+	pathMax     = 4096
 )
 
 // Reader reads the VMAs of one process through one open /proc/PID/maps file.
@@ -41,10 +41,11 @@ type Reader struct {
 	pid  int
 	path string
 	fd   int
-	buf  []byte // the text read buffer, reused by every Walk
-	name []byte // the PROCMAP_QUERY name buffer, grown on ENAMETOOLONG up to PATH_MAX
-	esc  []byte // a query name with its newlines escaped
-	vma  VMA    // what the callbacks get
+	buf  []byte       // the text read buffer, reused by every Walk
+	name []byte       // the PROCMAP_QUERY name buffer, grown on ENAMETOOLONG up to PATH_MAX
+	esc  []byte       // a query name with its newlines escaped
+	vma  VMA          // what the callbacks get
+	q    ProcmapQuery // the ioctl argument, here so that it is not allocated per call
 	// query runs the ioctl; tests replace it to play a kernel without
 	// PROCMAP_QUERY (before 6.11: ENOTTY).
 	query func(fd int, q *ProcmapQuery, name []byte) error
@@ -169,8 +170,8 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 // has no users. PROCMAP_QUERY on the same file answers ESRCH then; without
 // the ioctl, a fresh read of a live mm is never empty (it has a stack).
 func (r *Reader) checkAlive() error {
-	q := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
-	err := r.ioctl(&q, nil)
+	r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
+	err := r.ioctl(&r.q, nil)
 	switch err {
 	case nil, unix.ENOENT:
 		return nil
@@ -212,8 +213,9 @@ func (r *Reader) ioctl(q *ProcmapQuery, name []byte) error {
 // grow the name buffer, up to PATH_MAX, and ask again.
 func (r *Reader) queryVMA(addr, flags uint64) error {
 	for {
-		q := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
-		err := r.ioctl(&q, r.name)
+		r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
+		q := &r.q
+		err := r.ioctl(q, r.name)
 		if err == unix.ENAMETOOLONG && len(r.name) < pathMax {
 			r.name = make([]byte, min(2*len(r.name), pathMax))
 			continue

@@ -56,9 +56,9 @@ func TestParseRejects(t *testing.T) {
 		"00400000-00401000 r--p 00000000 00-00 0 ",
 		"00400000-00401000 r--p 0000000g 00:00 0 ",
 		"00400000-00401000 r--p 00000000 00:00 0",
-		"00400000-00401000 r--p 00000000 00:00 0 x",                                  // name inside the padding
+		"00400000-00401000 r--p 00000000 00:00 0 x",                                // name inside the padding
 		"00400000-00401000 r--p 00000000 00:00 0 " + strings.Repeat(" ", 31) + "x", // padding one short
-		"10000000000000000-1 r--p 00000000 00:00 0 ",                                // 17 hex digits
+		"10000000000000000-1 r--p 00000000 00:00 0 ",                               // 17 hex digits
 	} {
 		var v VMA
 		if err := parseLine([]byte(line), &v); err == nil {

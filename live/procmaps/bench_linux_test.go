@@ -1,0 +1,120 @@
+package procmaps
+
+import (
+	"os"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// benchVMAs is the size of the process the benchmarks read: this process
+// with 30,000 more VMAs (alternating RW/R pages never merge).
+const benchVMAs = 30000
+
+var (
+	benchOnce sync.Once
+	benchMem  []byte
+	benchErr  error
+)
+
+func benchSetup(b *testing.B) *Reader {
+	b.Helper()
+	benchOnce.Do(func() { benchMem, benchErr = mapAlternating(benchVMAs) })
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	r := open(b, os.Getpid())
+	n := 0
+	if err := r.Walk(func(*VMA) bool { n++; return true }); err != nil {
+		b.Fatal(err)
+	}
+	if n < benchVMAs {
+		b.Fatalf("%d VMAs, want at least %d", n, benchVMAs)
+	}
+	return r
+}
+
+// BenchmarkReadAll reads every VMA of a process with 30,000 VMAs, five ways:
+// a bare read() of the text into one buffer (the limit: no parsing), Walk,
+// WalkQuery with names, and prometheus/procfs ProcMaps. vmas/op is the
+// number of VMAs each pass saw.
+func BenchmarkReadAll(b *testing.B) {
+	r := benchSetup(b)
+	b.Run("bare-read", func(b *testing.B) {
+		buf := make([]byte, textBufSize)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				n, err := unix.Read(r.fd, buf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+			}
+		}
+	})
+	walk := func(name string, w func(func(*VMA) bool) error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				if err := w(func(v *VMA) bool { n++; return true }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "vmas/op")
+		})
+	}
+	walk("walk", r.Walk)
+	walk("walk-query", r.WalkQuery)
+	b.Run("procfs", func(b *testing.B) {
+		p, err := procfs.NewProc(os.Getpid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			maps, err := p.ProcMaps()
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(maps)
+		}
+		b.ReportMetric(float64(n)/float64(b.N), "vmas/op")
+	})
+}
+
+// BenchmarkLookup finds the VMA of one address in the middle of the 30,000:
+// one PROCMAP_QUERY ioctl against scanning the text up to it (what a
+// profiler without the ioctl does).
+func BenchmarkLookup(b *testing.B) {
+	r := benchSetup(b)
+	addr := uint64(uintptr(unsafe.Pointer(&benchMem[len(benchMem)/2])))
+	b.Run("ioctl", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := r.Lookup(addr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("text-scan", func(b *testing.B) {
+		old := open(b, os.Getpid())
+		old.noQuery = true
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := old.Lookup(addr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
