@@ -1,0 +1,64 @@
+package mm
+
+import "mmlab/locking"
+
+// Fork mirrors kernel/fork.c:dup_mm() and mm/mmap.c:dup_mmap(): the parent's
+// mmap lock is taken for write (killable: EINTR), the child's nested inside
+// it; every VMA is copied (VM_DONTCOPY skipped) with anon_vma_fork(); a file
+// VMA's copy goes into i_mmap right after the parent's; page tables are
+// copied only where a fault could not rebuild them (vma_needs_copy: VMAs with
+// an anon_vma), anonymous pages becoming copy-on-write in both.
+func (m *MM) Fork(w locking.Waiter) (*MM, error) {
+	if err := m.MmapWriteLockKillable(w); err != nil {
+		return nil, err
+	}
+	defer m.MmapWriteUnlock()
+	child := New()
+	child.Hooks = m.Hooks
+	if m.Hooks != nil {
+		m.Hooks.DupMmap(m, child)
+	}
+	child.MmapWriteLock(nil) // cannot contend: nobody sees child yet
+	defer child.MmapWriteUnlock()
+	for _, v := range m.VMAs() {
+		if v.Flags&VM_DONTCOPY != 0 {
+			continue
+		}
+		n := vmaDup(v)
+		n.MM = child
+		n.Flags &^= VM_LOCKED
+		anonVMAFork(n, v)
+		child.vmaStore(n)
+		child.mapCount++
+		if n.File != nil {
+			n.File.Inode.iMmapInsertAfter(n, v)
+		}
+		if vmaNeedsCopy(v) {
+			m.PT.CopyCOW(child.PT, v.Start, v.End)
+		}
+	}
+	return child, nil
+}
+
+// vmaNeedsCopy mirrors mm/memory.c:vma_needs_copy().
+func vmaNeedsCopy(v *VMA) bool {
+	return v.AnonVMA != nil || v.Flags&(VM_PFNMAP|VM_MIXEDMAP|VM_MAYBE_GUARD) != 0
+}
+
+// Exit mirrors exit_mmap() (and __mmput's uprobe_clear_state through
+// Hooks.Exit): unmap everything and free the VMAs.
+func (m *MM) Exit() {
+	m.MmapWriteLock(nil)
+	for _, v := range m.VMAs() {
+		m.fileHookUnmap(v, v.Start, v.End)
+		m.PT.Zap(v.Start, v.End, nil)
+		m.vmaErase(v)
+		m.mapCount--
+		m.removeVMA(v)
+	}
+	m.exited = true
+	m.MmapWriteUnlock()
+	if m.Hooks != nil {
+		m.Hooks.Exit(m)
+	}
+}

@@ -1,0 +1,208 @@
+package mm
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"mmlab/locking"
+	"mmlab/mm/mt"
+	"mmlab/mm/pgtable"
+)
+
+// mm_struct flags (include/linux/mm_types.h, MMF_*).
+const (
+	MMF_HAS_UPROBES    = 19
+	MMF_RECALC_UPROBES = 20
+)
+
+// Hooks are the calls mm makes "up" into uprobes (kernel/events/uprobes.c);
+// uprobes implements them so that mm need not import it. All are called with
+// the mmap lock held for write, except Exit.
+type Hooks interface {
+	// MmapFile mirrors uprobe_mmap(): a file VMA appeared or changed range.
+	MmapFile(mm *MM, vma *VMA)
+	// Munmap mirrors uprobe_munmap(): [start,end) of vma goes away.
+	Munmap(mm *MM, vma *VMA, start, end uint64)
+	// DupMmap mirrors uprobe_dup_mmap(): old is being copied into new.
+	DupMmap(old, new *MM)
+	// Exit mirrors uprobe_clear_state() at __mmput().
+	Exit(mm *MM)
+}
+
+var nextMMID atomic.Int64
+
+// MM mirrors struct mm_struct: one address space.
+type MM struct {
+	// ID identifies the MM in traces and experiments.
+	ID int64
+
+	// MmapLock is the mmap_lock rwsem. Order: after dup_mmap_sem, before
+	// VMA locks, i_mmap_rwsem and ptLock. Held for write, it protects the
+	// VMA tree, every VMA's range, pgoff, flags and anon_vma, mapCount and
+	// the i_mmap membership of this MM's VMAs. Faults hold it for read.
+	// Take it through MmapReadLock / MmapWriteLock, which keep lockSeq.
+	MmapLock locking.RWSem
+
+	// lockSeq is mm_lock_seq: odd while MmapLock is write-held.
+	lockSeq locking.SeqCount
+
+	// mt is mm_mt, the VMA tree. Written under MmapLock (write); readable
+	// without any lock (each walk sees one snapshot).
+	mt mt.Tree[VMA]
+
+	// mapCount is map_count, the number of VMAs (MmapLock).
+	mapCount int
+
+	// PT is the page table. Its entries are protected by its own split
+	// locks; which ranges may hold entries is decided under MmapLock.
+	PT *pgtable.Table
+
+	// ptLock is page_table_lock, as anon_vma_prepare() uses it: it
+	// serialises giving a VMA an anon_vma under the read lock. Innermost
+	// of the mm locks (only pgtable's own locks nest inside).
+	ptLock sync.Mutex
+
+	flags atomic.Uint64 // MMF_* bits
+
+	// Users mirrors mm_users (tasks and temporary users).
+	Users atomic.Int32
+
+	// Hooks, if set, receive the uprobes calls. Set before use.
+	Hooks Hooks
+
+	exited bool // exit_mmap ran (MmapLock)
+}
+
+// New returns an empty address space.
+func New() *MM {
+	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table)}
+	m.MmapLock.SetName("mmap_lock")
+	m.Users.Store(1)
+	return m
+}
+
+// MmapWriteLock mirrors include/linux/mmap_lock.h:mmap_write_lock(): down_write,
+// then mm_lock_seqcount_begin.
+func (m *MM) MmapWriteLock(w locking.Waiter) {
+	m.MmapLock.DownWrite(w)
+	m.lockSeq.WriteBegin()
+}
+
+// MmapWriteLockKillable mirrors mmap_write_lock_killable(): EINTR when the
+// waiting task is killed.
+func (m *MM) MmapWriteLockKillable(w locking.Waiter) error {
+	if err := m.MmapLock.DownWriteKillable(w); err != nil {
+		return err
+	}
+	m.lockSeq.WriteBegin()
+	return nil
+}
+
+// MmapWriteTrylock mirrors seed 000's mmap_write_trylock(): on success the
+// sequence begins too, so per-VMA readers see the writer.
+func (m *MM) MmapWriteTrylock() bool {
+	if !m.MmapLock.DownWriteTrylock() {
+		return false
+	}
+	m.lockSeq.WriteBegin()
+	return true
+}
+
+// MmapWriteUnlock mirrors mmap_write_unlock(): vma_end_write_all (the
+// sequence becomes even, ending every VMA write lock), then up_write.
+func (m *MM) MmapWriteUnlock() {
+	m.vmaEndWriteAll()
+	m.MmapLock.UpWrite()
+}
+
+// MmapWriteDowngrade mirrors mmap_write_downgrade().
+func (m *MM) MmapWriteDowngrade() {
+	m.vmaEndWriteAll()
+	m.MmapLock.DowngradeWrite()
+}
+
+// vmaEndWriteAll mirrors vma_end_write_all(): mm_lock_seqcount_end.
+func (m *MM) vmaEndWriteAll() { m.lockSeq.WriteEnd() }
+
+// MmapReadLock mirrors mmap_read_lock().
+func (m *MM) MmapReadLock(w locking.Waiter) { m.MmapLock.DownRead(w) }
+
+// MmapReadLockKillable mirrors mmap_read_lock_killable().
+func (m *MM) MmapReadLockKillable(w locking.Waiter) error {
+	return m.MmapLock.DownReadKillable(w)
+}
+
+// MmapReadTrylock mirrors mmap_read_trylock().
+func (m *MM) MmapReadTrylock() bool { return m.MmapLock.DownReadTrylock() }
+
+// MmapReadUnlock mirrors mmap_read_unlock().
+func (m *MM) MmapReadUnlock() { m.MmapLock.UpRead() }
+
+// LockSeq gives mm_lock_seq's raw value (odd while write-locked), for
+// per-VMA locks and speculation.
+func (m *MM) LockSeq() *locking.SeqCount { return &m.lockSeq }
+
+// MapCount returns map_count. Caller holds the mmap lock.
+func (m *MM) MapCount() int { return m.mapCount }
+
+// FlagSet, FlagTest and FlagClear mirror mm_flags_set/test/clear.
+func (m *MM) FlagSet(bit uint) { m.flags.Or(1 << bit) }
+
+// FlagTest reports whether MMF bit is set.
+func (m *MM) FlagTest(bit uint) bool { return m.flags.Load()&(1<<bit) != 0 }
+
+// FlagClear clears MMF bit.
+func (m *MM) FlagClear(bit uint) { m.flags.And(^uint64(1 << bit)) }
+
+// FindVMA mirrors find_vma(): the first VMA with End > addr, or nil. Caller
+// holds the mmap lock (or accepts an unvalidated snapshot).
+func (m *MM) FindVMA(addr uint64) *VMA {
+	_, _, v := m.mt.Find(addr)
+	return v
+}
+
+// VMALookup mirrors vma_lookup(): the VMA containing addr, or nil.
+func (m *MM) VMALookup(addr uint64) *VMA { return m.mt.Load(addr) }
+
+// VMAs returns the VMAs in address order from one snapshot of the tree.
+// Caller holds the mmap lock for the VMAs' fields to be stable.
+func (m *MM) VMAs() []*VMA {
+	out := make([]*VMA, 0, m.mt.Len())
+	for _, v := range m.mt.All() {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Tree gives the VMA tree, for lock-free walkers (RCU readers).
+func (m *MM) Tree() *mt.Tree[VMA] { return &m.mt }
+
+// vmaPrevNext returns the VMAs around the gap or range [start,end): the last
+// VMA with start < start, and the first VMA with end > end... as the
+// kernel's vma_prev/vma_next at the edges of the range.
+func (m *MM) vmaPrev(addr uint64) *VMA {
+	_, _, v := m.mt.Prev(addr)
+	return v
+}
+
+// vmaNextFrom returns the first VMA with Start >= addr.
+func (m *MM) vmaNextFrom(addr uint64) *VMA {
+	for r, v := range m.mt.From(addr) {
+		if r.Start >= addr {
+			return v
+		}
+	}
+	return nil
+}
+
+// vmasIn returns the VMAs intersecting [start,end), in order.
+func (m *MM) vmasIn(start, end uint64) []*VMA {
+	var out []*VMA
+	for r, v := range m.mt.From(start) {
+		if r.Start >= end {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package mm
+
+import (
+	"mmlab/errno"
+	"mmlab/locking"
+	"mmlab/mm/pgtable"
+)
+
+// TaskSize is TASK_SIZE on x86-64 with 4-level page tables.
+const TaskSize = 1<<47 - pgtable.PageSize
+
+func pageAlign(n uint64) uint64 { return (n + pgtable.PageSize - 1) &^ (pgtable.PageSize - 1) }
+
+func offsetInPage(n uint64) bool { return n&(pgtable.PageSize-1) != 0 }
+
+// Mmap mirrors the mmap(2) path (arch sys_mmap, vm_mmap_pgoff, do_mmap,
+// mmap_region): map length bytes at addr with prot and flags (Linux values;
+// MAP_FIXED or MAP_FIXED_NOREPLACE required: the model has no placement
+// policy) of file at offset off (file nil: anonymous). The write lock is
+// taken killably; with MAP_POPULATE it is dropped and the range is faulted
+// in under the read lock.
+func (m *MM) Mmap(w locking.Waiter, addr, length uint64, prot, flags int, file *File, off uint64) (uint64, error) {
+	if offsetInPage(off) {
+		return 0, errno.EINVAL
+	}
+	if err := m.MmapWriteLockKillable(w); err != nil {
+		return 0, err
+	}
+	addr, populate, err := m.doMmap(addr, length, prot, flags, file, off>>pgtable.PageShift)
+	m.MmapWriteUnlock()
+	if err == nil && populate != 0 {
+		m.mmPopulate(w, addr, populate)
+	}
+	return addr, err
+}
+
+// doMmap mirrors mm/mmap.c:do_mmap(). Returns the address and the length to
+// populate. Caller holds the write lock.
+func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint64) (uint64, uint64, error) {
+	if length == 0 {
+		return 0, 0, errno.EINVAL
+	}
+	if flags&MAP_FIXED_NOREPLACE != 0 {
+		flags |= MAP_FIXED
+	}
+	length = pageAlign(length)
+	if length == 0 {
+		return 0, 0, errno.ENOMEM
+	}
+	if flags&MAP_FIXED == 0 {
+		return 0, 0, errno.ENOSYS // placement is not modelled
+	}
+	// __get_unmapped_area() with MAP_FIXED.
+	if length > TaskSize || addr > TaskSize-length {
+		return 0, 0, errno.ENOMEM
+	}
+	if offsetInPage(addr) {
+		return 0, 0, errno.EINVAL
+	}
+	if flags&MAP_FIXED_NOREPLACE != 0 && len(m.vmasIn(addr, addr+length)) > 0 {
+		return 0, 0, errno.EEXIST
+	}
+	vmFlags := calcVMProtBits(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC
+	switch flags & MAP_TYPE {
+	case MAP_SHARED:
+		vmFlags |= VM_SHARED | VM_MAYSHARE
+		if file == nil {
+			pgoff = 0
+		}
+	case MAP_PRIVATE:
+		if file == nil {
+			pgoff = addr >> pgtable.PageShift
+		}
+	default:
+		return 0, 0, errno.EINVAL
+	}
+	if err := m.mmapRegion(file, addr, length, vmFlags, pgoff); err != nil {
+		return 0, 0, err
+	}
+	var populate uint64
+	if flags&MAP_POPULATE != 0 {
+		populate = length
+	}
+	return addr, populate, nil
+}
+
+// accountableMapping mirrors mm/vma.c:accountable_mapping(): private
+// writable mappings are charged and get VM_ACCOUNT.
+func accountableMapping(f VMFlags) bool {
+	return f&(VM_NORESERVE|VM_SHARED|VM_WRITE) == VM_WRITE
+}
+
+// mmapRegion mirrors mm/vma.c:__mmap_region(): unmap what is there
+// (MAP_FIXED), merge with a neighbour or create a VMA, and complete.
+func (m *MM) mmapRegion(file *File, addr, length uint64, vmFlags VMFlags, pgoff uint64) error {
+	end := addr + length
+	// __mmap_setup: gather and detach the VMAs in the way.
+	detached, prev, next := m.gatherMunmap(addr, end)
+	if detached == nil {
+		prev = m.vmaPrev(addr)
+		next = m.vmaNextFrom(end)
+	}
+	if accountableMapping(vmFlags) {
+		vmFlags |= VM_ACCOUNT
+	}
+	// vms_clean_up_area: clear the old PTEs.
+	m.zapVMAs(detached)
+
+	var v *VMA
+	if prev != nil || next != nil {
+		g := &vmaMerge{prev: prev, next: next, start: addr, end: end, pgoff: pgoff, flags: vmFlags, file: file}
+		v = m.mergeNewRange(g)
+	}
+	if v == nil {
+		v = &VMA{Start: addr, End: end, Pgoff: pgoff, Flags: vmFlags, File: file, MM: m}
+		v.LockSeq.Store(^uint64(0))
+		if file == nil && vmFlags&VM_SHARED != 0 {
+			v.File = Open(newShmemInode(length))
+		}
+		m.vmaStore(v)
+		m.mapCount++
+		if v.File != nil {
+			v.File.Inode.iMmapInsertAfter(v, nil)
+		}
+	}
+	// __mmap_complete.
+	m.completeMunmap(detached)
+	m.hookMmap(v)
+	return nil
+}
+
+// gatherMunmap mirrors vms_gather_munmap_vmas(): split the VMAs at start and
+// end and detach every VMA inside [start, end) from the tree. Returns them
+// (nil if none) and the VMAs left before and after the range.
+func (m *MM) gatherMunmap(start, end uint64) (detached []*VMA, prev, next *VMA) {
+	vmas := m.vmasIn(start, end)
+	if len(vmas) == 0 {
+		return nil, nil, nil
+	}
+	if first := vmas[0]; first.Start < start {
+		m.splitVMA(first, start, true)
+	}
+	if last := vmas[len(vmas)-1]; last.End > end {
+		m.splitVMA(last, end, false)
+	}
+	for _, v := range vmas {
+		m.fileHookUnmap(v, v.Start, v.End)
+		m.vmaErase(v)
+		m.mapCount--
+	}
+	return vmas, m.vmaPrev(start), m.vmaNextFrom(end)
+}
+
+// zapVMAs mirrors unmap_vmas() over detached VMAs: clear their PTEs.
+func (m *MM) zapVMAs(vmas []*VMA) {
+	for _, v := range vmas {
+		m.PT.Zap(v.Start, v.End, nil)
+	}
+}
+
+// completeMunmap mirrors vms_complete_munmap_vmas(): free detached VMAs.
+func (m *MM) completeMunmap(vmas []*VMA) {
+	for _, v := range vmas {
+		m.removeVMA(v)
+	}
+}
+
+// Munmap mirrors munmap(2) (__vm_munmap with unlock: detach under the write
+// lock, downgrade, then zap and free under the read lock).
+func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
+	if offsetInPage(start) || start > TaskSize || length > TaskSize-start {
+		return errno.EINVAL
+	}
+	length = pageAlign(length)
+	if length == 0 {
+		return errno.EINVAL
+	}
+	if err := m.MmapWriteLockKillable(w); err != nil {
+		return err
+	}
+	detached, _, _ := m.gatherMunmap(start, start+length)
+	if detached == nil {
+		m.MmapWriteUnlock()
+		return nil
+	}
+	m.MmapWriteDowngrade()
+	m.zapVMAs(detached)
+	m.completeMunmap(detached)
+	m.MmapReadUnlock()
+	return nil
+}
+
+// doMunmap mirrors do_vmi_munmap() without unlocking: caller holds the write
+// lock throughout.
+func (m *MM) doMunmap(start, length uint64) error {
+	if offsetInPage(start) || start > TaskSize || length > TaskSize-start {
+		return errno.EINVAL
+	}
+	length = pageAlign(length)
+	if length == 0 {
+		return errno.EINVAL
+	}
+	detached, _, _ := m.gatherMunmap(start, start+length)
+	m.zapVMAs(detached)
+	m.completeMunmap(detached)
+	return nil
+}
+
+// mmPopulate mirrors mm/gup.c:__mm_populate() with ignore_errors: under the
+// read lock, fault in every page of [start, start+length) as
+// populate_vma_page_range() would (write faults for private writable VMAs),
+// going on at the next VMA after a failure.
+func (m *MM) mmPopulate(w locking.Waiter, start, length uint64) {
+	end := start + length
+	m.MmapReadLock(w)
+	defer m.MmapReadUnlock()
+	for _, v := range m.vmasIn(start, end) {
+		if v.Flags&(VM_IO|VM_PFNMAP) != 0 || v.Flags&VM_ACCESS_FLAGS == 0 {
+			continue
+		}
+		s, e := max(start, v.Start), min(end, v.End)
+		write := v.Flags&(VM_WRITE|VM_SHARED) == VM_WRITE
+		m.populateVMA(v, s, e, write)
+	}
+}
+
+// populateVMA faults in [s, e) of v. Private anonymous memory takes the bulk
+// path (pgtable.Populate: every PTE and page installed); the rest faults page
+// by page and stops at the first failure (a page past EOF).
+func (m *MM) populateVMA(v *VMA, s, e uint64, write bool) {
+	if write && v.IsAnonymous() {
+		m.anonVMAPrepare(v)
+		m.PT.Populate(s, e, nil, true)
+		return
+	}
+	for a := s; a < e; a += pgtable.PageSize {
+		if pte, ok := m.PT.Lookup(a); ok && (!write || pte.Write) {
+			continue
+		}
+		if m.handleFault(v, a, write) != nil {
+			return
+		}
+	}
+}

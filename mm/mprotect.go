@@ -1,0 +1,86 @@
+package mm
+
+import (
+	"mmlab/errno"
+	"mmlab/locking"
+	"mmlab/mm/pgtable"
+)
+
+// Mprotect mirrors mm/mprotect.c:do_mprotect_pkey(): change the protection
+// of [start, start+length), VMA by VMA, splitting and merging as
+// mprotect_fixup() does. A hole in the range gives ENOMEM after the VMAs
+// before it have been changed, as in the kernel.
+func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
+	if offsetInPage(start) {
+		return errno.EINVAL
+	}
+	if length == 0 {
+		return nil
+	}
+	length = pageAlign(length)
+	end := start + length
+	if end <= start {
+		return errno.ENOMEM
+	}
+	if prot&^(PROT_READ|PROT_WRITE|PROT_EXEC) != 0 {
+		return errno.EINVAL
+	}
+	if err := m.MmapWriteLockKillable(w); err != nil {
+		return err
+	}
+	defer m.MmapWriteUnlock()
+
+	vmas := m.vmasIn(start, end)
+	if len(vmas) == 0 || vmas[0].Start > start {
+		return errno.ENOMEM
+	}
+	vma := vmas[0]
+	prev := m.vmaPrev(vma.Start)
+	if start > vma.Start {
+		prev = vma
+	}
+	nstart, tmp := start, vma.Start
+	for vma != nil && vma.Start < end {
+		if vma.Start != tmp {
+			return errno.ENOMEM
+		}
+		newFlags := calcVMProtBits(prot) | vma.Flags&^VM_ACCESS_FLAGS
+		if newFlags&^(newFlags>>4)&VM_ACCESS_FLAGS != 0 {
+			return errno.EACCES
+		}
+		tmp = min(vma.End, end)
+		v := m.mprotectFixup(vma, prev, nstart, tmp, newFlags)
+		prev = v
+		tmp = v.End
+		nstart = tmp
+		vma = m.vmaNextFrom(tmp)
+	}
+	if tmp < end {
+		return errno.ENOMEM
+	}
+	return nil
+}
+
+// mprotectFixup mirrors mm/mprotect.c:mprotect_fixup(): VM_ACCOUNT is added
+// when a private mapping becomes writable, and dropped when an anonymous one
+// that never had a page becomes read-only. Returns the VMA covering [start,
+// end) afterwards.
+func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) *VMA {
+	old := vma.Flags
+	if newFlags == old {
+		return vma
+	}
+	if newFlags&VM_WRITE != 0 {
+		if old&(VM_ACCOUNT|VM_WRITE|VM_HUGETLB|VM_SHARED|VM_NORESERVE) == 0 {
+			newFlags |= VM_ACCOUNT
+		}
+	} else if old&VM_ACCOUNT != 0 && vma.IsAnonymous() && vma.AnonVMA == nil {
+		newFlags &^= VM_ACCOUNT
+	}
+	g := &vmaMerge{prev: prev, middle: vma, start: start, end: end,
+		pgoff: vma.Pgoff + (start-vma.Start)>>pgtable.PageShift,
+		flags: newFlags, file: vma.File, anonVMA: vma.AnonVMA, name: vma.Name}
+	v := m.vmaModify(g)
+	v.Flags = newFlags
+	return v
+}

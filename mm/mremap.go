@@ -1,0 +1,263 @@
+package mm
+
+import (
+	"mmlab/errno"
+	"mmlab/locking"
+	"mmlab/mm/pgtable"
+)
+
+// remap mirrors struct vma_remap_struct.
+type remap struct {
+	vma                  *VMA
+	addr, oldLen, newLen uint64
+	newAddr, delta       uint64
+	flags                int
+	locked, downgraded   bool
+	typ                  int
+}
+
+const (
+	remapNoResize = iota
+	remapShrink
+	remapExpand
+)
+
+func (r *remap) impliesNewAddr() bool { return r.flags&MREMAP_FIXED != 0 }
+
+// Mremap mirrors mm/mremap.c:do_mremap(): shrink, grow in place, or move
+// (MREMAP_MAYMOVE|MREMAP_FIXED to newAddr, several VMAs at once when the
+// size does not change). Returns the new address.
+func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, newAddr uint64) (uint64, error) {
+	r := &remap{addr: addr, oldLen: pageAlign(oldLen), newLen: pageAlign(newLen), flags: flags, newAddr: newAddr}
+	if err := r.checkParams(); err != nil {
+		return 0, err
+	}
+	if err := m.MmapWriteLockKillable(w); err != nil {
+		return 0, err
+	}
+	r.locked = true
+	var res uint64
+	var err error
+	if r.flags&MREMAP_FIXED != 0 && r.oldLen == r.newLen {
+		res, err = m.remapMove(r)
+	} else {
+		r.vma = m.mt.Load(r.addr)
+		if err = r.checkPrepVMA(); err == nil {
+			if r.impliesNewAddr() {
+				res, err = m.mremapTo(r)
+			} else {
+				res, err = m.mremapAt(r)
+			}
+		}
+	}
+	if r.locked {
+		if r.downgraded {
+			m.MmapReadUnlock()
+		} else {
+			m.MmapWriteUnlock()
+		}
+	}
+	return res, err
+}
+
+// checkParams mirrors check_mremap_params().
+func (r *remap) checkParams() error {
+	if r.flags&^(MREMAP_FIXED|MREMAP_MAYMOVE) != 0 || offsetInPage(r.addr) ||
+		r.newLen == 0 || r.newLen > TaskSize {
+		return errno.EINVAL
+	}
+	if !r.impliesNewAddr() {
+		return nil
+	}
+	if r.newAddr > TaskSize-r.newLen || offsetInPage(r.newAddr) || r.flags&MREMAP_MAYMOVE == 0 {
+		return errno.EINVAL
+	}
+	if r.addr+r.oldLen > r.newAddr && r.newAddr+r.newLen > r.addr { // vrm_overlaps
+		return errno.EINVAL
+	}
+	return nil
+}
+
+// checkPrepVMA mirrors check_prep_vma().
+func (r *remap) checkPrepVMA() error {
+	v := r.vma
+	if v == nil {
+		return errno.EFAULT
+	}
+	switch {
+	case r.oldLen == r.newLen:
+		r.typ, r.delta = remapNoResize, 0
+	case r.oldLen > r.newLen:
+		r.typ, r.delta = remapShrink, r.oldLen-r.newLen
+	default:
+		r.typ, r.delta = remapExpand, r.newLen-r.oldLen
+	}
+	if !r.impliesNewAddr() {
+		r.newAddr = r.addr
+	}
+	if r.typ != remapExpand && !r.impliesNewAddr() {
+		return nil
+	}
+	oldLen := r.oldLen
+	if oldLen == 0 && v.Flags&(VM_SHARED|VM_MAYSHARE) == 0 {
+		return errno.EINVAL
+	}
+	if r.typ == remapShrink {
+		oldLen = r.newLen
+	}
+	if oldLen > v.End-r.addr {
+		return errno.EFAULT
+	}
+	if r.newLen == oldLen {
+		return nil
+	}
+	if v.Flags&(VM_DONTEXPAND|VM_PFNMAP) != 0 {
+		return errno.EFAULT
+	}
+	return nil
+}
+
+// mremapAt mirrors mremap_at(): resize without MREMAP_FIXED.
+func (m *MM) mremapAt(r *remap) (uint64, error) {
+	switch r.typ {
+	case remapNoResize:
+		return r.addr, nil
+	case remapShrink:
+		// shrink_vma with drop_lock: munmap the tail, downgrading.
+		detached, _, _ := m.gatherMunmap(r.addr+r.newLen, r.addr+r.newLen+r.delta)
+		if detached != nil {
+			m.MmapWriteDowngrade()
+			r.downgraded = true
+			m.zapVMAs(detached)
+			m.completeMunmap(detached)
+		}
+		return r.addr, nil
+	}
+	// expand_vma.
+	v := r.vma
+	if v.End-r.addr == r.oldLen && m.vmaExpandable(v, r.delta) {
+		g := &vmaMerge{prev: v, start: v.End, end: v.End + r.delta, pgoff: v.Pgoff + v.Pages(),
+			flags: v.Flags, file: v.File, anonVMA: v.AnonVMA, name: v.Name, next: m.vmaNextFrom(v.End)}
+		if m.mergeNewRange(g) == nil {
+			return 0, errno.ENOMEM
+		}
+		return r.addr, nil
+	}
+	// Without MREMAP_MAYMOVE, or with it but no MREMAP_FIXED (placement is
+	// not modelled), growing in place is all there is.
+	return 0, errno.ENOMEM
+}
+
+// vmaExpandable mirrors vma_expandable().
+func (m *MM) vmaExpandable(v *VMA, delta uint64) bool {
+	end := v.End + delta
+	if end < v.End || end > TaskSize {
+		return false
+	}
+	return len(m.vmasIn(v.End, end)) == 0
+}
+
+// mremapTo mirrors mremap_to(): unmap the target, shrink first if asked,
+// then move.
+func (m *MM) mremapTo(r *remap) (uint64, error) {
+	if err := m.doMunmap(r.newAddr, r.newLen); err != nil {
+		return 0, err
+	}
+	if r.vma = m.mt.Load(r.addr); r.vma == nil {
+		return 0, errno.EFAULT
+	}
+	if r.typ == remapShrink {
+		if err := m.doMunmap(r.addr+r.newLen, r.delta); err != nil {
+			return 0, err
+		}
+		if r.vma = m.mt.Load(r.addr); r.vma == nil {
+			return 0, errno.EFAULT
+		}
+		r.oldLen = r.newLen
+	}
+	return m.moveVMA(r)
+}
+
+// moveVMA mirrors move_vma(): copy_vma at the target (which may merge there),
+// move the page tables, unmap the source.
+func (m *MM) moveVMA(r *remap) (uint64, error) {
+	v := r.vma
+	newPgoff := v.Pgoff + (r.addr-v.Start)>>pgtable.PageShift
+	m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
+	m.PT.Move(r.addr, r.addr+r.oldLen, r.newAddr)
+	// unmap_source_vma (its VM_ACCOUNT dance leaves the flags unchanged).
+	if err := m.doMunmap(r.addr, r.oldLen); err != nil {
+		return 0, err
+	}
+	return r.newAddr, nil
+}
+
+// copyVMA mirrors mm/vma.c:copy_vma(): an unfaulted anonymous VMA takes the
+// pgoff of its new place (so it can merge there); try to merge with the
+// target's neighbours, else link a copy.
+func (m *MM) copyVMA(v *VMA, addr, length, pgoff uint64) *VMA {
+	if v.IsAnonymous() && v.AnonVMA == nil {
+		pgoff = addr >> pgtable.PageShift
+	}
+	g := &vmaMerge{prev: m.vmaPrev(addr), next: m.vmaNextFrom(addr + length),
+		start: addr, end: addr + length, pgoff: pgoff, flags: v.Flags, file: v.File,
+		anonVMA: v.AnonVMA, name: v.Name, copiedFrom: v, skipUprobe: v.File != nil}
+	if nv := m.mergeNewRange(g); nv != nil {
+		return nv
+	}
+	nv := vmaDup(v)
+	nv.Start, nv.End, nv.Pgoff = addr, addr+length, pgoff
+	anonVMAClone(nv, v)
+	m.vmaStore(nv)
+	m.mapCount++
+	if nv.File != nil {
+		nv.File.Inode.iMmapInsertAfter(nv, nil)
+	}
+	return nv
+}
+
+// remapMove mirrors remap_move(): move every VMA of [addr, addr+oldLen) to
+// the same offsets from newAddr (the size does not change).
+func (m *MM) remapMove(r *remap) (uint64, error) {
+	start, end := r.addr, r.addr+r.oldLen
+	target := r.newAddr
+	var res uint64
+	seen := false
+	var lastEnd uint64
+	cursor := start
+	for {
+		vs := m.vmasIn(cursor, end)
+		if len(vs) == 0 {
+			break
+		}
+		v := vs[0]
+		if !seen && start < v.Start {
+			return 0, errno.EFAULT
+		}
+		a := max(v.Start, start)
+		n := min(end, v.End) - a
+		var offset uint64
+		if seen {
+			offset = v.Start - lastEnd
+		}
+		lastEnd = v.End
+		cursor = min(end, v.End)
+		sub := &remap{vma: v, addr: a, oldLen: n, newLen: n, newAddr: target + offset, flags: r.flags}
+		if err := sub.checkPrepVMA(); err != nil {
+			return 0, err
+		}
+		got, err := m.mremapTo(sub)
+		if err != nil {
+			return 0, err
+		}
+		if !seen {
+			res = got
+		}
+		seen = true
+		target = got + n
+	}
+	if !seen {
+		return 0, errno.EFAULT
+	}
+	return res, nil
+}
