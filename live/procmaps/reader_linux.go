@@ -287,6 +287,13 @@ func (r *Reader) Lookup(addr uint64) (*VMA, error) {
 			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
 		}
 	}
+	return r.LookupText(addr)
+}
+
+// LookupText returns the VMA that covers addr by scanning the /proc/PID/maps
+// text up to it, the way to ask before Linux 6.11. No VMA there is an error
+// that unwraps to ENOENT.
+func (r *Reader) LookupText(addr uint64) (*VMA, error) {
 	var found *VMA
 	err := r.Walk(func(v *VMA) bool {
 		if v.End > addr {

@@ -20,6 +20,9 @@ func (r *Reader) WalkQuery(fn func(*VMA) bool) error { return ErrNotSupported }
 // Lookup returns ErrNotSupported outside Linux.
 func (r *Reader) Lookup(addr uint64) (*VMA, error) { return nil, ErrNotSupported }
 
+// LookupText returns ErrNotSupported outside Linux.
+func (r *Reader) LookupText(addr uint64) (*VMA, error) { return nil, ErrNotSupported }
+
 // RawQuery returns ErrNotSupported outside Linux.
 func (r *Reader) RawQuery(q *ProcmapQuery) error { return ErrNotSupported }
 
