@@ -117,3 +117,16 @@ func mustFinish(t *testing.T, o *op, what string) {
 		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// cpuTask is a task on a model CPU: it sleeps through Block.
+type cpuTask struct {
+	*task
+	blocks atomic.Int64
+}
+
+func (t *cpuTask) Block(wait func()) {
+	wait()
+	t.blocks.Add(1)
+}
+
+var _ locking.Blocker = (*cpuTask)(nil)

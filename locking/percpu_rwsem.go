@@ -149,7 +149,7 @@ func (s *PercpuRWSem) DownWrite(w Waiter) {
 		ch := make(chan struct{}, 1)
 		s.writer.Store(&ch)
 		for !s.readersDrained() {
-			<-ch
+			sleep(w, func() { <-ch })
 		}
 		s.writer.Store(nil)
 	}
@@ -319,6 +319,6 @@ func (s *PercpuRWSem) wait(w Waiter, reader bool) {
 		return
 	}
 	for !e.granted.Load() {
-		<-e.wake
+		sleep(w, func() { <-e.wake })
 	}
 }

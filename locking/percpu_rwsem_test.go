@@ -209,3 +209,22 @@ func TestPercpuRWSemStress(t *testing.T) {
 		t.Fatalf("end: readers %d, block %v, waiters %d", s.Readers(), s.IsWriteLocked(), s.Waiters())
 	}
 }
+
+func TestPercpuRWSemSleepsThroughBlocker(t *testing.T) {
+	var s locking.PercpuRWSem
+	s.DownRead(nil)
+	wt := &cpuTask{task: newTask("w")}
+	w := start(nilErr(func() { s.DownWrite(wt) }))
+	waitFor(s.WriterWaitingForReaders)
+	rt := &cpuTask{task: newTask("r")}
+	r := start(nilErr(func() { s.DownRead(rt) }))
+	queued(&s, 1)
+	s.UpRead(nil)
+	mustFinish(t, w, "writer")
+	s.UpWrite()
+	mustFinish(t, r, "reader")
+	s.UpRead(rt)
+	if rt.blocks.Load() == 0 || wt.blocks.Load() == 0 {
+		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", rt.blocks.Load(), wt.blocks.Load())
+	}
+}

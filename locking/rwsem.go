@@ -240,10 +240,12 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 			s.waitLock.Unlock()
 			break
 		}
-		select {
-		case <-waiter.wake:
-		case <-fatal:
-		}
+		sleep(w, func() {
+			select {
+			case <-waiter.wake:
+			case <-fatal:
+			}
+		})
 	}
 	s.stats.record(s.Name(), w, time.Since(start))
 	return nil
@@ -341,10 +343,12 @@ func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 		if s.writerSleeps != nil {
 			s.writerSleeps()
 		}
-		select {
-		case <-waiter.wake:
-		case <-fatal:
-		}
+		sleep(w, func() {
+			select {
+			case <-waiter.wake:
+			case <-fatal:
+			}
+		})
 		if s.writerWoken != nil {
 			s.writerWoken()
 		}

@@ -461,3 +461,23 @@ func TestRWSemStress(t *testing.T) {
 		t.Fatalf("end: count %#x, %d waiters; want 0, 0", s.Count(), s.Waiters())
 	}
 }
+
+// A waiter on a model CPU sleeps through its Block.
+func TestRWSemSleepsThroughBlocker(t *testing.T) {
+	s := locking.NewRWSem("sem")
+	s.DownWrite(nil)
+	rt := &cpuTask{task: newTask("r")}
+	r := start(nilErr(func() { s.DownRead(rt) }))
+	queued(s, 1)
+	wt := &cpuTask{task: newTask("w")}
+	w := start(nilErr(func() { s.DownWrite(wt) }))
+	queued(s, 2)
+	s.UpWrite()
+	mustFinish(t, r, "reader")
+	s.UpRead()
+	mustFinish(t, w, "writer")
+	s.UpWrite()
+	if rt.blocks.Load() == 0 || wt.blocks.Load() == 0 {
+		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", rt.blocks.Load(), wt.blocks.Load())
+	}
+}

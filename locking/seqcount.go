@@ -29,7 +29,9 @@ func (c *SeqCount) WriteEnd() {
 }
 
 // ReadBegin waits until no write section is open and returns the (even)
-// sequence. Mirrors read_seqcount_begin().
+// sequence. Mirrors read_seqcount_begin(). It spins (yielding the goroutine,
+// not a model CPU), so use it only where writers do not sleep inside their
+// write section; where they may (mm_lock_seq), read Raw and give up on odd.
 func (c *SeqCount) ReadBegin() uint64 {
 	for {
 		s := c.seq.Load()

@@ -21,6 +21,24 @@ type BlockRecorder interface {
 	RecordBlocked(lock string, d time.Duration)
 }
 
+// Blocker is optionally implemented by a Waiter that runs on a model CPU
+// (a sched.Thread, or a kernel.Task that owns one): the lock sleeps by
+// calling Block(wait), so that the task gives up its CPU while wait blocks.
+// wait only waits on channels; it runs no model code.
+type Blocker interface {
+	Block(wait func())
+}
+
+// sleep runs wait, through w's Block if it has one. It mirrors
+// schedule() in a sleeping lock's wait loop.
+func sleep(w Waiter, wait func()) {
+	if b, ok := w.(Blocker); ok {
+		b.Block(wait)
+		return
+	}
+	wait()
+}
+
 // LockStats are a lock's counters since creation or the last ResetStats.
 type LockStats struct {
 	Acquisitions int64         // successful acquisitions, read or write, trylocks included
