@@ -1,0 +1,5 @@
+package main
+
+import "mmlab/replay"
+
+func init() { modelReplay = replay.Run }

@@ -1,0 +1,150 @@
+// Package replay runs an mmlab trace (package trace) on the model address
+// space (package mm), printing exactly what the live runner
+// (mmlab/live/replay) prints for the same trace on the kernel: maps lines of
+// the VMAs overlapping the arena, peek lines and error lines.
+package replay
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"mmlab/errno"
+	"mmlab/mm"
+	"mmlab/procfs"
+	"mmlab/trace"
+)
+
+// Run replays p on a fresh model address space and writes its output to w.
+// A fork runs the following ops on a copy of the address space (mm.Fork)
+// until the matching exit (or the end of the trace); then the child's address
+// space exits and the parent goes on. Run stops early with ctx's error when
+// ctx is cancelled.
+func Run(ctx context.Context, p *trace.Program, w io.Writer) error {
+	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}}
+	root := mm.New()
+	_, err := r.run(root, 0)
+	root.Exit()
+	if ferr := r.out.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+type runner struct {
+	ctx   context.Context
+	p     *trace.Program
+	out   *bufio.Writer
+	files map[string]*mm.File // one open file description per trace file
+	buf   []byte
+}
+
+// run executes ops from index i on m until an exit op (returning the index
+// after it) or the end of the trace.
+func (r *runner) run(m *mm.MM, i int) (int, error) {
+	ops := r.p.Ops
+	for i < len(ops) {
+		if err := r.ctx.Err(); err != nil {
+			return i, err
+		}
+		op := &ops[i]
+		switch op.Kind {
+		case trace.OpExit:
+			return i + 1, nil
+		case trace.OpFork:
+			child, err := m.Fork(nil)
+			if err != nil {
+				r.errorLine(op.Line, err)
+				return len(ops), nil
+			}
+			next, err := r.run(child, i+1)
+			child.Exit()
+			if err != nil {
+				return next, err
+			}
+			i = next
+			continue
+		default:
+			r.step(m, op)
+		}
+		i++
+	}
+	return i, nil
+}
+
+// step executes one op that is neither fork nor exit.
+func (r *runner) step(m *mm.MM, op *trace.Op) {
+	var err error
+	switch op.Kind {
+	case trace.OpFile:
+		in := mm.NewInode(op.File, op.Size, trace.FileByte)
+		r.files[op.File] = mm.Open(in)
+	case trace.OpMmap:
+		flags := mm.MAP_PRIVATE
+		if op.Shared {
+			flags = mm.MAP_SHARED
+		}
+		if op.Fixed {
+			flags |= mm.MAP_FIXED
+		}
+		if op.NoReplace {
+			flags |= mm.MAP_FIXED_NOREPLACE
+		}
+		if op.Populate {
+			flags |= mm.MAP_POPULATE
+		}
+		var f *mm.File
+		if op.File != "" {
+			f = r.files[op.File]
+			if f == nil {
+				err = errno.EBADF
+				break
+			}
+		} else {
+			flags |= mm.MAP_ANONYMOUS
+		}
+		_, err = m.Mmap(nil, op.Addr, op.Len, int(op.Prot), flags, f, op.Off)
+	case trace.OpMunmap:
+		err = m.Munmap(nil, op.Addr, op.Len)
+	case trace.OpMprotect:
+		err = m.Mprotect(nil, op.Addr, op.Len, int(op.Prot))
+	case trace.OpMremap:
+		flags := 0
+		if op.MayMove {
+			flags = mm.MREMAP_MAYMOVE | mm.MREMAP_FIXED
+		}
+		_, err = m.Mremap(nil, op.Addr, op.Len, op.NewLen, flags, op.NewAddr)
+	case trace.OpTouch:
+		_, err = m.LoadByte(nil, op.Addr)
+	case trace.OpPeek:
+		var v byte
+		if v, err = m.LoadByte(nil, op.Addr); err == nil {
+			fmt.Fprintln(r.out, trace.PeekLine(op.Addr, v))
+		}
+	case trace.OpPoke:
+		err = m.StoreByte(nil, op.Addr, op.Value)
+	case trace.OpMaps:
+		r.buf = procfs.AppendMaps(r.buf[:0], m, nil, r.p.ArenaLo, r.p.ArenaHi)
+		r.out.Write(r.buf)
+		r.out.WriteByte('\n')
+	}
+	if err != nil {
+		r.errorLine(op.Line, err)
+	}
+}
+
+// errorLine prints "error LINE NAME" with the errno's or signal's name.
+func (r *runner) errorLine(line int, err error) {
+	var e errno.Errno
+	var s mm.Signal
+	name := err.Error()
+	switch {
+	case errors.As(err, &e):
+		name = e.Name()
+	case errors.As(err, &s):
+		name = s.Error()
+	}
+	fmt.Fprintln(r.out, trace.ErrorLine(line, name))
+}
