@@ -1,0 +1,588 @@
+package pgtable
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Table geometry: 4 levels of 512 entries, 48-bit virtual addresses.
+const (
+	entriesShift = 9
+	entries      = 1 << entriesShift
+	pmdShift     = PageShift + entriesShift // one PTE table maps 2 MiB
+	pudShift     = pmdShift + entriesShift  // one PMD table maps 1 GiB
+	pgdShift     = pudShift + entriesShift  // one PUD table maps 512 GiB
+	// AddrLimit is the first address above the 48-bit space the tables map.
+	AddrLimit = uint64(1) << (pgdShift + entriesShift)
+)
+
+// PTE is a page table entry. The zero PTE is "none" (not present).
+type PTE struct {
+	Page  *Page // the mapped page; nil for a none PTE
+	Write bool  // _PAGE_RW
+	Dirty bool  // _PAGE_DIRTY
+	Young bool  // _PAGE_ACCESSED
+}
+
+// Present reports whether the PTE maps a page.
+func (e PTE) Present() bool { return e.Page != nil }
+
+const (
+	flagWrite = 1 << iota
+	flagDirty
+	flagYoung
+)
+
+func (e PTE) flags() uint32 {
+	var f uint32
+	if e.Write {
+		f |= flagWrite
+	}
+	if e.Dirty {
+		f |= flagDirty
+	}
+	if e.Young {
+		f |= flagYoung
+	}
+	return f
+}
+
+func mkPTE(p *Page, f uint32) PTE {
+	if p == nil {
+		return PTE{}
+	}
+	return PTE{Page: p, Write: f&flagWrite != 0, Dirty: f&flagDirty != 0, Young: f&flagYoung != 0}
+}
+
+// pteTable is a leaf table: 512 PTEs mapping 2 MiB.
+type pteTable struct {
+	// ptl is the split PTE lock. It serialises every change of page, flags,
+	// present and dead. Lock order: mmap_lock → Table.mu → ptl.
+	ptl sync.Mutex
+	// seq is the table's seqcount: odd while a ptl holder changes slots.
+	// Lock-free readers retry when it is odd or moved.
+	seq     atomic.Uint32
+	present int  // present PTEs; under ptl
+	dead    bool // detached from its PMD by freeTables; under ptl
+	page    [entries]atomic.Pointer[Page]
+	flags   [entries]atomic.Uint32
+}
+
+type pmdTable struct {
+	e [entries]atomic.Pointer[pteTable]
+	n int // non-nil entries; under Table.mu
+}
+
+type pudTable struct {
+	e [entries]atomic.Pointer[pmdTable]
+	n int // non-nil entries; under Table.mu
+}
+
+// Table is the page tables of one mm (mm->pgd and what hangs below it).
+// The zero value is an empty table.
+type Table struct {
+	// mu is the kernel's mm->page_table_lock: it serialises allocating and
+	// freeing PUD, PMD and PTE tables (never the PTEs themselves). Lock
+	// order: mmap_lock → mu → ptl.
+	mu       sync.Mutex
+	pgd      [entries]atomic.Pointer[pudTable]
+	resident atomic.Int64 // present PTEs (the mm's RSS in pages)
+}
+
+func pgdIndex(a uint64) uint64 { return a >> pgdShift & (entries - 1) }
+func pudIndex(a uint64) uint64 { return a >> pudShift & (entries - 1) }
+func pmdIndex(a uint64) uint64 { return a >> pmdShift & (entries - 1) }
+func pteIndex(a uint64) uint64 { return a >> PageShift & (entries - 1) }
+
+// read returns slot i consistently with respect to ptl holders.
+func (pt *pteTable) read(i uint64) PTE {
+	for {
+		s := pt.seq.Load()
+		if s&1 == 0 {
+			p := pt.page[i].Load()
+			f := pt.flags[i].Load()
+			if pt.seq.Load() == s {
+				return mkPTE(p, f)
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// writeBegin and writeEnd bracket changes of slots; ptl must be held.
+func (pt *pteTable) writeBegin() { pt.seq.Add(1) }
+func (pt *pteTable) writeEnd()   { pt.seq.Add(1) }
+
+// set changes slot i under ptl inside writeBegin/writeEnd, keeping the
+// present count, and returns the old entry. It does not touch mapcounts.
+func (pt *pteTable) set(i uint64, p *Page, f uint32) (old *Page, oldf uint32) {
+	old = pt.page[i].Load()
+	oldf = pt.flags[i].Load()
+	if old == nil && p != nil {
+		pt.present++
+	} else if old != nil && p == nil {
+		pt.present--
+	}
+	pt.page[i].Store(p)
+	pt.flags[i].Store(f)
+	return old, oldf
+}
+
+// pteTableOf returns the leaf table for addr without locks, or nil.
+func (t *Table) pteTableOf(addr uint64) *pteTable {
+	pud := t.pgd[pgdIndex(addr)].Load()
+	if pud == nil {
+		return nil
+	}
+	pmd := pud.e[pudIndex(addr)].Load()
+	if pmd == nil {
+		return nil
+	}
+	return pmd.e[pmdIndex(addr)].Load()
+}
+
+// allocPTETable returns the leaf table for addr, allocating missing levels
+// under t.mu (__pte_alloc and friends).
+func (t *Table) allocPTETable(addr uint64) *pteTable {
+	if pt := t.pteTableOf(addr); pt != nil {
+		return pt
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pud := t.pgd[pgdIndex(addr)].Load()
+	if pud == nil {
+		pud = new(pudTable)
+		t.pgd[pgdIndex(addr)].Store(pud)
+	}
+	pmd := pud.e[pudIndex(addr)].Load()
+	if pmd == nil {
+		pmd = new(pmdTable)
+		pud.e[pudIndex(addr)].Store(pmd)
+		pud.n++
+	}
+	pt := pmd.e[pmdIndex(addr)].Load()
+	if pt == nil {
+		pt = new(pteTable)
+		pmd.e[pmdIndex(addr)].Store(pt)
+		pmd.n++
+	}
+	return pt
+}
+
+// lockPTETable returns the live leaf table for addr with its ptl held,
+// allocating it if needed (pte_alloc_map_lock).
+func (t *Table) lockPTETable(addr uint64) *pteTable {
+	for {
+		pt := t.allocPTETable(addr)
+		pt.ptl.Lock()
+		if !pt.dead {
+			return pt
+		}
+		pt.ptl.Unlock()
+	}
+}
+
+func checkAddr(addr uint64) {
+	if addr >= AddrLimit {
+		panic("pgtable: address beyond the 48-bit address space")
+	}
+}
+
+// Lookup returns the PTE mapping addr without taking any lock; ok is false if
+// none is present. It does not allocate.
+func (t *Table) Lookup(addr uint64) (PTE, bool) {
+	if addr >= AddrLimit {
+		return PTE{}, false
+	}
+	pt := t.pteTableOf(addr)
+	if pt == nil {
+		return PTE{}, false
+	}
+	e := pt.read(pteIndex(addr))
+	return e, e.Page != nil
+}
+
+// Set installs pte at addr under the ptl, replacing what was there (set_pte_at).
+// The new page's mapcount goes up and the old one's down; a PTE with a nil
+// Page clears the slot.
+func (t *Table) Set(addr uint64, pte PTE) {
+	checkAddr(addr)
+	pt := t.lockPTETable(addr)
+	i := pteIndex(addr)
+	t.replace(pt, i, mkPTE(pt.page[i].Load(), pt.flags[i].Load()), pte)
+	pt.ptl.Unlock()
+}
+
+// replace changes slot i of pt from cur to nw with pt's ptl held, keeping
+// mapcounts and Resident.
+func (t *Table) replace(pt *pteTable, i uint64, cur, nw PTE) {
+	pt.writeBegin()
+	pt.set(i, nw.Page, nw.flags())
+	pt.writeEnd()
+	if nw.Page != nil {
+		nw.Page.mapcount.Add(1)
+		if cur.Page == nil {
+			t.resident.Add(1)
+		}
+	}
+	if cur.Page != nil {
+		cur.Page.mapcount.Add(-1)
+		if nw.Page == nil {
+			t.resident.Add(-1)
+		}
+	}
+}
+
+// Clear removes the PTE at addr and returns it (ptep_get_and_clear); the
+// page's mapcount goes down.
+func (t *Table) Clear(addr uint64) (PTE, bool) {
+	checkAddr(addr)
+	pt := t.pteTableOf(addr)
+	if pt == nil {
+		return PTE{}, false
+	}
+	pt.ptl.Lock()
+	defer pt.ptl.Unlock()
+	i := pteIndex(addr)
+	if pt.page[i].Load() == nil {
+		return PTE{}, false
+	}
+	pt.writeBegin()
+	old, oldf := pt.set(i, nil, 0)
+	pt.writeEnd()
+	old.mapcount.Add(-1)
+	t.resident.Add(-1)
+	return mkPTE(old, oldf), true
+}
+
+// Update runs fn on the PTE at addr with the ptl held and, if fn returns
+// true, installs the PTE it returns (a nil Page clears the slot); mapcounts
+// follow as in Set. This is the fault handler's read-modify-write under
+// pte_offset_map_lock. fn must not call methods of t.
+func (t *Table) Update(addr uint64, fn func(old PTE, ok bool) (PTE, bool)) {
+	checkAddr(addr)
+	pt := t.lockPTETable(addr)
+	defer pt.ptl.Unlock()
+	i := pteIndex(addr)
+	cur := mkPTE(pt.page[i].Load(), pt.flags[i].Load())
+	if nw, set := fn(cur, cur.Page != nil); set {
+		t.replace(pt, i, cur, nw)
+	}
+}
+
+// Resident returns the number of present PTEs.
+func (t *Table) Resident() int { return int(t.resident.Load()) }
+
+// tables calls fn for every existing leaf table overlapping [start,end),
+// with the part of the range it covers, skipping absent upper levels.
+// It takes no lock.
+func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) bool) {
+	end = min(end, AddrLimit)
+	for a := start; a < end; {
+		pud := t.pgd[pgdIndex(a)].Load()
+		if pud == nil {
+			a = next(a, pgdShift)
+			continue
+		}
+		pmd := pud.e[pudIndex(a)].Load()
+		if pmd == nil {
+			a = next(a, pudShift)
+			continue
+		}
+		n := next(a, pmdShift)
+		if pt := pmd.e[pmdIndex(a)].Load(); pt != nil {
+			if !fn(pt, a, min(n, end)) {
+				return
+			}
+		}
+		a = n
+	}
+}
+
+// next returns the first address above a aligned to 1<<shift.
+func next(a uint64, shift uint) uint64 { return (a>>shift + 1) << shift }
+
+// Walk calls fn for each present PTE in [start,end) in address order, reading
+// each without a lock, until fn returns false.
+func (t *Table) Walk(start, end uint64, fn func(addr uint64, pte PTE) bool) {
+	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
+		for a := s; a < e; a += PageSize {
+			i := pteIndex(a)
+			if pt.page[i].Load() == nil {
+				continue
+			}
+			if p := pt.read(i); p.Page != nil && !fn(a, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Zap clears every PTE in [start,end) (zap_pte_range under the mmap lock).
+// For each present one it drops the page's mapcount and then calls fn (if
+// not nil) with the ptl held; fn must not call methods of t. Leaf tables left
+// empty, and upper tables left empty by that, are freed (free_pgtables).
+func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
+	zapped := int64(0)
+	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
+		pt.ptl.Lock()
+		if pt.present > 0 {
+			pt.writeBegin()
+			for a := s; a < e && pt.present > 0; a += PageSize {
+				i := pteIndex(a)
+				if pt.page[i].Load() == nil {
+					continue
+				}
+				p, f := pt.set(i, nil, 0)
+				p.mapcount.Add(-1)
+				zapped++
+				if fn != nil {
+					fn(a, mkPTE(p, f))
+				}
+			}
+			pt.writeEnd()
+		}
+		pt.ptl.Unlock()
+		return true
+	})
+	t.resident.Add(-zapped)
+	t.freeTables(start, end)
+}
+
+// freeTables detaches the empty leaf tables overlapping [start,end) and the
+// upper tables that become empty (free_pgd_range).
+func (t *Table) freeTables(start, end uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end = min(end, AddrLimit)
+	for a := start; a < end; {
+		gi := pgdIndex(a)
+		pud := t.pgd[gi].Load()
+		if pud == nil {
+			a = next(a, pgdShift)
+			continue
+		}
+		ui := pudIndex(a)
+		pmd := pud.e[ui].Load()
+		if pmd == nil {
+			a = next(a, pudShift)
+			continue
+		}
+		mi := pmdIndex(a)
+		if pt := pmd.e[mi].Load(); pt != nil {
+			pt.ptl.Lock()
+			if pt.present == 0 {
+				pt.dead = true
+				pmd.e[mi].Store(nil)
+				pmd.n--
+			}
+			pt.ptl.Unlock()
+		}
+		a = next(a, pmdShift)
+		if pmd.n == 0 {
+			pud.e[ui].Store(nil)
+			pud.n--
+			a = max(a, next(a-1, pudShift))
+		}
+		if pud.n == 0 {
+			t.pgd[gi].Store(nil)
+			a = max(a, next(a-1, pgdShift))
+		}
+	}
+}
+
+// Move moves the PTEs of [oldStart,oldEnd) to the same offsets from newStart
+// (move_page_tables for mremap). The ranges must not overlap and the
+// destination must hold no PTEs; mapcounts and Resident do not change. The
+// caller holds the mmap write lock.
+func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
+	if oldEnd <= oldStart {
+		return
+	}
+	checkAddr(newStart + (oldEnd - oldStart) - 1)
+	t.tables(oldStart, oldEnd, func(src *pteTable, s, e uint64) bool {
+		for s < e {
+			d := newStart + (s - oldStart)
+			// The destination table covers [d, next(d)); do that part.
+			ce := min(e, s+(next(d, pmdShift)-d))
+			// Allocate the destination before taking any ptl (t.mu comes
+			// first), then lock old before new as move_ptes does.
+			dst := t.allocPTETable(d)
+			src.ptl.Lock()
+			if dst != src {
+				dst.ptl.Lock()
+			}
+			if src.dead || dst.dead {
+				if dst != src {
+					dst.ptl.Unlock()
+				}
+				src.ptl.Unlock()
+				if src.dead {
+					return true // freed, so empty
+				}
+				continue
+			}
+			src.writeBegin()
+			if dst != src {
+				dst.writeBegin()
+			}
+			for a := s; a < ce && src.present > 0; a += PageSize {
+				i := pteIndex(a)
+				p := src.page[i].Load()
+				if p == nil {
+					continue
+				}
+				_, f := src.set(i, nil, 0)
+				dst.set(pteIndex(d+(a-s)), p, f)
+			}
+			if dst != src {
+				dst.writeEnd()
+			}
+			src.writeEnd()
+			if dst != src {
+				dst.ptl.Unlock()
+			}
+			src.ptl.Unlock()
+			s = ce
+		}
+		return true
+	})
+	t.freeTables(oldStart, oldEnd)
+}
+
+// CopyCOW copies the PTEs of [start,end) into dst at the same addresses
+// (copy_page_range for fork). Anonymous pages end up shared read-only: the
+// write bit is cleared in t as well as in dst, so the first write in either
+// mm breaks COW. Other (page-cache, shared-mapping) PTEs are copied as they
+// are, but clean in dst. Every copy is old (not young) and raises its page's
+// mapcount. The caller chooses which ranges need copying (vma_needs_copy) and
+// holds both mmap write locks.
+func (t *Table) CopyCOW(dst *Table, start, end uint64) {
+	copied := int64(0)
+	t.tables(start, end, func(src *pteTable, s, e uint64) bool {
+		src.ptl.Lock()
+		empty := src.present == 0 || src.dead
+		src.ptl.Unlock()
+		if empty {
+			return true
+		}
+		dp := dst.lockPTETable(s) // dst ptl, then src ptl (copy_pte_range)
+		src.ptl.Lock()
+		src.writeBegin()
+		dp.writeBegin()
+		for a := s; a < e; a += PageSize {
+			i := pteIndex(a)
+			p := src.page[i].Load()
+			if p == nil {
+				continue
+			}
+			f := src.flags[i].Load()
+			if p.anon {
+				if f&flagWrite != 0 {
+					f &^= flagWrite
+					src.flags[i].Store(f)
+				}
+			} else {
+				f &^= flagDirty
+			}
+			f &^= flagYoung
+			if old, _ := dp.set(i, p, f); old != nil {
+				old.mapcount.Add(-1)
+			} else {
+				copied++
+			}
+			p.mapcount.Add(1)
+		}
+		dp.writeEnd()
+		src.writeEnd()
+		src.ptl.Unlock()
+		dp.ptl.Unlock()
+		return true
+	})
+	dst.resident.Add(copied)
+}
+
+// Populate installs a page at every none PTE in [start,end), as faulting the
+// range in would (populate_vma_page_range for MAP_POPULATE); present PTEs are
+// left alone. newPage supplies the page for an address (a page-cache page for
+// file mappings, or a fresh anonymous page); with a nil newPage, Populate
+// allocates anonymous pages itself, one slab per PTE table, with index
+// addr>>PageShift and their 4 KiB deferred until first written. With write
+// the PTEs are writable and dirty (a write fault); all are young. newPage is
+// called without any lock held.
+func (t *Table) Populate(start, end uint64, newPage func(addr uint64) *Page, write bool) {
+	if end <= start {
+		return
+	}
+	checkAddr(end - 1)
+	f := uint32(flagYoung)
+	if write {
+		f |= flagWrite | flagDirty
+	}
+	var pages [entries]*Page
+	installed := int64(0)
+	for s := start; s < end; {
+		e := min(next(s, pmdShift), end)
+		// Prepare pages for the slots that look empty, outside the ptl.
+		pt := t.allocPTETable(s)
+		need := 0
+		for a := s; a < e; a += PageSize {
+			if pt.page[pteIndex(a)].Load() == nil {
+				need++
+			}
+		}
+		if need == 0 {
+			s = e
+			continue
+		}
+		var slab []Page
+		if newPage == nil {
+			slab = make([]Page, need)
+		}
+		k := 0
+		for a := s; a < e; a += PageSize {
+			i := pteIndex(a)
+			if pt.page[i].Load() != nil {
+				pages[i] = nil
+				continue
+			}
+			if slab != nil {
+				p := &slab[k]
+				k++
+				p.anon = true
+				p.index = a >> PageShift
+				pages[i] = p
+			} else {
+				pages[i] = newPage(a)
+			}
+		}
+		if lp := t.lockPTETable(s); lp != pt {
+			// The table was freed and replaced meanwhile: prepare again.
+			lp.ptl.Unlock()
+			continue
+		}
+		pt.writeBegin()
+		for a := s; a < e; a += PageSize {
+			i := pteIndex(a)
+			p := pages[i]
+			if p == nil || pt.page[i].Load() != nil {
+				continue // raced with a fault: keep what is there
+			}
+			p.mapcount.Add(1)
+			pt.page[i].Store(p)
+			pt.flags[i].Store(f)
+			pt.present++
+			installed++
+		}
+		pt.writeEnd()
+		pt.ptl.Unlock()
+		clear(pages[:])
+		s = e
+	}
+	t.resident.Add(installed)
+}
+
+// NewTable returns an empty page table (pgd_alloc); the zero Table is too.
+func NewTable() *Table { return new(Table) }
