@@ -1,0 +1,270 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"mmlab/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/traces/*.golden from the live kernel")
+
+const goldenDir = "../../testdata/traces"
+
+func parse(t *testing.T, src string) *trace.Program {
+	t.Helper()
+	p, err := trace.Parse(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// isolate points TMPDIR at a fresh directory, so the test can check that Run
+// leaves no file behind, and returns it.
+func isolate(t *testing.T) string {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	return dir
+}
+
+// checkClean fails if a helper process of ours is left (alive or zombie) or
+// a file is left in tmp.
+func checkClean(t *testing.T, tmp string) {
+	t.Helper()
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("left behind in TMPDIR: %s", e.Name())
+	}
+	for _, p := range ourHelpers(t) {
+		t.Errorf("helper process left behind: %s", p)
+	}
+}
+
+// ourHelpers lists the helper processes (alive or zombie) whose parent is
+// this process. As Run makes this process a child subreaper, any surviving
+// descendant of a helper has either a surviving helper or this process as
+// parent, so an empty list means none is left.
+func ourHelpers(t *testing.T) []string {
+	bin, err := helperPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm := filepath.Base(bin)[:15] // the kernel keeps 15 bytes of comm
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	me := os.Getpid()
+	var found []string
+	for _, st := range procs {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i {
+			continue
+		}
+		f := strings.Fields(s[j+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if s[i+1:j] == comm && ppid == me {
+			found = append(found, strings.TrimSpace(s[:j+3]))
+		}
+	}
+	return found
+}
+
+// The goldens, recorded from this runner, replay to the same output (dev and
+// inode aside). With -update they are rewritten.
+func TestGoldens(t *testing.T) {
+	traces, err := filepath.Glob(filepath.Join(goldenDir, "*.trace"))
+	if err != nil || len(traces) == 0 {
+		t.Fatalf("no golden traces in %s: %v", goldenDir, err)
+	}
+	tmp := isolate(t)
+	for _, path := range traces {
+		name := strings.TrimSuffix(filepath.Base(path), ".trace")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := Run(context.Background(), parse(t, string(src)), &out); err != nil {
+				t.Fatal(err)
+			}
+			golden := strings.TrimSuffix(path, ".trace") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (record it with go test ./live/replay -run TestGoldens -update)", err)
+			}
+			if d := trace.Diff(string(want), out.String()); d != "" {
+				t.Errorf("live output differs from %s:\n%s", golden, d)
+			}
+		})
+	}
+	checkClean(t, tmp)
+}
+
+var outputLine = regexp.MustCompile(`^(|peek 0x[0-9a-f]+ \d+|error \d+ (E[A-Z0-9]+|SIGSEGV|SIGBUS)|[0-9a-f]{8,}-[0-9a-f]{8,} [r-][w-][x-][ps] [0-9a-f]{8} [0-9a-f]{2}:[0-9a-f]{2} \d+ +.*)$`)
+
+// checkOutput checks that out holds only the lines of issue 2 item 4, with
+// file names as bare NAMEs and no maps line outside the arena.
+func checkOutput(t *testing.T, p *trace.Program, out string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !outputLine.MatchString(l) {
+			t.Errorf("not an output line: %q", l)
+			continue
+		}
+		if strings.Contains(l, "/") && !strings.HasSuffix(l, " /dev/zero (deleted)") {
+			t.Errorf("a path in a maps line: %q", l)
+		}
+		if strings.Contains(l, " rw") || strings.Contains(l, " r-") || strings.Contains(l, " -") {
+			var lo, hi uint64
+			if _, err := fmt.Sscanf(l, "%x-%x", &lo, &hi); err == nil && (hi <= p.ArenaLo || lo >= p.ArenaHi) {
+				t.Errorf("maps line outside the arena: %q", l)
+			}
+		}
+	}
+}
+
+// 200 generated traces run on the live kernel without a runner error, print
+// only well-formed lines, and leave nothing behind. (Comparing them with the
+// model is the differential test's job.)
+func TestGenerated(t *testing.T) {
+	tmp := isolate(t)
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	errs, peeks, maps := 0, 0, 0
+	for seed := range int64(n) {
+		p := trace.Generate(seed, trace.GenOptions{})
+		var out bytes.Buffer
+		if err := Run(context.Background(), p, &out); err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, p)
+		}
+		checkOutput(t, p, out.String())
+		errs += strings.Count(out.String(), "error ")
+		peeks += strings.Count(out.String(), "peek ")
+		maps += strings.Count(out.String(), "\n\n")
+	}
+	t.Logf("%d traces: %d error lines, %d peeks, %d maps", n, errs, peeks, maps)
+	if peeks == 0 || errs == 0 || maps == 0 {
+		t.Errorf("generated traces never peek, fail or print maps")
+	}
+	checkClean(t, tmp)
+}
+
+// Output lines are streamed in trace order across fork and exit, and errno
+// numbers become names.
+func TestForkOrderAndErrnoNames(t *testing.T) {
+	tmp := isolate(t)
+	p := parse(t, `mmap 0x100000000000 4K rw- private,fixed
+poke 0x100000000000 1
+fork
+peek 0x100000000000
+fork
+mmap 0x100000000000 4K rw- private,noreplace
+exit
+munmap 0x100000000010 4K
+exit
+peek 0x100000000000
+`)
+	var out bytes.Buffer
+	if err := Run(context.Background(), p, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The values are those the trace wrote; EEXIST and EINVAL are the
+	// documented errors of MAP_FIXED_NOREPLACE over a mapping and of an
+	// unaligned munmap.
+	want := "peek 0x100000000000 1\nerror 6 EEXIST\nerror 8 EINVAL\npeek 0x100000000000 1\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	checkClean(t, tmp)
+}
+
+// A run that fails (the helper refuses an arena that holds its own mappings)
+// returns an error and leaves nothing behind.
+func TestHelperErrorCleansUp(t *testing.T) {
+	tmp := isolate(t)
+	p := parse(t, "arena 0x1000 0x7ffffffff000\nfile f 4K\nfork\nmaps\n")
+	err := Run(context.Background(), p, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "arena") {
+		t.Fatalf("Run with an arena over the helper: %v, want an error about the arena", err)
+	}
+	checkClean(t, tmp)
+}
+
+// cancelWriter cancels the run at the first line it receives.
+type cancelWriter struct {
+	t       *testing.T
+	cancel  context.CancelFunc
+	buf     bytes.Buffer
+	running []string // our helper processes at the first line
+}
+
+func (w *cancelWriter) Write(b []byte) (int, error) {
+	if w.running == nil {
+		w.running = ourHelpers(w.t)
+	}
+	w.cancel()
+	return w.buf.Write(b)
+}
+
+// Cancelling mid-trace (Ctrl-C) kills the helper and its forked children and
+// removes the files. The trace is provably still running at the cancel: it
+// prints far more than the pipe and the helper's buffer hold, and Run stops
+// reading at the first line after the cancel.
+func TestCancelMidTrace(t *testing.T) {
+	tmp := isolate(t)
+	var src strings.Builder
+	src.WriteString("file f 8K\nmmap 0x100000000000 8K rw- shared,fixed f 0\nfork\nfork\npeek 0x100000000000\n")
+	for range 5000 {
+		src.WriteString("maps\n")
+	}
+	src.WriteString("exit\nexit\npeek 0x100000000001\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelWriter{t: t, cancel: cancel}
+	err := Run(ctx, parse(t, src.String()), w)
+	if len(w.running) == 0 {
+		t.Error("no helper process seen running before the cancel: the leftover check sees nothing")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if w.buf.Len() >= 5000*70 || strings.Contains(w.buf.String(), "peek 0x100000000001") {
+		t.Errorf("the trace ran to its end (%d bytes)", w.buf.Len())
+	}
+	checkClean(t, tmp)
+}
+
+func TestNoCompilerMessage(t *testing.T) {
+	if !strings.Contains(ErrNoCompiler.Error(), "C compiler (cc): install gcc") {
+		t.Errorf("message %q", ErrNoCompiler)
+	}
+}
