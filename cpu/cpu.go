@@ -1,0 +1,378 @@
+// Package cpu is the model's x86-64 CPU: a small interpreter that runs a
+// task's code fetched through the task's own page tables, so that an int3
+// (0xCC) written into a text page really traps, and the task's stack lives in
+// its own address space (push, pop, call and ret read and write memory through
+// Memory, so copy-on-write and faults happen as they would).
+//
+// The instruction subset (see Op) is what the uprobe experiments run: NOPs,
+// push/pop, mov between registers and of immediates, call rel32, ret, jmp,
+// jcc, loop, inc/dec, int3 and hlt. Anything else raises #UD (SIGILL).
+//
+// Besides Run, the package gives the uprobes code what arch/x86 gives
+// kernel/events/uprobes.c: Decode classifies an instruction as emulated,
+// single-stepped out of line, or refused (arch_uprobe_analyze_insn);
+// CPU.Emulate executes an emulated one at its original address
+// (arch_uprobe_skip_sstep); Insn.PostXOL fixes registers up after a
+// single-step in an XOL slot (arch_uprobe_post_xol).
+//
+// # What the CPU caches
+//
+// A CPU caches translations, never bytes, like an x86 TLB over coherent
+// caches. It keeps a 4-entry instruction TLB and a 4-entry data TLB, each
+// direct-mapped by virtual page number; an entry holds the storage (Bytes) of
+// the Page that Memory.Page returned for that virtual page and whether it was
+// obtained for a write (a writable, already copied-on-write translation).
+// Every fetch and every data access reads the Page's current bytes, so a byte
+// written into a Page the CPU has cached is seen at the next fetch. But when the page
+// table changes (a breakpoint installed by copy-on-write of a text page, fork
+// write-protecting the parent's pages, munmap, a COW break by another
+// thread), the CPU goes on using the Page it cached until Flush is called
+// on it, exactly as a CPU goes on using a stale TLB entry until the kernel's
+// TLB-flush IPI reaches it. Run and Step start with a flushed TLB (a task
+// switch reloads CR3).
+//
+// # Concurrency
+//
+// A CPU is used by one goroutine, its model CPU's thread. Flush, Emulate and
+// Step may be called from the hooks of a Run on the same CPU (that is where
+// an IPI or the uprobe hit path runs) or when the CPU is not running.
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Page geometry: 4 KiB pages, as on x86-64.
+const (
+	PageShift = 12
+	PageSize  = 1 << PageShift
+)
+
+// An Access is the kind of memory access that needs a page.
+type Access uint8
+
+// Access kinds.
+const (
+	Exec  Access = iota // instruction fetch
+	Read                // data read
+	Write               // data write
+)
+
+func (a Access) String() string {
+	switch a {
+	case Exec:
+		return "exec"
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return fmt.Sprintf("access%d", a)
+}
+
+// Memory is a task's address space as the CPU sees it. It is implemented by
+// the kernel glue over mm.
+type Memory interface {
+	// Page returns the page that holds addr for an access, faulting it in
+	// if needed (for Write: breaking copy-on-write, so the page returned is
+	// the task's private writable copy). A non-nil error is the fault to
+	// deliver; SIGSEGV or SIGBUS (type Signal) says which, any other error
+	// means SIGSEGV.
+	Page(addr uint64, access Access) (Page, error)
+}
+
+// Page is one 4 KiB page of memory. *pgtable.Page satisfies it.
+//
+// Bytes returns the page's PageSize bytes of storage, which the CPU reads and
+// writes directly, as a CPU addresses physical memory. (The byte-wise
+// ReadByte(off int) byte and WriteByte(off int, b byte) of pgtable.Page would
+// be the obvious interface, but go vet's stdmethods check rejects those
+// signatures in an interface.)
+type Page interface {
+	Bytes() []byte
+}
+
+// Hooks are the kernel's side of the CPU: its exception handlers and the
+// point where it can interrupt a running task.
+type Hooks interface {
+	// Poll is called at every instruction boundary, before the fetch: the
+	// point where the model CPU takes IPIs and notices preemption. It
+	// must be cheap when it has nothing to do. Returning true stops Run
+	// with StopPoll before the next instruction.
+	Poll() (stop bool)
+	// Int3 is called after an int3 executed, with r.RIP pointing after the
+	// 0xCC as on x86 (the uprobe code rewinds it). Returning false stops
+	// Run with StopInt3.
+	Int3(r *Regs) (resume bool)
+	// SingleStep is called after one instruction completed that started
+	// with TF set (the #DB trap of a single-step out of line). Returning
+	// false stops Run with StopSingleStep.
+	SingleStep(r *Regs) (resume bool)
+	// Fault is called when an instruction faulted; r is unchanged (RIP at
+	// the faulting instruction). Returning false stops Run with StopFault.
+	Fault(r *Regs, f Fault) (resume bool)
+}
+
+// NoHooks is a Hooks that never interrupts and never resumes: every trap and
+// fault ends Run.
+type NoHooks struct{}
+
+func (NoHooks) Poll() bool              { return false }
+func (NoHooks) Int3(*Regs) bool         { return false }
+func (NoHooks) SingleStep(*Regs) bool   { return false }
+func (NoHooks) Fault(*Regs, Fault) bool { return false }
+
+// Reason says why Run or Step returned.
+type Reason uint8
+
+// Reasons.
+const (
+	Stepped        Reason = iota + 1 // Step: the instruction completed (or a hook resumed)
+	StopHalt                         // hlt executed; RIP points after it
+	StopInt3                         // Int3 declined to resume; RIP points after the 0xCC
+	StopSingleStep                   // SingleStep declined to resume
+	StopFault                        // Fault declined to resume; Stop.Fault says what
+	StopPoll                         // Poll asked to stop; RIP is the next instruction
+)
+
+// Stop is the result of Run and Step.
+type Stop struct {
+	Reason Reason
+	Fault  Fault // for StopFault
+}
+
+var reasonNames = [...]string{"", "stepped", "halt", "int3", "single-step", "fault", "poll"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) && r != 0 {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason%d", r)
+}
+
+func (s Stop) String() string {
+	if s.Reason == StopFault {
+		return "fault: " + s.Fault.Error()
+	}
+	return s.Reason.String()
+}
+
+// A CPU runs tasks' code. The zero value is ready to use.
+type CPU struct {
+	itlb, dtlb tlb
+	fault      Fault // the fault of the last instruction, when exec says evFault
+}
+
+// tlbSize entries per TLB, direct-mapped by virtual page number.
+const tlbSize = 4
+
+type tlb [tlbSize]tlbEntry
+
+// tlbEntry caches one translation: virtual page vpn is page.
+type tlbEntry struct {
+	vpn   uint64 // virtual page number; the entry is valid when mem != nil
+	mem   []byte // the Page's Bytes(), PageSize long
+	write bool   // obtained by a Write access: writable without a fault
+}
+
+// Flush drops every cached translation, like a full TLB flush. Call it on
+// the CPU (from a hook of its Run, i.e. in the model's IPI) after the page
+// table of the address space it runs changed.
+func (c *CPU) Flush() {
+	c.itlb = tlb{}
+	c.dtlb = tlb{}
+}
+
+// translate returns the TLB entry for addr, asking mem on a miss (or when a
+// write finds a translation obtained by a read).
+func (c *CPU) translate(t *tlb, mem Memory, addr uint64, acc Access) (*tlbEntry, error) {
+	vpn := addr >> PageShift
+	e := &t[vpn%tlbSize]
+	if e.mem != nil && e.vpn == vpn && (acc != Write || e.write) {
+		return e, nil
+	}
+	p, err := mem.Page(addr, acc)
+	if err != nil {
+		return nil, err
+	}
+	b := p.Bytes()
+	if len(b) != PageSize {
+		panic(fmt.Sprintf("cpu: Memory.Page(%#x) returned a page of %d bytes", addr, len(b)))
+	}
+	*e = tlbEntry{vpn: vpn, mem: b[:PageSize:PageSize], write: acc == Write}
+	return e, nil
+}
+
+// Run executes the task whose registers are r in the address space mem until
+// hlt, a trap or fault the hooks do not resume from, or Poll asks to stop.
+func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
+	c.Flush()
+	for {
+		if h.Poll() {
+			return Stop{Reason: StopPoll}
+		}
+		if s := c.step(r, mem, h); s != Stepped {
+			return Stop{Reason: s, Fault: c.fault}
+		}
+	}
+}
+
+// Step executes exactly one instruction at r.RIP, with the same trap and
+// fault handling as Run but without Poll. It is how a single-step out of line
+// can be driven directly: put the copied instruction in the XOL slot, point
+// r.RIP at it, set TF, Step, and fix up in the SingleStep hook (PostXOL).
+func (c *CPU) Step(r *Regs, mem Memory, h Hooks) Stop {
+	s := c.step(r, mem, h)
+	return Stop{Reason: s, Fault: c.fault}
+}
+
+// Emulate executes in, an instruction of class Emulate, as if it were at
+// r.RIP, without fetching it: the uprobe hit path's way past the breakpoint.
+// On a fault it returns the *Fault and leaves r and memory unchanged (the
+// kernel then single-steps out of line, which faults again and delivers the
+// signal properly). Mirrors arch/x86/kernel/uprobes.c:
+// arch_uprobe_skip_sstep() (branch_emulate_op(), push_emulate_op() and the
+// NOP case); like it, it ignores TF: sending SIGTRAP when TF is set is the
+// caller's part.
+func (c *CPU) Emulate(in *Insn, r *Regs, mem Memory) error {
+	if in.Class != Emulate {
+		return fmt.Errorf("cpu: %v is not emulated (class %v)", in, in.Class)
+	}
+	if c.exec(in, r, mem) == evFault {
+		f := c.fault
+		return &f
+	}
+	return nil
+}
+
+// step executes one instruction and runs the hooks of its traps.
+func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
+	tf := r.Flags&FlagTF != 0
+	in, ok := c.fetch(r, mem)
+	ev := evFault
+	if ok {
+		ev = c.exec(&in, r, mem)
+	}
+	switch ev {
+	case evNext:
+		if tf && !h.SingleStep(r) {
+			return StopSingleStep
+		}
+	case evInt3:
+		if !h.Int3(r) {
+			return StopInt3
+		}
+	case evHalt:
+		return StopHalt
+	case evFault:
+		if !h.Fault(r, c.fault) {
+			return StopFault
+		}
+	}
+	return Stepped
+}
+
+// fetch decodes the instruction at r.RIP. On failure it sets c.fault.
+func (c *CPU) fetch(r *Regs, mem Memory) (Insn, bool) {
+	rip := r.RIP
+	e, err := c.translate(&c.itlb, mem, rip, Exec)
+	if err != nil {
+		c.setPF(rip, rip, Exec, err)
+		return Insn{}, false
+	}
+	off := rip % PageSize
+	end := min(off+MaxInsnLen, PageSize)
+	in, err := decode(e.mem[off:end])
+	if err == nil {
+		return in, true
+	}
+	if err == ErrTruncated && end == PageSize {
+		return c.fetchCross(r, mem)
+	}
+	c.setUD(rip)
+	return Insn{}, false
+}
+
+// fetchCross fetches an instruction that may cross into the next page, a
+// byte at a time, so that it faults on the next page only if the instruction
+// really extends into it.
+func (c *CPU) fetchCross(r *Regs, mem Memory) (Insn, bool) {
+	var buf [MaxInsnLen]byte
+	rip := r.RIP
+	for n := range MaxInsnLen {
+		a := rip + uint64(n)
+		e, err := c.translate(&c.itlb, mem, a, Exec)
+		if err != nil {
+			c.setPF(rip, a, Exec, err)
+			return Insn{}, false
+		}
+		buf[n] = e.mem[a%PageSize]
+		in, err := decode(buf[:n+1])
+		if err == nil {
+			return in, true
+		}
+		if err != ErrTruncated {
+			break
+		}
+	}
+	c.setUD(rip)
+	return Insn{}, false
+}
+
+func (c *CPU) setUD(rip uint64) {
+	c.fault = Fault{Vector: VectorUD, Signal: SIGILL, RIP: rip, Addr: rip, Access: Exec}
+}
+
+func (c *CPU) setPF(rip, addr uint64, acc Access, err error) {
+	sig := SIGSEGV
+	if s, ok := err.(Signal); ok {
+		sig = s
+	}
+	c.fault = Fault{Vector: VectorPF, Signal: sig, RIP: rip, Addr: addr, Access: acc, Err: err}
+}
+
+// load64 reads the 8 bytes at addr. On a fault it returns the faulting address
+// and the Memory's error.
+func (c *CPU) load64(mem Memory, addr uint64) (uint64, uint64, error) {
+	e, err := c.translate(&c.dtlb, mem, addr, Read)
+	if err != nil {
+		return 0, addr, err
+	}
+	off := int(addr % PageSize)
+	if off <= PageSize-8 {
+		return binary.LittleEndian.Uint64(e.mem[off:]), 0, nil
+	}
+	next := addr - uint64(off) + PageSize
+	e2, err := c.translate(&c.dtlb, mem, next, Read)
+	if err != nil {
+		return 0, next, err
+	}
+	var b [8]byte
+	n := copy(b[:], e.mem[off:])
+	copy(b[n:], e2.mem)
+	return binary.LittleEndian.Uint64(b[:]), 0, nil
+}
+
+// store64 writes v at addr, or nothing if either page it touches faults.
+func (c *CPU) store64(mem Memory, addr, v uint64) (uint64, error) {
+	e, err := c.translate(&c.dtlb, mem, addr, Write)
+	if err != nil {
+		return addr, err
+	}
+	off := int(addr % PageSize)
+	if off <= PageSize-8 {
+		binary.LittleEndian.PutUint64(e.mem[off:], v)
+		return 0, nil
+	}
+	next := addr - uint64(off) + PageSize
+	e2, err := c.translate(&c.dtlb, mem, next, Write)
+	if err != nil {
+		return next, err
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	n := copy(e.mem[off:], b[:])
+	copy(e2.mem, b[n:])
+	return 0, nil
+}

@@ -1,0 +1,346 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxInsnLen is the longest x86 instruction (and the kernel's
+// MAX_UINSN_BYTES is 16, one more).
+const MaxInsnLen = 15
+
+// An Op is what an instruction does.
+type Op uint8
+
+// The operations of the model's instruction subset.
+const (
+	OpNop    Op = iota + 1 // 90, 66 90, 0F 1F /0 (nopl/nopw, any length), mov %r,%r (64-bit)
+	OpPush                 // 50+r, 41 50+r: push r64
+	OpPop                  // 58+r, 41 58+r: pop r64
+	OpMov                  // [REX] 89 /r with mod=11: mov r32/r64 to r32/r64
+	OpMovImm               // [REX] B8+r imm32 (zero-extended), REX.W B8+r imm64
+	OpCall                 // E8 rel32
+	OpRet                  // C3
+	OpJmp                  // E9 rel32, EB rel8
+	OpJcc                  // 70+cc rel8, 0F 80+cc rel32
+	OpLoop                 // E2 rel8: dec rcx (flags untouched), jump if rcx != 0
+	OpInc                  // [REX] FF /0 with mod=11: inc r32/r64
+	OpDec                  // [REX] FF /1 with mod=11: dec r32/r64
+	OpInt3                 // CC
+	OpHlt                  // F4
+)
+
+var opNames = [...]string{OpNop: "nop", OpPush: "push", OpPop: "pop", OpMov: "mov", OpMovImm: "mov",
+	OpCall: "call", OpRet: "ret", OpJmp: "jmp", OpJcc: "jcc", OpLoop: "loop", OpInc: "inc",
+	OpDec: "dec", OpInt3: "int3", OpHlt: "hlt"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op%d", o)
+}
+
+// A Class is how a uprobe on the instruction is handled, as x86's
+// arch_uprobe_analyze_insn() decides it.
+type Class uint8
+
+const (
+	// Emulate: the hit path executes the instruction itself
+	// (arch_uprobe_skip_sstep): every NOP (insn_is_nop), jmp rel8/rel32,
+	// call rel32, jcc rel8/rel32 (branch_setup_xol_ops), and push r64
+	// without a prefix or with REX 0x41 only (push_setup_xol_ops).
+	Emulate Class = iota + 1
+	// XOL: single-stepped out of line, in a slot of the XOL page, then fixed
+	// up by PostXOL (default_xol_ops).
+	XOL
+	// Reject: a uprobe cannot be placed here: int3 is already a trap
+	// (is_trap_insn, -ENOTSUPP) and hlt is not in good_insns_64.
+	Reject
+)
+
+func (c Class) String() string {
+	switch c {
+	case Emulate:
+		return "emulate"
+	case XOL:
+		return "xol"
+	case Reject:
+		return "reject"
+	}
+	return fmt.Sprintf("class%d", c)
+}
+
+// Insn is a decoded instruction.
+type Insn struct {
+	Op    Op
+	Class Class
+	Len   uint8 // bytes, prefixes included
+	Reg   uint8 // push/pop/inc/dec/mov-imm register, mov destination
+	Src   uint8 // mov source register
+	Cond  uint8 // jcc condition (the low nibble of 70+cc)
+	Wide  bool  // 64-bit operand (REX.W) for mov, mov-imm, inc, dec
+	Imm   int64 // branch displacement (sign-extended) or mov immediate
+}
+
+func (in Insn) String() string {
+	switch in.Op {
+	case OpPush, OpPop, OpInc, OpDec:
+		return fmt.Sprintf("%v %s", in.Op, RegName(int(in.Reg)))
+	case OpMov:
+		return fmt.Sprintf("mov %s,%s", RegName(int(in.Reg)), RegName(int(in.Src)))
+	case OpMovImm:
+		return fmt.Sprintf("mov %s,%#x", RegName(int(in.Reg)), uint64(in.Imm))
+	case OpCall, OpJmp, OpLoop:
+		return fmt.Sprintf("%v .%+d", in.Op, in.Imm+int64(in.Len))
+	case OpJcc:
+		return fmt.Sprintf("j%s .%+d", ccNames[in.Cond], in.Imm+int64(in.Len))
+	}
+	return in.Op.String()
+}
+
+var ccNames = [16]string{"o", "no", "b", "ae", "e", "ne", "be", "a", "s", "ns", "p", "np", "l", "ge", "le", "g"}
+
+// CanOptimize reports whether a uprobe at vaddr on this instruction may be
+// turned into a call to the uprobe trampoline (x86-64, v6.18+): a 5-byte NOP
+// that does not cross a page. Mirrors arch/x86/kernel/uprobes.c:can_optimize().
+func (in Insn) CanOptimize(vaddr uint64) bool {
+	return in.Op == OpNop && in.Len == 5 && PageSize-vaddr%PageSize >= 5
+}
+
+var (
+	// ErrUndefined: the bytes are not an instruction of the model's subset.
+	// The CPU raises #UD (SIGILL) for them. (A real CPU knows many more;
+	// the kernel's decoder would accept them and return -ENOEXEC only for
+	// truly undecodable bytes.)
+	ErrUndefined = errors.New("cpu: instruction not in the model's subset")
+	// ErrTruncated: the bytes end before the instruction does.
+	ErrTruncated = errors.New("cpu: truncated instruction")
+)
+
+// Decode decodes the instruction at the start of b.
+func Decode(b []byte) (Insn, error) { return decode(b) }
+
+func decode(b []byte) (in Insn, err error) {
+	i := 0
+	if len(b) == 0 {
+		return in, ErrTruncated
+	}
+	p66 := b[0] == 0x66
+	if p66 {
+		i++
+	}
+	var rex byte
+	if i < len(b) && b[i]&0xf0 == 0x40 {
+		rex = b[i]
+		i++
+	}
+	if i >= len(b) {
+		return in, ErrTruncated
+	}
+	op := b[i]
+	i++
+	rexB := (rex & 1) << 3
+	in.Wide = rex&8 != 0
+	switch {
+	case op == 0x90:
+		if rexB != 0 { // xchg %r8,%rax
+			return in, ErrUndefined
+		}
+		in.Op, in.Class = OpNop, Emulate
+	case op >= 0x50 && op <= 0x5f:
+		if p66 {
+			return in, ErrUndefined
+		}
+		in.Reg = op&7 | rexB
+		if op < 0x58 {
+			in.Op, in.Class = OpPush, XOL
+			if rex == 0 || rex == 0x41 {
+				in.Class = Emulate
+			}
+		} else {
+			in.Op, in.Class = OpPop, XOL
+		}
+	case op == 0x89 || op == 0xff:
+		if p66 {
+			return in, ErrUndefined
+		}
+		if i >= len(b) {
+			return in, ErrTruncated
+		}
+		modrm := b[i]
+		i++
+		if modrm>>6 != 3 { // memory operands are not in the subset
+			return in, ErrUndefined
+		}
+		reg, rm := (modrm>>3)&7|(rex&4)<<1, modrm&7|rexB
+		in.Reg, in.Class = rm, XOL
+		if op == 0x89 {
+			in.Op, in.Src = OpMov, reg
+			if in.Wide && reg == rm { // insn_is_nop: mov %reg,%reg at native size
+				in.Op, in.Class = OpNop, Emulate
+			}
+			break
+		}
+		switch reg & 7 {
+		case 0:
+			in.Op = OpInc
+		case 1:
+			in.Op = OpDec
+		default:
+			return in, ErrUndefined
+		}
+	case op >= 0xb8 && op <= 0xbf:
+		if p66 {
+			return in, ErrUndefined
+		}
+		in.Op, in.Class, in.Reg = OpMovImm, XOL, op&7|rexB
+		n := 4
+		if in.Wide {
+			n = 8
+		}
+		if i+n > len(b) {
+			return in, ErrTruncated
+		}
+		var v uint64
+		for k := n - 1; k >= 0; k-- {
+			v = v<<8 | uint64(b[i+k])
+		}
+		in.Imm = int64(v)
+		i += n
+	case op == 0xe8 || op == 0xe9 || op == 0xeb || op == 0xe2 || op&0xf0 == 0x70:
+		if p66 { // branch_setup_xol_ops refuses 16-bit overrides
+			return in, ErrUndefined
+		}
+		switch op {
+		case 0xe8:
+			in.Op, in.Class = OpCall, Emulate
+		case 0xe9, 0xeb:
+			in.Op, in.Class = OpJmp, Emulate
+		case 0xe2: // not a jcc for branch_setup_xol_ops: single-stepped with FIX_IP
+			in.Op, in.Class = OpLoop, XOL
+		default:
+			in.Op, in.Class, in.Cond = OpJcc, Emulate, op&0xf
+		}
+		if op == 0xe8 || op == 0xe9 {
+			if i+4 > len(b) {
+				return in, ErrTruncated
+			}
+			in.Imm = int64(int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24))
+			i += 4
+		} else {
+			if i >= len(b) {
+				return in, ErrTruncated
+			}
+			in.Imm = int64(int8(b[i]))
+			i++
+		}
+	case op == 0xc3 || op == 0xcc || op == 0xf4:
+		if p66 || rex != 0 {
+			return in, ErrUndefined
+		}
+		switch op {
+		case 0xc3:
+			in.Op, in.Class = OpRet, XOL
+		case 0xcc:
+			in.Op, in.Class = OpInt3, Reject
+		default:
+			in.Op, in.Class = OpHlt, Reject
+		}
+	case op == 0x0f:
+		if i >= len(b) {
+			return in, ErrTruncated
+		}
+		op2 := b[i]
+		i++
+		switch {
+		case op2 == 0x1f:
+			if i >= len(b) {
+				return in, ErrTruncated
+			}
+			if (b[i]>>3)&7 != 0 { // only 0f 1f /0 is NOPL for insn_is_nop
+				return in, ErrUndefined
+			}
+			n, ok := modrmLen(b[i:])
+			if !ok {
+				return in, ErrTruncated
+			}
+			i += n
+			in.Op, in.Class = OpNop, Emulate
+		case op2&0xf0 == 0x80 && !p66:
+			if i+4 > len(b) {
+				return in, ErrTruncated
+			}
+			in.Op, in.Class, in.Cond = OpJcc, Emulate, op2&0xf
+			in.Imm = int64(int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24))
+			i += 4
+		default:
+			return in, ErrUndefined
+		}
+	default:
+		return in, ErrUndefined
+	}
+	in.Len = uint8(i)
+	return in, nil
+}
+
+// modrmLen returns the length of the ModRM byte at b[0] with its SIB and
+// displacement, or false if b is too short for them.
+func modrmLen(b []byte) (int, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	mod, rm := b[0]>>6, b[0]&7
+	n := 1
+	if mod != 3 && rm == 4 { // SIB
+		if len(b) < 2 {
+			return 0, false
+		}
+		if mod == 0 && b[1]&7 == 5 {
+			n += 4 // no base: disp32
+		}
+		n++
+	}
+	switch {
+	case mod == 1:
+		n++
+	case mod == 2, mod == 0 && rm == 5: // disp32 (mod 0, rm 5: rip-relative)
+		n += 4
+	}
+	if n > len(b) {
+		return 0, false
+	}
+	return n, true
+}
+
+// ErrRestart is PostXOL's answer when the instruction must be restarted
+// at its original address (the -ERESTART of branch_post_xol_op()).
+var ErrRestart = errors.New("cpu: restart the probed instruction")
+
+// PostXOL fixes up r after in, the instruction of a uprobe at vaddr, was
+// single-stepped in the XOL slot at xol, so that the task continues as if the
+// instruction had run at vaddr. Mirrors arch/x86/kernel/uprobes.c
+// arch_uprobe_post_xol()'s ops->post_xol:
+//   - default_post_xol_op() for XOL instructions: UPROBE_FIX_IP (ip +=
+//     vaddr - xol) for everything but ret, whose ip is already right (no
+//     instruction of the subset needs UPROBE_FIX_CALL or a rip-relative
+//     fix-up; rip-relative NOPs are emulated);
+//   - branch_post_xol_op() for call rel32, which is only stepped out of line
+//     when its emulation failed to push: pop the return address and restart;
+//   - nothing for the other emulated instructions (push_xol_ops has no
+//     post_xol; jmp, jcc and NOPs always emulate).
+//
+// It does not touch TF: clearing it (unless the user had set it) is the
+// caller's part of arch_uprobe_post_xol().
+func (in *Insn) PostXOL(r *Regs, vaddr, xol uint64) error {
+	switch {
+	case in.Op == OpCall:
+		r.R[RSP] += 8
+		r.RIP = vaddr
+		return ErrRestart
+	case in.Class == Emulate, in.Op == OpRet:
+	default:
+		r.RIP += vaddr - xol
+	}
+	return nil
+}
