@@ -98,6 +98,12 @@ func (m *MM) StoreByte(w locking.Waiter, addr uint64, b byte) error {
 // mmap lock (read or write) and has checked access.
 func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 	a := addr &^ (pgtable.PageSize - 1)
+	shared := v.Flags&VM_MAYSHARE != 0
+	if write && !shared {
+		// do_anonymous_page / do_cow_fault / wp_page_copy prepare the
+		// anon_vma first: a COW fault past EOF leaves one behind.
+		m.anonVMAPrepare(v)
+	}
 	var cachePage *pgtable.Page
 	if v.File != nil {
 		idx := v.Pgoff + (a-v.Start)>>pgtable.PageShift
@@ -106,15 +112,11 @@ func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 		}
 		cachePage = v.File.Inode.Cache.Get(idx)
 	}
-	shared := v.Flags&VM_SHARED != 0 || (v.File != nil && v.Flags&VM_MAYSHARE != 0)
 	if shared {
 		m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
 			return pgtable.PTE{Page: cachePage, Write: write || (ok && old.Write), Dirty: write || (ok && old.Dirty)}, true
 		})
 		return nil
-	}
-	if write {
-		m.anonVMAPrepare(v) // may create the anon_vma (under ptLock)
 	}
 	m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
 		if ok && (!write || old.Write) {

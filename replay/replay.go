@@ -133,7 +133,13 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 	if err != nil {
 		r.errorLine(op.Line, err)
 	}
+	if debugHook != nil {
+		debugHook(m, op)
+	}
 }
+
+// debugHook, set by tests, sees the address space after each op.
+var debugHook func(m *mm.MM, op *trace.Op)
 
 // errorLine prints "error LINE NAME" with the errno's or signal's name.
 func (r *runner) errorLine(line int, err error) {

@@ -1,0 +1,48 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"testing"
+
+	live "mmlab/live/replay"
+	"mmlab/trace"
+)
+
+var (
+	seedLo = flag.Int64("seeds.lo", 1, "first generator seed of the differential test")
+	seeds  = flag.Int("seeds", 200, "number of generated traces the differential test replays on both targets")
+)
+
+// TestDifferential generates traces and asserts that the model prints exactly
+// what the live kernel prints (maps lines compared as START-END PERMS OFFSET
+// NAME, plus peek and error lines).
+func TestDifferential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the live target needs root")
+	}
+	if testing.Short() {
+		*seeds = min(*seeds, 20)
+	}
+	ctx := context.Background()
+	failed := 0
+	for s := *seedLo; s < *seedLo+int64(*seeds); s++ {
+		p := trace.Generate(s, trace.GenOptions{})
+		var want, got bytes.Buffer
+		if err := live.Run(ctx, p, &want); err != nil {
+			t.Fatalf("seed %d: live: %v", s, err)
+		}
+		if err := Run(ctx, p, &got); err != nil {
+			t.Fatalf("seed %d: model: %v", s, err)
+		}
+		if d := trace.Diff(want.String(), got.String()); d != "" {
+			failed++
+			t.Errorf("seed %d: model differs from live:\n%s\ntrace:\n%s", s, d, p.String())
+			if failed >= 3 {
+				t.FailNow()
+			}
+		}
+	}
+}
