@@ -108,6 +108,10 @@ func TestPercpuRWSemWakeOrder(t *testing.T) {
 	queued(&s, 5)
 
 	s.UpWrite()
+	// The waker takes the lock for the waiters it wakes before returning.
+	if s.Waiters() != 2 {
+		t.Fatalf("waiters after UpWrite %d, want 2 (reader 3, writer 3)", s.Waiters())
+	}
 	mustFinish(t, r1, "reader 1")
 	mustFinish(t, r2, "reader 2")
 	// The second writer was woken with block set on its behalf; it now

@@ -100,10 +100,14 @@ func TestRWSemReleaseWakesAllReaders(t *testing.T) {
 		t.Fatalf("queue %q, want rwr", got)
 	}
 	s.UpWrite()
+	// The releaser hands the lock to the readers before it returns.
+	if got := kinds(s); got != "w" {
+		t.Fatalf("queue after the release %q, want only the writer left", got)
+	}
 	mustFinish(t, r1, "reader 1")
 	mustFinish(t, r2, "reader 2 (behind the writer)")
-	if got := kinds(s); got != "w" || w2.finished() {
-		t.Fatalf("queue %q, writer done %v; want the writer still queued", got, w2.finished())
+	if w2.finished() {
+		t.Fatal("writer got in together with the readers")
 	}
 	s.UpRead()
 	if w2.finished() {
@@ -285,6 +289,9 @@ func TestRWSemKillableWriteWakesReadersBehind(t *testing.T) {
 	if err := w.wait(); !errors.Is(err, errno.EINTR) {
 		t.Fatalf("killed writer: err %v, want EINTR", err)
 	}
+	if got := kinds(s); got != "" {
+		t.Fatalf("queue after the kill %q, want the reader behind woken", got)
+	}
 	mustFinish(t, r2, "reader behind the killed writer")
 	if s.Waiters() != 0 || s.IsContended() {
 		t.Fatalf("queue %q, contended %v after the kill; want empty", kinds(s), s.IsContended())
@@ -329,6 +336,9 @@ func TestRWSemDowngrade(t *testing.T) {
 	s.DowngradeWrite()
 	if s.IsWriteLocked() {
 		t.Fatal("write-locked after downgrade")
+	}
+	if got := kinds(s); got != "w" {
+		t.Fatalf("queue after downgrade %q, want only the writer left", got)
 	}
 	mustFinish(t, r1, "reader 1")
 	mustFinish(t, r2, "reader 2")
