@@ -12,8 +12,10 @@ import (
 )
 
 var (
-	seedLo = flag.Int64("seeds.lo", 1, "first generator seed of the differential test")
-	seeds  = flag.Int("seeds", 200, "number of generated traces the differential test replays on both targets")
+	seedLo   = flag.Int64("seeds.lo", 1, "first generator seed of the differential test")
+	seeds    = flag.Int("seeds", 200, "number of generated traces the differential test replays on both targets")
+	genOps   = flag.Int("gen.ops", 0, "ops per generated trace (0: the generator's default)")
+	genPages = flag.Int("gen.pages", 0, "pages in the generator's window (0: its default)")
 )
 
 // TestDifferential generates traces and asserts that the model prints exactly
@@ -29,7 +31,7 @@ func TestDifferential(t *testing.T) {
 	ctx := context.Background()
 	failed := 0
 	for s := *seedLo; s < *seedLo+int64(*seeds); s++ {
-		p := trace.Generate(s, trace.GenOptions{})
+		p := trace.Generate(s, trace.GenOptions{Ops: *genOps, Pages: *genPages})
 		var want, got bytes.Buffer
 		if err := live.Run(ctx, p, &want); err != nil {
 			t.Fatalf("seed %d: live: %v", s, err)
