@@ -106,8 +106,10 @@ func appendHex(b []byte, x uint64, width int) []byte {
 
 var errSyntax = errors.New("malformed maps line")
 
-// parseLine fills v from one line of /proc/PID/maps without its newline.
+// ParseLine fills v from one line of /proc/PID/maps, without its newline.
 // v.Name points into line. It is the inverse of AppendText.
+func ParseLine(line []byte, v *VMA) error { return parseLine(line, v) }
+
 func parseLine(line []byte, v *VMA) error {
 	p := lineParser{b: line}
 	v.Start = p.hex('-')

@@ -1,0 +1,62 @@
+// Package maptear runs the /proc/PID/maps tearing check against the live
+// kernel, after tools/testing/selftests/proc/proc-maps-race.c: a child
+// process keeps changing a VMA that straddles the boundary between two
+// read() chunks of its maps text (split/merge, shrink/grow, remap), while
+// the reader reads the two lines on either side of the boundary and asks
+// PROCMAP_QUERY about the changing address. A VMA may be reported twice or
+// in its old or new form, but an address mapped throughout must never be
+// missing (a gap), and the query must return the old or the new VMA.
+//
+// The child is a re-execution of the running binary: any program that
+// imports this package becomes the child when started with the environment
+// variable MMLAB_MAPTEAR_CHILD set (see child_linux.go).
+package maptear
+
+import "time"
+
+// Cases are the three modifications of proc-maps-race.c, in its order.
+var Cases = []string{"split", "resize", "remap"}
+
+// Options sets how long each case runs: until Reads observations, or for
+// Duration, whichever comes first; with neither set, for one second.
+type Options struct {
+	Cases    []string // default: all of Cases
+	Reads    int
+	Duration time.Duration
+
+	// dropNext is a test hook: during the free run, report the second line
+	// of the second chunk as its first, as a reader that skips a VMA would.
+	dropNext bool
+}
+
+// CaseResult is what one case saw. Gaps, Unexpected, QueryGaps and
+// QueryWrong must all be 0.
+type CaseResult struct {
+	Case string `json:"case"`
+	// Reads is the number of observations: the two lines on either side of
+	// the chunk boundary, each from its own read().
+	Reads int `json:"reads"`
+	// Modified counts reads whose last line showed the modified VMA, to show
+	// that the race was exercised.
+	Modified int `json:"modified"`
+	// Duplicates counts reads in which the second line starts below the end
+	// of the first: a range reported twice (allowed).
+	Duplicates int `json:"duplicates"`
+	// Gaps counts reads that skipped part of the range that stays mapped
+	// throughout.
+	Gaps int `json:"gaps"`
+	// Unexpected counts boundary lines that are neither the old nor the new
+	// form of their VMA.
+	Unexpected int `json:"unexpected"`
+	// Queries is the number of PROCMAP_QUERY lookups of the changing
+	// address; QueryGaps of them found nothing (ENOENT), QueryWrong found a
+	// VMA that is neither the old nor the new one.
+	Queries    int `json:"queries"`
+	QueryGaps  int `json:"query_gaps"`
+	QueryWrong int `json:"query_wrong"`
+}
+
+// Failed reports whether r saw anything the kernel promises never happens.
+func (r CaseResult) Failed() bool {
+	return r.Gaps+r.Unexpected+r.QueryGaps+r.QueryWrong > 0
+}
