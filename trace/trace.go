@@ -450,7 +450,12 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 		}
 		op.Value = byte(v)
 	case "fork", "exit", "maps":
-		op.Kind = map[string]Kind{"fork": OpFork, "exit": OpExit, "maps": OpMaps}[f[0]]
+		op.Kind = OpMaps
+		if f[0] == "fork" {
+			op.Kind = OpFork
+		} else if f[0] == "exit" {
+			op.Kind = OpExit
+		}
 		err = ps.fields(1, f[0])
 	default:
 		return op, ps.errorf("unknown op %q", f[0])

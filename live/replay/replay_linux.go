@@ -188,9 +188,18 @@ func encode(p *trace.Program, dir string) ([]byte, error) {
 		fmt.Fprintf(&b, "%s\n", n)
 	}
 	fmt.Fprintf(&b, "ops %d\n", len(ops))
+	var line []byte
 	for _, h := range ops {
-		fmt.Fprintf(&b, "%d %d %d %d %d %d %d %d %d %d %d %d\n", h.kind, h.line, h.addr, h.len, h.prot,
-			h.flags, h.file, h.off, h.newlen, h.newaddr, h.value, h.skip)
+		line = line[:0]
+		// FILE is sent plus one, so that 0 means anonymous and every field
+		// is unsigned.
+		for _, v := range []uint64{uint64(h.kind), uint64(h.line), h.addr, h.len, uint64(h.prot),
+			uint64(h.flags), uint64(h.file + 1), h.off, h.newlen, h.newaddr, uint64(h.value), uint64(h.skip)} {
+			line = strconv.AppendUint(line, v, 10)
+			line = append(line, ' ')
+		}
+		line[len(line)-1] = '\n'
+		b.Write(line)
 	}
 	return b.Bytes(), nil
 }

@@ -9,7 +9,8 @@
  *   arena LO HI
  *   dir PATH                 the directory of the trace's files (one line)
  *   files N, then N lines    NAME, opened O_RDWR once each, here, before any op
- *   ops N, then N lines      KIND LINE ADDR LEN PROT FLAGS FILE OFF NEWLEN NEWADDR VALUE SKIP
+ *   ops N, then N lines      KIND LINE ADDR LEN PROT FLAGS FILE+1 OFF NEWLEN NEWADDR VALUE SKIP
+ *                            (FILE+1 is 0 for anonymous memory)
  * Output on stdout, one line each:
  *   error LINE ERRNO         an op the kernel refused (mmlab prints the errno's name)
  *   error LINE SIGSEGV|SIGBUS
@@ -256,6 +257,7 @@ int main(void)
 			  &o->len, &o->prot, &o->flags, &o->file, &o->off, &o->newlen, &o->newaddr,
 			  &o->value, &o->skip) != 12)
 			die("bad op");
+		o->file -= 1;
 		if (o->file >= nfiles || o->skip > nops || o->skip < 0)
 			die("bad op fields");
 	}
