@@ -37,6 +37,8 @@ func (m *MM) Fork(w locking.Waiter) (*MM, error) {
 			m.PT.CopyCOW(child.PT, v.Start, v.End)
 		}
 	}
+	child.checkInvariants()
+	m.checkInvariants()
 	return child, nil
 }
 

@@ -27,6 +27,7 @@ func (m *MM) Mmap(w locking.Waiter, addr, length uint64, prot, flags int, file *
 		return 0, err
 	}
 	addr, populate, err := m.doMmap(addr, length, prot, flags, file, off>>pgtable.PageShift)
+	m.checkInvariants()
 	m.MmapWriteUnlock()
 	if err == nil && populate != 0 {
 		m.mmPopulate(w, addr, populate)
@@ -186,6 +187,7 @@ func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
 	m.MmapWriteDowngrade()
 	m.zapVMAs(detached)
 	m.completeMunmap(detached)
+	m.checkInvariants()
 	m.MmapReadUnlock()
 	return nil
 }

@@ -29,6 +29,7 @@ func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 		return err
 	}
 	defer m.MmapWriteUnlock()
+	defer m.checkInvariants()
 
 	vmas := m.vmasIn(start, end)
 	if len(vmas) == 0 || vmas[0].Start > start {

@@ -51,6 +51,7 @@ func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, ne
 		}
 	}
 	if r.locked {
+		m.checkInvariants()
 		if r.downgraded {
 			m.MmapReadUnlock()
 		} else {

@@ -1,0 +1,5 @@
+//go:build invariants
+
+package mm
+
+const invariants = true
