@@ -117,12 +117,22 @@ func (g *generator) mmapPage() uint64 {
 
 func hasKey(m map[uint64]Prot, k uint64) bool { _, ok := m[k]; return ok }
 
-// jitter makes an address unaligned now and then, for EINVAL.
-func (g *generator) jitter(a uint64) uint64 {
+// jitter makes an address unaligned now and then, for EINVAL; ok is false
+// then, and the picture stays as it is.
+func (g *generator) jitter(a uint64) (addr uint64, ok bool) {
 	if g.chance(3) {
-		return a + 0x10
+		return a + 0x10, false
 	}
-	return a
+	return a, true
+}
+
+// run is the number of mapped pages from page p on, at most max.
+func (g *generator) run(p, max uint64) uint64 {
+	n := uint64(0)
+	for n < max && hasKey(g.cur(), p+n) {
+		n++
+	}
+	return n
 }
 
 func (g *generator) pages(lo, hi int) uint64 { return uint64(lo + g.r.IntN(hi-lo+1)) }
@@ -135,16 +145,20 @@ func (g *generator) op() Op {
 			return g.mmap()
 		case w < 32:
 			p, n := g.mapped(), g.pages(1, 4)
-			g.unmap(p, n)
-			return Op{Kind: OpMunmap, Addr: g.jitter(g.addr(p)), Len: n * PageSize}
+			a, ok := g.jitter(g.addr(p))
+			if ok {
+				g.unmap(p, n)
+			}
+			return Op{Kind: OpMunmap, Addr: a, Len: n * PageSize}
 		case w < 42:
-			p, n, prot := g.mapped(), g.pages(1, 4), Prot(g.r.IntN(8))
+			p, n, prot := g.mapped(), g.pages(1, 4), g.prot()
+			a, ok := g.jitter(g.addr(p))
 			for i := range n {
-				if hasKey(g.cur(), p+i) {
+				if ok && hasKey(g.cur(), p+i) {
 					g.cur()[p+i] = prot
 				}
 			}
-			return Op{Kind: OpMprotect, Addr: g.jitter(g.addr(p)), Len: n * PageSize, Prot: prot}
+			return Op{Kind: OpMprotect, Addr: a, Len: n * PageSize, Prot: prot}
 		case w < 52:
 			return g.mremap()
 		case w < 60:
@@ -171,6 +185,15 @@ func (g *generator) op() Op {
 	}
 }
 
+// prot is rw- four times in ten, else any of the eight protections, so that
+// most accesses succeed and every protection still shows up.
+func (g *generator) prot() Prot {
+	if g.chance(40) {
+		return ProtRead | ProtWrite
+	}
+	return Prot(g.r.IntN(8))
+}
+
 func (g *generator) access() uint64 {
 	if g.chance(20) {
 		return g.base + uint64(g.r.IntN(g.opt.Pages*PageSize))
@@ -195,11 +218,12 @@ func (g *generator) mmap() Op {
 	if g.chance(2) {
 		n = 0 // EINVAL
 	}
+	a, ok := g.jitter(g.addr(p))
 	op := Op{
 		Kind:     OpMmap,
-		Addr:     g.jitter(g.addr(p)),
+		Addr:     a,
 		Len:      n * PageSize,
-		Prot:     Prot(g.r.IntN(8)),
+		Prot:     g.prot(),
 		Shared:   g.chance(35),
 		Populate: g.chance(20),
 	}
@@ -217,16 +241,25 @@ func (g *generator) mmap() Op {
 	for i := range n {
 		free = free && !hasKey(g.cur(), p+i)
 	}
-	if op.Fixed || free {
+	if ok && (op.Fixed || free) {
 		g.set(p, n, op.Prot)
 	}
 	return op
 }
 
 func (g *generator) mremap() Op {
+	// Mostly within one run of mapped pages (else EFAULT).
 	p, old := g.mapped(), g.pages(1, 4)
+	if r := g.run(p, old); r > 0 && g.chance(85) {
+		old = r
+	}
 	prot := g.cur()[p]
-	op := Op{Kind: OpMremap, Addr: g.jitter(g.addr(p)), Len: old * PageSize}
+	a, ok := g.jitter(g.addr(p))
+	op := Op{Kind: OpMremap, Addr: a, Len: old * PageSize}
+	if !ok {
+		op.NewLen = old * PageSize
+		return op
+	}
 	switch n := g.r.IntN(3); {
 	case n == 0 && old > 1: // shrink
 		nl := g.pages(1, int(old)-1)
