@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -127,6 +129,7 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 		return r.fail("cannot be read", "lseek "+r.path, err)
 	}
 	carry := 0 // bytes of an unfinished line at the start of r.buf
+	seen := false
 	for {
 		if carry == len(r.buf) { // one line longer than the buffer
 			r.buf = append(r.buf, make([]byte, len(r.buf))...)
@@ -145,7 +148,7 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 			if carry > 0 {
 				return r.fail("gave a truncated maps line", "read "+r.path, unix.EIO)
 			}
-			return r.checkAlive()
+			return r.checkAlive(seen)
 		}
 		data := r.buf[:carry+n]
 		for {
@@ -156,6 +159,7 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 			if err := parseLine(data[:i], &r.vma); err != nil {
 				return r.fail(fmt.Sprintf("gave a malformed maps line %q", data[:i]), "read "+r.path, unix.EIO)
 			}
+			seen = true
 			if !fn(&r.vma) {
 				return nil
 			}
@@ -169,13 +173,17 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 // both end in EOF, since the kernel's m_start returns nothing once the mm
 // has no users. PROCMAP_QUERY on the same file answers ESRCH then; without
 // the ioctl, a fresh read of a live mm is never empty (it has a stack).
-func (r *Reader) checkAlive() error {
+// A kernel thread never had an mm: its empty walk (seen is false) is right.
+func (r *Reader) checkAlive(seen bool) error {
 	r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
 	err := r.ioctl(&r.q, nil)
 	switch err {
 	case nil, unix.ENOENT:
 		return nil
 	case unix.ESRCH:
+		if !seen && isKernelThread(r.pid) {
+			return nil
+		}
 		return r.exited("read "+r.path+" then PROCMAP_QUERY", err)
 	case unix.ENOTTY:
 		r.noQuery = true
@@ -191,6 +199,9 @@ func (r *Reader) checkAlive() error {
 		case err == unix.EINTR:
 			continue
 		case err == unix.ESRCH || (err == nil && n == 0):
+			if !seen && isKernelThread(r.pid) {
+				return nil
+			}
 			return r.exited("read "+r.path, unix.ESRCH)
 		case err != nil:
 			return r.fail("cannot be read", "read "+r.path, err)
@@ -255,6 +266,9 @@ func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
 		case unix.ENOENT:
 			return nil
 		case unix.ESRCH:
+			if addr == 0 && isKernelThread(r.pid) {
+				return nil
+			}
 			return r.exited("PROCMAP_QUERY", err)
 		case unix.ENOTTY:
 			return r.fail("cannot be queried: PROCMAP_QUERY needs Linux 6.11", "PROCMAP_QUERY", err)
@@ -282,6 +296,9 @@ func (r *Reader) Lookup(addr uint64) (*VMA, error) {
 		case unix.ENOENT:
 			return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
 		case unix.ESRCH:
+			if isKernelThread(r.pid) {
+				return nil, r.fail("is a kernel thread: it has no address space", "PROCMAP_QUERY", err)
+			}
 			return nil, r.fail("has exited", "PROCMAP_QUERY", err)
 		default:
 			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
@@ -318,4 +335,28 @@ func (r *Reader) LookupText(addr uint64) (*VMA, error) {
 // q must stay valid and pinned for the call.
 func (r *Reader) RawQuery(q *ProcmapQuery) error {
 	return r.ioctl(q, nil)
+}
+
+// pfKthread is PF_KTHREAD of include/linux/sched.h, in the flags field of
+// /proc/PID/stat.
+const pfKthread = 0x00200000
+
+// isKernelThread reports whether pid is a kernel thread, which has no mm and
+// so an empty maps file. It reads the ninth field of /proc/PID/stat, after
+// the command name in parentheses (which may itself hold spaces and ')').
+func isKernelThread(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread != 0
 }

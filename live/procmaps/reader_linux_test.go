@@ -521,3 +521,38 @@ func TestWalksAgreeOnHolder(t *testing.T) {
 		t.Errorf("early stop: %d VMAs, %v", n, err)
 	}
 }
+
+// A kernel thread has no mm: its maps file is empty, and so are both walks,
+// without an error; a lookup says what it is.
+func TestKernelThread(t *testing.T) {
+	if !isKernelThread(2) {
+		t.Skip("pid 2 is not kthreadd here (a pid namespace?)")
+	}
+	r := open(t, 2)
+	for name, walk := range map[string]func(func(*VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
+		n := 0
+		if err := walk(func(*VMA) bool { n++; return true }); err != nil || n != 0 {
+			t.Errorf("%s: %d VMAs, %v", name, n, err)
+		}
+	}
+	if _, err := r.Lookup(0x400000); !errors.Is(err, unix.ESRCH) || !strings.Contains(err.Error(), "kernel thread") {
+		t.Errorf("Lookup: %v", err)
+	}
+	if isKernelThread(os.Getpid()) {
+		t.Error("this process is not a kernel thread")
+	}
+}
+
+// A zombie's maps file opens (the pid exists) but has no mm behind it: a
+// walk of it says the process exited.
+func TestZombieAtOpen(t *testing.T) {
+	h := startHolder(t, 0)
+	h.killNoReap(t)
+	r := open(t, h.pid())
+	for name, walk := range map[string]func(func(*VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
+		err := walk(func(*VMA) bool { return true })
+		if !errors.Is(err, unix.ESRCH) || !strings.Contains(err.Error(), fmt.Sprintf("process %d exited", h.pid())) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
