@@ -58,15 +58,19 @@ func init() {
 	register(&command{
 		name:    "replay",
 		summary: "run a trace of mmap/munmap/mremap/fork/... ops on the model or the live kernel",
-		run:     runReplay,
+		run: func(ctx context.Context, args []string) int {
+			return runReplay(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+		},
 	})
 }
 
-func runReplay(ctx context.Context, args []string) int {
+// runReplay is `mmlab replay`, with its standard streams as arguments.
+func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	target := fs.String("target", "model", "where the trace runs: model or live")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, replayHelp)
+		fmt.Fprint(stderr, replayHelp)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,7 +83,7 @@ func runReplay(ctx context.Context, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	p, code := readTrace(fs.Arg(0))
+	p, code := readTrace(fs.Arg(0), stdin, stderr)
 	if p == nil {
 		return code
 	}
@@ -87,20 +91,20 @@ func runReplay(ctx context.Context, args []string) int {
 	if *target == "live" {
 		run = replay.Run
 	} else if run == nil {
-		fmt.Fprintln(os.Stderr, "mmlab replay: the model target is not built yet")
+		fmt.Fprintln(stderr, "mmlab replay: the model target is not built yet")
 		return 1
 	}
-	w := bufio.NewWriter(os.Stdout)
+	w := bufio.NewWriter(stdout)
 	err := run(ctx, p, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "mmlab replay: interrupted")
+		fmt.Fprintln(stderr, "mmlab replay: interrupted")
 		return 130
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "mmlab replay: %s: %v\n", *target, err)
+		fmt.Fprintf(stderr, "mmlab replay: %s: %v\n", *target, err)
 		return 1
 	}
 	return 0
@@ -109,12 +113,12 @@ func runReplay(ctx context.Context, args []string) int {
 // readTrace reads and parses the trace at path ("-" for stdin). On failure
 // it prints why and returns nil and the exit status: 2 when malformed, 1 when
 // unreadable.
-func readTrace(path string) (*trace.Program, int) {
-	r := io.Reader(os.Stdin)
+func readTrace(path string, stdin io.Reader, stderr io.Writer) (*trace.Program, int) {
+	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "mmlab replay: %v\n", err)
+			fmt.Fprintf(stderr, "mmlab replay: %v\n", err)
 			return nil, 1
 		}
 		defer f.Close()
@@ -124,10 +128,10 @@ func readTrace(path string) (*trace.Program, int) {
 	if err != nil {
 		var se *trace.SyntaxError
 		if errors.As(err, &se) {
-			fmt.Fprintln(os.Stderr, se)
+			fmt.Fprintln(stderr, se)
 			return nil, 2
 		}
-		fmt.Fprintf(os.Stderr, "mmlab replay: %v\n", err)
+		fmt.Fprintf(stderr, "mmlab replay: %v\n", err)
 		return nil, 1
 	}
 	return p, 0
