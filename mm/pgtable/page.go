@@ -26,8 +26,8 @@
 //
 // # Memory
 //
-// A populated page costs about 50 bytes: its PTE slot (a pointer and 4 bytes
-// of flags) and a 32-byte Page. Pages installed by Populate for anonymous
+// A populated page costs about 45 bytes: its PTE slot (a pointer, and three
+// bits in the table's flag bitmaps) and a 32-byte Page. Pages installed by Populate for anonymous
 // memory are allocated as one slab per PTE table, and the 4 KiB of an
 // anonymous page are not allocated until something writes to it (the kernel
 // maps the shared zero page for read faults; the model defers even for write
@@ -54,19 +54,29 @@ const (
 // ordered by the caller (the model's lock discipline) to be race-free.
 type Page struct {
 	data     atomic.Pointer[[PageSize]byte] // nil until first written: reads as zeroes
-	mapcount atomic.Int32                   // PTEs mapping this page (maintained by Table)
+	mapcount atomic.Int32                   // _mapcount: PTEs mapping this page minus one (maintained by Table)
 	anon     bool                           // anonymous (PageAnon) or page cache; fixed at creation
 	index    uint64                         // folio->index: offset in pages in the file, or the anon linear index
 	cache    *Cache                         // folio->mapping for page-cache pages; nil for anon
 }
 
+// The mapcount field holds the number of mapping PTEs minus one, as the
+// kernel's page->_mapcount starts at -1 for an unmapped page. The constructors
+// set it to -1; a zero Page is therefore "mapped once", which is what lets
+// Populate hand out zeroed slabs of pages that are about to be mapped without
+// one atomic store per page. Make Pages only with the constructors.
+
 // NewAnonPage returns a fresh zero-filled anonymous page whose 4 KiB are not
 // yet allocated.
-func NewAnonPage() *Page { return &Page{anon: true} }
+func NewAnonPage() *Page { return NewAnonPageAt(0) }
 
 // NewAnonPageAt is NewAnonPage with the page's linear index (the anon
 // folio->index, linear_page_index() of the faulting address in its VMA).
-func NewAnonPageAt(index uint64) *Page { return &Page{anon: true, index: index} }
+func NewAnonPageAt(index uint64) *Page {
+	p := &Page{anon: true, index: index}
+	p.mapcount.Store(-1)
+	return p
+}
 
 // IsAnon reports whether the page is anonymous (not in a page cache).
 func (p *Page) IsAnon() bool { return p.anon }
@@ -79,7 +89,7 @@ func (p *Page) Mapping() *Cache { return p.cache }
 
 // MapCount is the number of PTEs, in all page tables, that map the page
 // (folio_mapcount).
-func (p *Page) MapCount() int { return int(p.mapcount.Load()) }
+func (p *Page) MapCount() int { return int(p.mapcount.Load()) + 1 }
 
 // Materialized reports whether the page's 4 KiB of storage exist (it has been
 // written to, or Bytes was called).
@@ -166,6 +176,7 @@ func (c *Cache) Get(index uint64) *Page {
 	p := c.pages[index]
 	if p == nil {
 		p = &Page{index: index, cache: c}
+		p.mapcount.Store(-1)
 		if c.fill != nil {
 			c.fill(index, p)
 		}

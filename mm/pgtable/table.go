@@ -1,6 +1,7 @@
 package pgtable
 
 import (
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -28,10 +29,18 @@ type PTE struct {
 // Present reports whether the PTE maps a page.
 func (e PTE) Present() bool { return e.Page != nil }
 
+// Flags of the packed form: flag 1<<k is kept in the bitmap pteTable.bits[k].
 const (
-	flagWrite = 1 << iota
-	flagDirty
-	flagYoung
+	bitWrite = iota
+	bitDirty
+	bitYoung
+	nflags
+)
+
+const (
+	flagWrite = 1 << bitWrite
+	flagDirty = 1 << bitDirty
+	flagYoung = 1 << bitYoung
 )
 
 func (e PTE) flags() uint32 {
@@ -66,7 +75,9 @@ type pteTable struct {
 	present int  // present PTEs; under ptl
 	dead    bool // detached from its PMD by freeTables; under ptl
 	page    [entries]atomic.Pointer[Page]
-	flags   [entries]atomic.Uint32
+	// bits[k] is the bitmap of flag k (1<<k) over the 512 slots; a none
+	// slot has no bits set.
+	bits [nflags][entries / 64]atomic.Uint64
 }
 
 type pmdTable struct {
@@ -101,12 +112,45 @@ func (pt *pteTable) read(i uint64) PTE {
 		s := pt.seq.Load()
 		if s&1 == 0 {
 			p := pt.page[i].Load()
-			f := pt.flags[i].Load()
+			f := pt.flagsOf(i)
 			if pt.seq.Load() == s {
 				return mkPTE(p, f)
 			}
 		}
 		runtime.Gosched()
+	}
+}
+
+// flagsOf returns the flags of slot i.
+func (pt *pteTable) flagsOf(i uint64) uint32 {
+	w, b := i/64, i%64
+	var f uint32
+	for k := range nflags {
+		f |= uint32(pt.bits[k][w].Load()>>b&1) << k
+	}
+	return f
+}
+
+// setFlags sets the flags of slot i; ptl held, inside writeBegin/writeEnd.
+func (pt *pteTable) setFlags(i uint64, f uint32) {
+	w, b := i/64, i%64
+	for k := range nflags {
+		old := pt.bits[k][w].Load()
+		nw := old&^(1<<b) | uint64(f>>k&1)<<b
+		if nw != old {
+			pt.bits[k][w].Store(nw)
+		}
+	}
+}
+
+// updateFlags replaces, in flag word w, the bits in mask by those of val[k]
+// for each flag k; ptl held, inside writeBegin/writeEnd.
+func (pt *pteTable) updateFlags(w uint64, mask uint64, val *[nflags]uint64) {
+	for k := range nflags {
+		old := pt.bits[k][w].Load()
+		if nw := old&^mask | val[k]&mask; nw != old {
+			pt.bits[k][w].Store(nw)
+		}
 	}
 }
 
@@ -118,14 +162,14 @@ func (pt *pteTable) writeEnd()   { pt.seq.Add(1) }
 // present count, and returns the old entry. It does not touch mapcounts.
 func (pt *pteTable) set(i uint64, p *Page, f uint32) (old *Page, oldf uint32) {
 	old = pt.page[i].Load()
-	oldf = pt.flags[i].Load()
+	oldf = pt.flagsOf(i)
 	if old == nil && p != nil {
 		pt.present++
 	} else if old != nil && p == nil {
 		pt.present--
 	}
 	pt.page[i].Store(p)
-	pt.flags[i].Store(f)
+	pt.setFlags(i, f)
 	return old, oldf
 }
 
@@ -210,7 +254,7 @@ func (t *Table) Set(addr uint64, pte PTE) {
 	checkAddr(addr)
 	pt := t.lockPTETable(addr)
 	i := pteIndex(addr)
-	t.replace(pt, i, mkPTE(pt.page[i].Load(), pt.flags[i].Load()), pte)
+	t.replace(pt, i, mkPTE(pt.page[i].Load(), pt.flagsOf(i)), pte)
 	pt.ptl.Unlock()
 }
 
@@ -265,7 +309,7 @@ func (t *Table) Update(addr uint64, fn func(old PTE, ok bool) (PTE, bool)) {
 	pt := t.lockPTETable(addr)
 	defer pt.ptl.Unlock()
 	i := pteIndex(addr)
-	cur := mkPTE(pt.page[i].Load(), pt.flags[i].Load())
+	cur := mkPTE(pt.page[i].Load(), pt.flagsOf(i))
 	if nw, set := fn(cur, cur.Page != nil); set {
 		t.replace(pt, i, cur, nw)
 	}
@@ -332,15 +376,26 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 			pt.writeBegin()
 			for a := s; a < e && pt.present > 0; a += PageSize {
 				i := pteIndex(a)
-				if pt.page[i].Load() == nil {
+				p := pt.page[i].Load()
+				if p == nil {
 					continue
 				}
-				p, f := pt.set(i, nil, 0)
+				var f uint32
+				if fn != nil {
+					f = pt.flagsOf(i)
+				}
+				pt.page[i].Store(nil)
+				pt.present--
 				p.mapcount.Add(-1)
 				zapped++
 				if fn != nil {
 					fn(a, mkPTE(p, f))
 				}
+			}
+			var none [nflags]uint64
+			from, to := pteIndex(s), pteIndex(e-1)+1
+			for w := from / 64; w*64 < to; w++ {
+				pt.updateFlags(w, wordMask(w, from, to), &none)
 			}
 			pt.writeEnd()
 		}
@@ -349,6 +404,15 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	})
 	t.resident.Add(-zapped)
 	t.freeTables(start, end)
+}
+
+// wordMask returns the bits of flag word w that belong to slots [from,to).
+func wordMask(w, from, to uint64) uint64 {
+	lo, hi := max(from, w*64)-w*64, min(to, w*64+64)-w*64
+	if hi <= lo {
+		return 0
+	}
+	return ^uint64(0) >> (64 - (hi - lo)) << lo
 }
 
 // freeTables detaches the empty leaf tables overlapping [start,end) and the
@@ -458,7 +522,7 @@ func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
 // mm breaks COW. Other (page-cache, shared-mapping) PTEs are copied as they
 // are, but clean in dst. Every copy is old (not young) and raises its page's
 // mapcount. The caller chooses which ranges need copying (vma_needs_copy) and
-// holds both mmap write locks.
+// holds both mmap write locks. Mirrors mm/memory.c:__copy_present_ptes().
 func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 	copied := int64(0)
 	t.tables(start, end, func(src *pteTable, s, e uint64) bool {
@@ -472,28 +536,42 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 		src.ptl.Lock()
 		src.writeBegin()
 		dp.writeBegin()
-		for a := s; a < e; a += PageSize {
-			i := pteIndex(a)
-			p := src.page[i].Load()
-			if p == nil {
+		from, to := pteIndex(s), pteIndex(e-1)+1
+		for w := from / 64; w*64 < to; w++ {
+			var present, anon uint64
+			for i := max(from, w*64); i < min(to, w*64+64); i++ {
+				p := src.page[i].Load()
+				if p == nil {
+					continue
+				}
+				bit := uint64(1) << (i % 64)
+				present |= bit
+				if p.anon {
+					anon |= bit
+				}
+				if old := dp.page[i].Swap(p); old != nil {
+					old.mapcount.Add(-1)
+				} else {
+					dp.present++
+					copied++
+				}
+				p.mapcount.Add(1)
+			}
+			if present == 0 {
 				continue
 			}
-			f := src.flags[i].Load()
-			if p.anon {
-				if f&flagWrite != 0 {
-					f &^= flagWrite
-					src.flags[i].Store(f)
-				}
-			} else {
-				f &^= flagDirty
+			var val [nflags]uint64
+			for k := range nflags {
+				val[k] = src.bits[k][w].Load()
 			}
-			f &^= flagYoung
-			if old, _ := dp.set(i, p, f); old != nil {
-				old.mapcount.Add(-1)
-			} else {
-				copied++
+			// is_cow_mapping && pte_write: write-protect both.
+			if wp := val[bitWrite] & anon; wp != 0 {
+				val[bitWrite] &^= wp
+				src.bits[bitWrite][w].Store(val[bitWrite])
 			}
-			p.mapcount.Add(1)
+			val[bitDirty] &^= present &^ anon // shared: clean in the child
+			val[bitYoung] = 0                 // pte_mkold
+			dp.updateFlags(w, present, &val)
 		}
 		dp.writeEnd()
 		src.writeEnd()
@@ -507,81 +585,94 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 // Populate installs a page at every none PTE in [start,end), as faulting the
 // range in would (populate_vma_page_range for MAP_POPULATE); present PTEs are
 // left alone. newPage supplies the page for an address (a page-cache page for
-// file mappings, or a fresh anonymous page); with a nil newPage, Populate
-// allocates anonymous pages itself, one slab per PTE table, with index
-// addr>>PageShift and their 4 KiB deferred until first written. With write
-// the PTEs are writable and dirty (a write fault); all are young. newPage is
-// called without any lock held.
+// file mappings, or a fresh anonymous page) and is called without any lock
+// held. With a nil newPage, Populate allocates the anonymous pages itself, one
+// slab per PTE table, with index addr>>PageShift and their 4 KiB deferred
+// until first written. With write the PTEs are writable and dirty (a write
+// fault); all are young.
 func (t *Table) Populate(start, end uint64, newPage func(addr uint64) *Page, write bool) {
 	if end <= start {
 		return
 	}
 	checkAddr(end - 1)
-	f := uint32(flagYoung)
+	var val [nflags]uint64
+	val[bitYoung] = ^uint64(0)
 	if write {
-		f |= flagWrite | flagDirty
+		val[bitWrite], val[bitDirty] = ^uint64(0), ^uint64(0)
 	}
-	var pages [entries]*Page
-	installed := int64(0)
+	var pages *[entries]*Page
+	if newPage != nil {
+		pages = new([entries]*Page)
+	}
+	installed := 0
 	for s := start; s < end; {
 		e := min(next(s, pmdShift), end)
-		// Prepare pages for the slots that look empty, outside the ptl.
-		pt := t.allocPTETable(s)
-		need := 0
-		for a := s; a < e; a += PageSize {
-			if pt.page[pteIndex(a)].Load() == nil {
-				need++
-			}
-		}
-		if need == 0 {
-			s = e
-			continue
-		}
+		from, to := pteIndex(s), pteIndex(e-1)+1
+		var pt *pteTable
 		var slab []Page
 		if newPage == nil {
-			slab = make([]Page, need)
-		}
-		k := 0
-		for a := s; a < e; a += PageSize {
-			i := pteIndex(a)
-			if pt.page[i].Load() != nil {
-				pages[i] = nil
+			pt = t.lockPTETable(s)
+			need := int(to - from)
+			if pt.present > 0 {
+				for i := from; i < to; i++ {
+					if pt.page[i].Load() != nil {
+						need--
+					}
+				}
+			}
+			slab = make([]Page, need) // zero Pages: anon below, mapped once
+		} else {
+			// Get the pages for the slots that look empty before taking
+			// the ptl, as the fault path gets the folio first.
+			pt = t.allocPTETable(s)
+			for i := from; i < to; i++ {
+				if pt.page[i].Load() == nil {
+					pages[i] = newPage(s + (i-from)<<PageShift)
+				}
+			}
+			if lp := t.lockPTETable(s); lp != pt {
+				lp.ptl.Unlock() // the table was freed and replaced: again
+				clear(pages[:])
 				continue
 			}
-			if slab != nil {
-				p := &slab[k]
-				k++
-				p.anon = true
-				p.index = a >> PageShift
-				pages[i] = p
-			} else {
-				pages[i] = newPage(a)
-			}
-		}
-		if lp := t.lockPTETable(s); lp != pt {
-			// The table was freed and replaced meanwhile: prepare again.
-			lp.ptl.Unlock()
-			continue
 		}
 		pt.writeBegin()
-		for a := s; a < e; a += PageSize {
-			i := pteIndex(a)
-			p := pages[i]
-			if p == nil || pt.page[i].Load() != nil {
-				continue // raced with a fault: keep what is there
+		base := s>>PageShift - from
+		for w := from / 64; w*64 < to; w++ {
+			var mask uint64
+			for i := max(from, w*64); i < min(to, w*64+64); i++ {
+				if pt.page[i].Load() != nil {
+					continue
+				}
+				var p *Page
+				if slab != nil {
+					p = &slab[0]
+					slab = slab[1:]
+					p.anon = true
+					p.index = base + i
+				} else if p = pages[i]; p == nil {
+					continue
+				} else {
+					p.mapcount.Add(1)
+				}
+				pt.page[i].Store(p)
+				mask |= 1 << (i % 64)
 			}
-			p.mapcount.Add(1)
-			pt.page[i].Store(p)
-			pt.flags[i].Store(f)
-			pt.present++
-			installed++
+			if mask != 0 {
+				pt.updateFlags(w, mask, &val)
+				n := bits.OnesCount64(mask)
+				pt.present += n
+				installed += n
+			}
 		}
 		pt.writeEnd()
 		pt.ptl.Unlock()
-		clear(pages[:])
+		if pages != nil {
+			clear(pages[from:to])
+		}
 		s = e
 	}
-	t.resident.Add(installed)
+	t.resident.Add(int64(installed))
 }
 
 // NewTable returns an empty page table (pgd_alloc); the zero Table is too.

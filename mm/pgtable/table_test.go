@@ -437,3 +437,35 @@ func TestCacheFillsOnce(t *testing.T) {
 		t.Fatal("Peek created a page")
 	}
 }
+
+// TestLookupNeverTorn: a writer flips one slot between (a, writable) and
+// (b, read-only) as fast as it can while a reader looks it up; the reader
+// must never see a page with the other page's flags. Without the table's
+// seqcount the reader sees torn PTEs within a few thousand flips.
+func TestLookupNeverTorn(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two CPUs for the reader and the writer to overlap")
+	}
+	tb := NewTable()
+	a, b := NewAnonPage(), NewAnonPage()
+	tb.Set(0, PTE{Page: a, Write: true})
+	var done atomic.Bool
+	torn := make(chan PTE, 1)
+	go func() {
+		defer close(torn)
+		for !done.Load() {
+			if e, _ := tb.Lookup(0); (e.Page == a) != e.Write {
+				torn <- e
+				return
+			}
+		}
+	}()
+	for i := 0; i < 200000 && len(torn) == 0; i++ {
+		tb.Set(0, PTE{Page: b})
+		tb.Set(0, PTE{Page: a, Write: true})
+	}
+	done.Store(true)
+	if e, ok := <-torn; ok {
+		t.Fatalf("torn PTE: page a=%v write=%v", e.Page == a, e.Write)
+	}
+}
