@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"mmlab/locking"
+	"mmlab/mm"
 	"mmlab/sched"
 )
 
@@ -95,8 +96,10 @@ type Task struct {
 	Group *ThreadGroup
 	Comm  string
 
-	// MM (*mm.MM), the address space shared by the thread group, goes here
-	// (added with package mm).
+	// MM is the address space the thread group shares (tsk->mm); nil for
+	// a kernel thread. Set with the task (NewTaskMM, Fork); threads share
+	// it and hold a user reference each (mm_users).
+	MM *mm.MM
 
 	// Thread is the model thread the task runs as, or nil for a task that
 	// runs on a plain goroutine. Set before the task runs; not changed
@@ -142,6 +145,9 @@ func newTask(tid int, g *ThreadGroup, comm string) *Task {
 func (t *Task) NewThread() *Task {
 	nt := newTask(int(lastPID.Add(1)), t.Group, t.Comm)
 	nt.cpu.Store(t.cpu.Load())
+	if nt.MM = t.MM; nt.MM != nil {
+		nt.MM.Users.Add(1) // CLONE_VM: mmget
+	}
 	g := t.Group
 	g.mu.Lock()
 	g.threads = append(g.threads, nt)

@@ -1,0 +1,66 @@
+package kernel
+
+import (
+	"testing"
+
+	"mmlab/mm"
+)
+
+// TestForkCopiesAddressSpace: the child of a fork sees the parent's private
+// memory copy-on-write (its store is invisible to the parent), a thread
+// shares the address space, and the last ExitMM tears it down.
+func TestForkCopiesAddressSpace(t *testing.T) {
+	const addr = 0x100000000000
+	p := NewTaskMM("p")
+	if _, err := p.MM.Mmap(p, addr, 4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.MM.StoreByte(p, addr, 7); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MM.StoreByte(c, addr, 9); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := p.MM.LoadByte(p, addr); v != 7 {
+		t.Errorf("parent reads %d after the child's store, want 7", v)
+	}
+	if v, _ := c.MM.LoadByte(c, addr); v != 9 {
+		t.Errorf("child reads %d, want 9", v)
+	}
+	th := p.NewThread()
+	if th.MM != p.MM || p.MM.Users.Load() != 2 {
+		t.Fatalf("thread does not share the mm (users %d)", p.MM.Users.Load())
+	}
+	m := p.MM
+	p.ExitMM()
+	if len(m.VMAs()) != 1 {
+		t.Fatal("mm torn down while a thread still uses it")
+	}
+	th.ExitMM()
+	if len(m.VMAs()) != 0 || m.PT.Resident() != 0 {
+		t.Errorf("after the last ExitMM: %d VMAs, %d resident pages", len(m.VMAs()), m.PT.Resident())
+	}
+	c.ExitMM()
+}
+
+// TestForkKilledParent: dup_mmap takes the parent's mmap lock killably, so a
+// fork waiting behind a writer returns EINTR when the parent is killed.
+func TestForkKilledParent(t *testing.T) {
+	p := NewTaskMM("p")
+	p.MM.MmapWriteLock(nil)
+	done := make(chan error)
+	go func() {
+		_, err := p.Fork()
+		done <- err
+	}()
+	p.Kill()
+	err := <-done
+	p.MM.MmapWriteUnlock()
+	if err == nil {
+		t.Fatal("fork of a killed parent succeeded")
+	}
+}
