@@ -125,7 +125,7 @@ func runAttach(ctx context.Context, args []string) int {
 	if f.target != "model" && ctx.Err() == nil {
 		if err := uprobe.Supported(); err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab run attach: live skipped: %v\n", err)
-		} else if err := liveAttachCost(ctx, f, doc); err != nil {
+		} else if err := liveAttachCost(ctx, f, doc); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "mmlab run attach: live: %v\n", err)
 			status = 1
 		}

@@ -160,7 +160,7 @@ func runTrigger(ctx context.Context, args []string) int {
 	if f.target != "model" && ctx.Err() == nil {
 		if err := uprobe.Supported(); err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab run trigger: live skipped: %v\n", err)
-		} else if err := liveTrigger(ctx, f, doc, out); err != nil {
+		} else if err := liveTrigger(ctx, f, doc, out); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "mmlab run trigger: live: %v\n", err)
 			status = 1
 		}
