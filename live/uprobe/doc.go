@@ -64,7 +64,9 @@ type Spec struct {
 	Mode    Mode
 	// Ret makes every probe a uretprobe (the program runs on return).
 	Ret bool
-	// Pid limits the probes to one process; 0 means every process.
+	// Pid limits the probes to one process (ModeMulti: its thread group;
+	// ModePerf: perf_event_open's pid, which is one thread); 0 means every
+	// process.
 	Pid int
 }
 
