@@ -387,16 +387,16 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 		op.Kind = OpMremap
 		switch {
 		case len(f) == 4:
+		case len(f) > 7:
+			return op, ps.errorf("extra field %q: usage: %s", f[7], usageMremap)
 		case len(f) == 7 && f[4] == "maymove" && f[5] == "fixed":
 			op.MayMove = true
 		case len(f) > 4 && f[4] == "maymove":
 			return op, ps.errorf("maymove needs fixed NEWADDR: usage: %s", usageMremap)
 		case len(f) > 4 && f[4] != "maymove":
 			return op, ps.errorf("unknown mremap flag %q: usage: %s", f[4], usageMremap)
-		case len(f) < 4:
-			return op, ps.errorf("missing field: usage: %s", usageMremap)
 		default:
-			return op, ps.errorf("extra field %q: usage: %s", f[7], usageMremap)
+			return op, ps.errorf("missing field: usage: %s", usageMremap)
 		}
 		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
 			return op, err

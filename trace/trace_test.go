@@ -89,6 +89,8 @@ func TestParseMalformed(t *testing.T) {
 		{"extra field maps", "maps all\n", 1, "extra field"},
 		{"maymove without fixed", "mremap " + a + " 4K 8K maymove\n", 1, "maymove needs fixed"},
 		{"maymove without newaddr", "mremap " + a + " 4K 8K maymove fixed\n", 1, "maymove needs fixed"},
+		{"mremap extra field", "mremap " + a + " 4K 8K maymove fixed " + a + " 1\n", 1, "extra field"},
+		{"mremap missing field", "mremap " + a + " 4K\n", 1, "missing field"},
 		{"fixed without maymove", "mremap " + a + " 4K 8K fixed " + a + "\n", 1, "unknown mremap flag"},
 		{"neither fixed nor noreplace", "mmap " + a + " 4K rw- private\n", 1, "exactly one of fixed or noreplace"},
 		{"both fixed and noreplace", "mmap " + a + " 4K rw- private,fixed,noreplace\n", 1, "exactly one of fixed or noreplace"},
