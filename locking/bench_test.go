@@ -2,6 +2,7 @@ package locking_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"mmlab/locking"
@@ -81,11 +82,28 @@ func BenchmarkPercpuRWSemUncontendedWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkPercpuRWSemParallelRead: each goroutine is a task on its own
+// model CPU, so each uses its own counter.
 func BenchmarkPercpuRWSemParallelRead(b *testing.B) {
+	var s locking.PercpuRWSem
+	var cpus atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		tk := newTask("t")
+		tk.cpu = int(cpus.Add(1))
+		for pb.Next() {
+			s.DownRead(tk)
+			s.UpRead(tk)
+		}
+	})
+}
+
+// BenchmarkPercpuRWSemParallelReadNoCPU: tasks without a CPU use a random
+// counter each time.
+func BenchmarkPercpuRWSemParallelReadNoCPU(b *testing.B) {
 	var s locking.PercpuRWSem
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			s.DownRead(nil) // no CPU: a random counter
+			s.DownRead(nil)
 			s.UpRead(nil)
 		}
 	})

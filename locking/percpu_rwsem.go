@@ -12,11 +12,13 @@ import (
 // with no CPU uses a random one.
 const percpuShards = 32
 
-// percpuShard is one CPU's read_count, alone on its cache line.
+// percpuShard is one CPU's read_count. The 128-byte stride keeps two
+// shards' counters off each other's cache line (and line pair, which the
+// adjacent-line prefetcher fetches together) whatever the struct's alignment.
 type percpuShard struct {
 	readers      atomic.Int64 // this CPU's read_count; only the sum means anything
 	acquisitions atomic.Int64 // this CPU's share of LockStats.Acquisitions
-	_            [48]byte
+	_            [112]byte
 }
 
 // percpuWaiter is a wait_queue_entry of PercpuRWSem.waiters.
