@@ -1,6 +1,7 @@
 package mm
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"mmlab/mm/pgtable"
@@ -53,10 +54,14 @@ func (v *VMA) IsForkChild() bool {
 func (v *VMA) ChainLen() int { return len(v.chain) }
 
 // AnonVMA mirrors struct anon_vma as far as merging and COW need it.
-// Protected by the owning MMs' mmap locks (write) and, for anon_vma_prepare
-// under the read lock, by MM.ptLock.
+// An anon_vma tree spans the processes forked from one another, so its
+// counters are protected by the root's rwsem (here mu), as
+// anon_vma_lock_write() does; it nests inside the mmap lock and ptLock.
 type AnonVMA struct {
 	Root, Parent *AnonVMA
+	// mu is the root's anon_vma->rwsem; only the root's is used. It
+	// protects numChildren, numActiveVMAs and avcs of the whole tree.
+	mu sync.Mutex
 	// numChildren and numActiveVMAs mirror the fields of the same names,
 	// which decide whether fork may reuse an anon_vma (anon_vma_clone).
 	numChildren, numActiveVMAs int
@@ -81,6 +86,12 @@ func anonVMAChainLink(v *VMA, a *AnonVMA) {
 // anon_vma with no VMAs and fewer than two children.
 func anonVMAClone(dst, src *VMA) {
 	dst.chain = nil
+	if len(src.chain) == 0 {
+		return
+	}
+	root := src.chain[0].Root
+	root.mu.Lock()
+	defer root.mu.Unlock()
 	for i := len(src.chain) - 1; i >= 0; i-- {
 		a := src.chain[i]
 		anonVMAChainLink(dst, a)
@@ -110,6 +121,8 @@ func anonVMAFork(v, pv *VMA) {
 		return
 	}
 	a := &AnonVMA{Root: pv.AnonVMA.Root, Parent: pv.AnonVMA}
+	a.Root.mu.Lock()
+	defer a.Root.mu.Unlock()
 	a.numActiveVMAs++
 	v.AnonVMA = a
 	// anon_vma_chain_link adds at the head of same_vma.
@@ -120,6 +133,11 @@ func anonVMAFork(v, pv *VMA) {
 
 // unlinkAnonVMAs mirrors mm/rmap.c:unlink_anon_vmas().
 func unlinkAnonVMAs(v *VMA) {
+	if len(v.chain) > 0 {
+		root := v.chain[0].Root
+		root.mu.Lock()
+		defer root.mu.Unlock()
+	}
 	for _, a := range v.chain {
 		a.avcs--
 		if a.avcs == 0 {
@@ -186,6 +204,8 @@ func (m *MM) anonVMAPrepare(v *VMA) {
 		a = newAnonVMA()
 		a.numChildren++ // self-parent link for a new root
 	}
+	a.Root.mu.Lock()
+	defer a.Root.mu.Unlock()
 	v.AnonVMA = a
 	anonVMAChainLink(v, a)
 	a.numActiveVMAs++
