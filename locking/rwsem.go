@@ -236,7 +236,7 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 				return errno.EINTR
 			}
 			// Granted just before the signal was seen: ordered by
-			// waitLock against rwsemMarkWake, we own the lock.
+			// waitLock against markWake: we own the lock.
 			s.waitLock.Unlock()
 			break
 		}
