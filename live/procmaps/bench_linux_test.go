@@ -118,3 +118,44 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkWalkOverRead alternates a bare read() of the whole text and a
+// Walk, pass by pass, so that a noisy machine slows both alike, and reports
+// the time of each and their ratio (the target is at most 1.2).
+func BenchmarkWalkOverRead(b *testing.B) {
+	r := benchSetup(b)
+	buf := make([]byte, textBufSize)
+	var readNs, walkNs int64
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := nanotime()
+		if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := unix.Read(r.fd, buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		t1 := nanotime()
+		if err := r.Walk(func(*VMA) bool { return true }); err != nil {
+			b.Fatal(err)
+		}
+		t2 := nanotime()
+		readNs += t1 - t0
+		walkNs += t2 - t1
+	}
+	b.ReportMetric(float64(readNs)/float64(b.N)/1e6, "read-ms")
+	b.ReportMetric(float64(walkNs)/float64(b.N)/1e6, "walk-ms")
+	b.ReportMetric(float64(walkNs)/float64(readNs), "walk/read")
+}
+
+func nanotime() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}

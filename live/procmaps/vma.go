@@ -106,6 +106,9 @@ func appendHex(b []byte, x uint64, width int) []byte {
 
 var errSyntax = errors.New("malformed maps line")
 
+// spaces is the longest padding a line can have.
+var spaces = bytes.Repeat([]byte{' '}, nameColumn+1)
+
 // ParseLine fills v from one line of /proc/PID/maps, without its newline.
 // v.Name points into line. It is the inverse of AppendText.
 func ParseLine(line []byte, v *VMA) error { return parseLine(line, v) }
@@ -133,10 +136,8 @@ func parseLine(line []byte, v *VMA) error {
 		if start > len(line) {
 			return errSyntax
 		}
-		for _, c := range line[h:start] {
-			if c != ' ' {
-				return errSyntax
-			}
+		if !bytes.Equal(line[h:start], spaces[:start-h]) {
+			return errSyntax
 		}
 		v.Name = line[start:len(line):len(line)]
 	}
@@ -152,26 +153,33 @@ type lineParser struct {
 
 func (p *lineParser) hex(sep byte) uint64 {
 	var x uint64
-	n := 0
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
-		switch {
-		case c >= '0' && c <= '9':
-			x = x<<4 | uint64(c-'0')
-		case c >= 'a' && c <= 'f':
-			x = x<<4 | uint64(c-'a'+10)
-		case c == sep && n > 0 && n <= 16:
-			p.i++
-			return x
-		default:
-			p.bad = true
-			return 0
+	b := p.b
+	for i := p.i; i < len(b) && i-p.i <= 16; i++ {
+		d := hexVal[b[i]]
+		if d < 16 {
+			x = x<<4 | uint64(d)
+			continue
 		}
-		n++
+		if b[i] == sep && i > p.i {
+			p.i = i + 1
+			return x
+		}
+		break
 	}
 	p.bad = true
 	return 0
 }
+
+// hexVal maps a lowercase hex digit to its value and anything else to 0xff.
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 func (p *lineParser) dec(sep byte) uint64 {
 	var x uint64

@@ -75,3 +75,14 @@ func TestEscapeName(t *testing.T) {
 		t.Errorf("Perm.String = %q", p.String())
 	}
 }
+
+// BenchmarkParseLine is the parser's share of a Walk, per line.
+func BenchmarkParseLine(b *testing.B) {
+	line := []byte("7f0bdafbc000-7f0bdafbe000 rw-p 00033000 fe:00 325835                     /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+	var v VMA
+	for b.Loop() {
+		if err := parseLine(line, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
