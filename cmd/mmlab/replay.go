@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"mmlab/live/replay"
 	"mmlab/trace"
@@ -94,6 +96,12 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "mmlab replay: the model target is not built yet")
 		return 1
 	}
+	// A closed stdout (mmlab replay ... | head) or terminal must end the run
+	// through ctx or an EPIPE error, so that Run removes what it created,
+	// rather than kill mmlab outright.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	w := bufio.NewWriter(stdout)
 	err := run(ctx, p, w)
 	if ferr := w.Flush(); err == nil {
