@@ -60,3 +60,20 @@ type CaseResult struct {
 func (r CaseResult) Failed() bool {
 	return r.Gaps+r.Unexpected+r.QueryGaps+r.QueryWrong > 0
 }
+
+// Fields returns r as the key field and metrics of a report.Result row:
+// "case", "reads", "modified", "duplicates", "gaps", "unexpected",
+// "queries", "query_gaps", "query_wrong".
+func (r CaseResult) Fields() map[string]any {
+	return map[string]any{
+		"case":        r.Case,
+		"reads":       r.Reads,
+		"modified":    r.Modified,
+		"duplicates":  r.Duplicates,
+		"gaps":        r.Gaps,
+		"unexpected":  r.Unexpected,
+		"queries":     r.Queries,
+		"query_gaps":  r.QueryGaps,
+		"query_wrong": r.QueryWrong,
+	}
+}
