@@ -85,10 +85,9 @@ type Memory interface {
 // Page is one 4 KiB page of memory. *pgtable.Page satisfies it.
 //
 // Bytes returns the page's PageSize bytes of storage, which the CPU reads and
-// writes directly, as a CPU addresses physical memory. (The byte-wise
-// ReadByte(off int) byte and WriteByte(off int, b byte) of pgtable.Page would
-// be the obvious interface, but go vet's stdmethods check rejects those
-// signatures in an interface.)
+// writes directly, as a CPU addresses physical memory: one slice per
+// translation, no call per byte. (A page never written may allocate its
+// storage here; the model has no shared zero page.)
 type Page interface {
 	Bytes() []byte
 }
@@ -161,7 +160,22 @@ func (s Stop) String() string {
 // A CPU runs tasks' code. The zero value is ready to use.
 type CPU struct {
 	itlb, dtlb tlb
+	decoded    [decodedSize]decodedInsn
 	fault      Fault // the fault of the last instruction, when exec says evFault
+}
+
+// decodedSize entries in the decoded-instruction cache, direct-mapped by
+// the low bits of RIP.
+const decodedSize = 64
+
+// decodedInsn remembers the decoding of the instruction bytes last fetched at
+// rip. It is used only if the bytes now at rip are the same, so it never
+// makes the CPU see stale code: it saves decoding, not fetching.
+type decodedInsn struct {
+	rip   uint64
+	mask  uint64 // covers the instruction's Len bytes; 0: empty entry
+	bytes uint64 // the instruction's bytes, little-endian
+	in    Insn
 }
 
 // tlbSize entries per TLB, direct-mapped by virtual page number.
@@ -171,9 +185,9 @@ type tlb [tlbSize]tlbEntry
 
 // tlbEntry caches one translation: virtual page vpn is page.
 type tlbEntry struct {
-	vpn   uint64 // virtual page number; the entry is valid when mem != nil
-	mem   []byte // the Page's Bytes(), PageSize long
-	write bool   // obtained by a Write access: writable without a fault
+	vpn   uint64           // virtual page number; the entry is valid when mem != nil
+	mem   *[PageSize]byte // the Page's Bytes()
+	write bool             // obtained by a Write access: writable without a fault
 }
 
 // Flush drops every cached translation, like a full TLB flush. Call it on
@@ -192,16 +206,21 @@ func (c *CPU) translate(t *tlb, mem Memory, addr uint64, acc Access) (*tlbEntry,
 	if e.mem != nil && e.vpn == vpn && (acc != Write || e.write) {
 		return e, nil
 	}
+	return e, c.fill(e, mem, addr, acc)
+}
+
+// fill is translate's miss: it asks mem and refills e.
+func (c *CPU) fill(e *tlbEntry, mem Memory, addr uint64, acc Access) error {
 	p, err := mem.Page(addr, acc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b := p.Bytes()
 	if len(b) != PageSize {
 		panic(fmt.Sprintf("cpu: Memory.Page(%#x) returned a page of %d bytes", addr, len(b)))
 	}
-	*e = tlbEntry{vpn: vpn, mem: b[:PageSize:PageSize], write: acc == Write}
-	return e, nil
+	*e = tlbEntry{vpn: addr >> PageShift, mem: (*[PageSize]byte)(b), write: acc == Write}
+	return nil
 }
 
 // Run executes the task whose registers are r in the address space mem until
@@ -249,9 +268,9 @@ func (c *CPU) Emulate(in *Insn, r *Regs, mem Memory) error {
 // step executes one instruction and runs the hooks of its traps.
 func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
 	tf := r.Flags&FlagTF != 0
-	in, ok := c.fetch(r, mem)
+	var in Insn
 	ev := evFault
-	if ok {
+	if c.fetch(&in, r, mem) {
 		ev = c.exec(&in, r, mem)
 	}
 	switch ev {
@@ -273,31 +292,60 @@ func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
 	return Stepped
 }
 
-// fetch decodes the instruction at r.RIP. On failure it sets c.fault.
-func (c *CPU) fetch(r *Regs, mem Memory) (Insn, bool) {
+// fetch decodes the instruction at r.RIP into in. On failure it sets c.fault.
+func (c *CPU) fetch(in *Insn, r *Regs, mem Memory) bool {
 	rip := r.RIP
-	e, err := c.translate(&c.itlb, mem, rip, Exec)
-	if err != nil {
-		c.setPF(rip, rip, Exec, err)
-		return Insn{}, false
+	vpn := rip >> PageShift
+	e := &c.itlb[vpn%tlbSize] // translate(), inlined by hand
+	if e.mem == nil || e.vpn != vpn {
+		if err := c.fill(e, mem, rip, Exec); err != nil {
+			c.setPF(rip, rip, Exec, err)
+			return false
+		}
 	}
 	off := rip % PageSize
+	if off > PageSize-8 {
+		return c.fetchTail(in, e, r, mem)
+	}
+	w := binary.LittleEndian.Uint64(e.mem[off:])
+	d := &c.decoded[rip%decodedSize]
+	if d.rip == rip && d.mask != 0 && w&d.mask == d.bytes {
+		*in = d.in
+		return true
+	}
 	end := min(off+MaxInsnLen, PageSize)
-	in, err := decode(e.mem[off:end])
+	if err := decode(in, e.mem[off:end]); err != nil {
+		if err == ErrTruncated && end == PageSize {
+			return c.fetchCross(in, r, mem)
+		}
+		c.setUD(rip)
+		return false
+	}
+	if in.Len <= 8 {
+		d.rip, d.mask = rip, ^uint64(0)>>(64-8*in.Len)
+		d.bytes, d.in = w&d.mask, *in
+	}
+	return true
+}
+
+// fetchTail decodes an instruction in the last 8 bytes of a page.
+func (c *CPU) fetchTail(in *Insn, e *tlbEntry, r *Regs, mem Memory) bool {
+	off := r.RIP % PageSize
+	err := decode(in, e.mem[off:])
 	if err == nil {
-		return in, true
+		return true
 	}
-	if err == ErrTruncated && end == PageSize {
-		return c.fetchCross(r, mem)
+	if err == ErrTruncated {
+		return c.fetchCross(in, r, mem)
 	}
-	c.setUD(rip)
-	return Insn{}, false
+	c.setUD(r.RIP)
+	return false
 }
 
 // fetchCross fetches an instruction that may cross into the next page, a
 // byte at a time, so that it faults on the next page only if the instruction
 // really extends into it.
-func (c *CPU) fetchCross(r *Regs, mem Memory) (Insn, bool) {
+func (c *CPU) fetchCross(in *Insn, r *Regs, mem Memory) bool {
 	var buf [MaxInsnLen]byte
 	rip := r.RIP
 	for n := range MaxInsnLen {
@@ -305,19 +353,19 @@ func (c *CPU) fetchCross(r *Regs, mem Memory) (Insn, bool) {
 		e, err := c.translate(&c.itlb, mem, a, Exec)
 		if err != nil {
 			c.setPF(rip, a, Exec, err)
-			return Insn{}, false
+			return false
 		}
 		buf[n] = e.mem[a%PageSize]
-		in, err := decode(buf[:n+1])
+		err = decode(in, buf[:n+1])
 		if err == nil {
-			return in, true
+			return true
 		}
 		if err != ErrTruncated {
 			break
 		}
 	}
 	c.setUD(rip)
-	return Insn{}, false
+	return false
 }
 
 func (c *CPU) setUD(rip uint64) {
@@ -350,7 +398,7 @@ func (c *CPU) load64(mem Memory, addr uint64) (uint64, uint64, error) {
 	}
 	var b [8]byte
 	n := copy(b[:], e.mem[off:])
-	copy(b[n:], e2.mem)
+	copy(b[n:], e2.mem[:])
 	return binary.LittleEndian.Uint64(b[:]), 0, nil
 }
 
@@ -373,6 +421,6 @@ func (c *CPU) store64(mem Memory, addr, v uint64) (uint64, error) {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
 	n := copy(e.mem[off:], b[:])
-	copy(e2.mem, b[n:])
+	copy(e2.mem[:], b[n:])
 	return 0, nil
 }

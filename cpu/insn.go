@@ -119,12 +119,20 @@ var (
 )
 
 // Decode decodes the instruction at the start of b.
-func Decode(b []byte) (Insn, error) { return decode(b) }
+func Decode(b []byte) (Insn, error) {
+	var in Insn
+	err := decode(&in, b)
+	return in, err
+}
 
-func decode(b []byte) (in Insn, err error) {
+// decode decodes into *in (which it zeroes first): passing a pointer lets
+// the CPU's fetch keep the instruction in place instead of copying a struct
+// written a byte at a time (a store-forwarding stall on every instruction).
+func decode(in *Insn, b []byte) error {
+	*in = Insn{}
 	i := 0
 	if len(b) == 0 {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	p66 := b[0] == 0x66
 	if p66 {
@@ -136,7 +144,7 @@ func decode(b []byte) (in Insn, err error) {
 		i++
 	}
 	if i >= len(b) {
-		return in, ErrTruncated
+		return ErrTruncated
 	}
 	op := b[i]
 	i++
@@ -145,12 +153,12 @@ func decode(b []byte) (in Insn, err error) {
 	switch {
 	case op == 0x90:
 		if rexB != 0 { // xchg %r8,%rax
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		in.Op, in.Class = OpNop, Emulate
 	case op >= 0x50 && op <= 0x5f:
 		if p66 {
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		in.Reg = op&7 | rexB
 		if op < 0x58 {
@@ -163,15 +171,15 @@ func decode(b []byte) (in Insn, err error) {
 		}
 	case op == 0x89 || op == 0xff:
 		if p66 {
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		if i >= len(b) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		modrm := b[i]
 		i++
 		if modrm>>6 != 3 { // memory operands are not in the subset
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		reg, rm := (modrm>>3)&7|(rex&4)<<1, modrm&7|rexB
 		in.Reg, in.Class = rm, XOL
@@ -188,11 +196,11 @@ func decode(b []byte) (in Insn, err error) {
 		case 1:
 			in.Op = OpDec
 		default:
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 	case op >= 0xb8 && op <= 0xbf:
 		if p66 {
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		in.Op, in.Class, in.Reg = OpMovImm, XOL, op&7|rexB
 		n := 4
@@ -200,7 +208,7 @@ func decode(b []byte) (in Insn, err error) {
 			n = 8
 		}
 		if i+n > len(b) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		var v uint64
 		for k := n - 1; k >= 0; k-- {
@@ -210,7 +218,7 @@ func decode(b []byte) (in Insn, err error) {
 		i += n
 	case op == 0xe8 || op == 0xe9 || op == 0xeb || op == 0xe2 || op&0xf0 == 0x70:
 		if p66 { // branch_setup_xol_ops refuses 16-bit overrides
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		switch op {
 		case 0xe8:
@@ -224,20 +232,20 @@ func decode(b []byte) (in Insn, err error) {
 		}
 		if op == 0xe8 || op == 0xe9 {
 			if i+4 > len(b) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			in.Imm = int64(int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24))
 			i += 4
 		} else {
 			if i >= len(b) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			in.Imm = int64(int8(b[i]))
 			i++
 		}
 	case op == 0xc3 || op == 0xcc || op == 0xf4:
 		if p66 || rex != 0 {
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 		switch op {
 		case 0xc3:
@@ -249,39 +257,39 @@ func decode(b []byte) (in Insn, err error) {
 		}
 	case op == 0x0f:
 		if i >= len(b) {
-			return in, ErrTruncated
+			return ErrTruncated
 		}
 		op2 := b[i]
 		i++
 		switch {
 		case op2 == 0x1f:
 			if i >= len(b) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			if (b[i]>>3)&7 != 0 { // only 0f 1f /0 is NOPL for insn_is_nop
-				return in, ErrUndefined
+				return ErrUndefined
 			}
 			n, ok := modrmLen(b[i:])
 			if !ok {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			i += n
 			in.Op, in.Class = OpNop, Emulate
 		case op2&0xf0 == 0x80 && !p66:
 			if i+4 > len(b) {
-				return in, ErrTruncated
+				return ErrTruncated
 			}
 			in.Op, in.Class, in.Cond = OpJcc, Emulate, op2&0xf
 			in.Imm = int64(int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24))
 			i += 4
 		default:
-			return in, ErrUndefined
+			return ErrUndefined
 		}
 	default:
-		return in, ErrUndefined
+		return ErrUndefined
 	}
 	in.Len = uint8(i)
-	return in, nil
+	return nil
 }
 
 // modrmLen returns the length of the ModRM byte at b[0] with its SIB and
