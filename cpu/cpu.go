@@ -185,9 +185,9 @@ type tlb [tlbSize]tlbEntry
 
 // tlbEntry caches one translation: virtual page vpn is page.
 type tlbEntry struct {
-	vpn   uint64           // virtual page number; the entry is valid when mem != nil
+	vpn   uint64          // virtual page number; the entry is valid when mem != nil
 	mem   *[PageSize]byte // the Page's Bytes()
-	write bool             // obtained by a Write access: writable without a fault
+	write bool            // obtained by a Write access: writable without a fault
 }
 
 // Flush drops every cached translation, like a full TLB flush. Call it on
