@@ -242,6 +242,11 @@ func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// /proc/PID/maps shows the path with symlinks resolved; the helper
+	// must know that form to print the bare NAME.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	if err := makeFiles(p, dir); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -266,5 +267,31 @@ func TestCancelMidTrace(t *testing.T) {
 func TestNoCompilerMessage(t *testing.T) {
 	if !strings.Contains(ErrNoCompiler.Error(), "C compiler (cc): install gcc") {
 		t.Errorf("message %q", ErrNoCompiler)
+	}
+}
+
+// BenchmarkRunGenerated replays a default-size generated trace (40 ops, a
+// few forks) on the live kernel: process start, files, ops and cleanup.
+func BenchmarkRunGenerated(b *testing.B) {
+	p := trace.Generate(1, trace.GenOptions{})
+	for b.Loop() {
+		if err := Run(context.Background(), p, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunMaps is the cost of one maps op in the helper (reading
+// /proc/self/maps and filtering it) over a long trace.
+func BenchmarkRunMaps(b *testing.B) {
+	src := "mmap 0x100000000000 8K rw- private,fixed\n" + strings.Repeat("maps\n", 1000)
+	p, err := trace.Parse(strings.NewReader(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := Run(context.Background(), p, io.Discard); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -94,9 +94,20 @@ static void outf(const char *fmt, unsigned long long a, unsigned long long b)
 
 static void die(const char *msg)
 {
+	int err = errno;
 	flush();
-	fprintf(stderr, "replay helper: %s: %s\n", msg, strerror(errno));
+	if (err)
+		fprintf(stderr, "replay helper: %s: %s\n", msg, strerror(err));
+	else
+		fprintf(stderr, "replay helper: %s\n", msg);
 	_exit(3);
+}
+
+/* bad reports malformed input from mmlab. */
+static void bad(const char *msg)
+{
+	errno = 0;
+	die(msg);
 }
 
 /* maps_each streams /proc/self/maps line by line through fn. */
@@ -231,41 +242,40 @@ int main(void)
 {
 	char word[16];
 	if (scanf("%15s %llu %llu", word, &arena_lo, &arena_hi) != 3 || strcmp(word, "arena"))
-		die("bad header: arena");
+		bad("bad header: arena");
 	if (scanf(" dir %4095[^\n]", dir) != 1)
-		die("bad header: dir");
+		bad("bad header: dir");
 	dirlen = strlen(dir);
 	if (scanf(" files %d", &nfiles) != 1 || nfiles < 0)
-		die("bad header: files");
+		bad("bad header: files");
 	names = calloc((size_t)nfiles + 1, sizeof(*names));
 	fds = calloc((size_t)nfiles + 1, sizeof(*fds));
 	for (int i = 0; i < nfiles; i++) {
 		char path[4096 + 96];
 		if (scanf(" %79s", names[i]) != 1)
-			die("bad file name");
+			bad("bad file name");
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		fds[i] = open(path, O_RDWR | O_CLOEXEC);
 		if (fds[i] < 0)
 			die(path);
 	}
 	if (scanf(" ops %ld", &nops) != 1 || nops < 0)
-		die("bad header: ops");
+		bad("bad header: ops");
 	ops = calloc((size_t)nops + 1, sizeof(*ops));
 	for (long i = 0; i < nops; i++) {
 		struct op *o = &ops[i];
 		if (scanf("%d %d %llu %llu %d %d %d %llu %llu %llu %u %ld", &o->kind, &o->line, &o->addr,
 			  &o->len, &o->prot, &o->flags, &o->file, &o->off, &o->newlen, &o->newaddr,
 			  &o->value, &o->skip) != 12)
-			die("bad op");
+			bad("bad op");
 		o->file -= 1;
 		if (o->file >= nfiles || o->skip > nops || o->skip < 0)
-			die("bad op fields");
+			bad("bad op fields");
 	}
+	errno = 0;
 	maps_each(check_vma);
-	if (arena_busy) {
-		errno = EEXIST;
-		die("the arena is not free in the helper");
-	}
+	if (arena_busy)
+		bad("the arena is not free in the helper");
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
@@ -342,8 +352,7 @@ int main(void)
 			out("\n", 1);
 			break;
 		default:
-			errno = EINVAL;
-			die("unknown op kind");
+			bad("unknown op kind");
 		}
 	}
 	finish();
