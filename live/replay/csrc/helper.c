@@ -180,10 +180,8 @@ static int arena_busy;
 static void check_vma(char *line, size_t n)
 {
 	(void)n;
-	if (overlaps_arena(line)) {
-		arena_busy = 1;
-		fprintf(stderr, "replay helper: the arena already holds %.*s", (int)n, line);
-	}
+	if (overlaps_arena(line) && !arena_busy++)
+		fprintf(stderr, "replay helper: the arena already holds the helper's own %.*s", (int)n, line);
 }
 
 static sigjmp_buf fault_jb;
@@ -275,7 +273,7 @@ int main(void)
 	errno = 0;
 	maps_each(check_vma);
 	if (arena_busy)
-		bad("the arena is not free in the helper");
+		bad("the arena must be free of the helper's own mappings: choose another with arena LO HI");
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
