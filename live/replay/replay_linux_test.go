@@ -264,9 +264,43 @@ func TestCancelMidTrace(t *testing.T) {
 	checkClean(t, tmp)
 }
 
-func TestNoCompilerMessage(t *testing.T) {
-	if !strings.Contains(ErrNoCompiler.Error(), "C compiler (cc): install gcc") {
-		t.Errorf("message %q", ErrNoCompiler)
+// The helper is built once into the user's cache directory, under a name
+// keyed by its source; without a C compiler Run says how to get one.
+func TestHelperBuild(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	bin, err := helperPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(bin) != filepath.Join(cache, "mmlab") || !strings.HasPrefix(filepath.Base(bin), "replay-helper-") {
+		t.Errorf("helper built at %s, want %s/mmlab/replay-helper-HASH", bin, cache)
+	}
+	st, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := helperPath()
+	if err != nil || again != bin {
+		t.Fatalf("second helperPath = %q, %v", again, err)
+	}
+	if st2, _ := os.Stat(bin); !st2.ModTime().Equal(st.ModTime()) {
+		t.Error("the cached helper was rebuilt")
+	}
+	ents, _ := os.ReadDir(filepath.Join(cache, "mmlab"))
+	if len(ents) != 1 {
+		t.Errorf("cache holds %d entries, want only the helper", len(ents))
+	}
+
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("PATH", t.TempDir())
+	tmp := isolate(t)
+	err = Run(context.Background(), parse(t, "maps\n"), io.Discard)
+	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "C compiler (cc): install gcc") {
+		t.Errorf("Run without a compiler: %v", err)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("Run without a compiler left %s", ents[0].Name())
 	}
 }
 
