@@ -491,3 +491,40 @@ func TestRWSemSleepsThroughBlocker(t *testing.T) {
 		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", rt.blocks.Load(), wt.blocks.Load())
 	}
 }
+
+// One wake-up grants the lock to at most 256 readers (MAX_READERS_WAKEUP);
+// the rest stay queued until the lock is next released.
+func TestRWSemReaderWakeupBatch(t *testing.T) {
+	const n = 300
+	s := locking.NewRWSem("sem")
+	s.DownWrite(nil)
+	ops := make([]*op, n)
+	for i := range ops {
+		ops[i] = start(nilErr(func() { s.DownRead(nil) }))
+		queued(s, i+1)
+	}
+	s.UpWrite()
+	if got := s.Waiters(); got != n-256 {
+		t.Fatalf("%d readers still queued after one wake-up, want %d", got, n-256)
+	}
+	for i := range 256 {
+		mustFinish(t, ops[i], "reader in the first batch")
+	}
+	for range 255 {
+		s.UpRead()
+	}
+	if got := s.Waiters(); got != n-256 {
+		t.Fatalf("%d queued while the first batch holds the lock, want %d", got, n-256)
+	}
+	s.UpRead() // the last of the batch wakes the rest
+	if got := s.Waiters(); got != 0 {
+		t.Fatalf("%d still queued after the first batch left, want 0", got)
+	}
+	for i := 256; i < n; i++ {
+		mustFinish(t, ops[i], "reader in the second batch")
+		s.UpRead()
+	}
+	if s.Count() != 0 {
+		t.Fatalf("count %#x at the end", s.Count())
+	}
+}
