@@ -556,3 +556,26 @@ func TestZombieAtOpen(t *testing.T) {
 		}
 	}
 }
+
+// With a buffer smaller than a line, every read() returns part of a line
+// (seq_file keeps the rest for the next): the walk must join the pieces and
+// grow the buffer, and still re-create the text exactly.
+func TestSmallBufferSplitsLines(t *testing.T) {
+	h := startHolder(t, 50)
+	r := open(t, h.pid())
+	r.buf = make([]byte, 7)
+	got, err := walkText(r, r.Walk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", h.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if len(r.buf) <= 7 {
+		t.Errorf("buffer did not grow: %d bytes", len(r.buf))
+	}
+}
