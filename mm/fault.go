@@ -98,6 +98,18 @@ func (m *MM) StoreByte(w locking.Waiter, addr uint64, b byte) error {
 // mmap lock (read or write) and has checked access.
 func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 	a := addr &^ (pgtable.PageSize - 1)
+	if v.specialPages != nil || v.Name != "" {
+		// special_mapping_fault: the mapping's own pages.
+		idx := (a - v.Start) >> pgtable.PageShift
+		if idx >= uint64(len(v.specialPages)) {
+			return SIGBUS
+		}
+		page := v.specialPages[idx]
+		m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
+			return pgtable.PTE{Page: page}, !ok
+		})
+		return nil
+	}
 	shared := v.Flags&VM_MAYSHARE != 0
 	if write && !shared {
 		// do_anonymous_page / do_cow_fault / wp_page_copy prepare the

@@ -70,6 +70,10 @@ type MM struct {
 	// Hooks, if set, receive the uprobes calls. Set before use.
 	Hooks Hooks
 
+	// MmapBase is mmap_base, where top-down placement starts (0: the
+	// default). Set before use.
+	MmapBase uint64
+
 	exited bool // exit_mmap ran (MmapLock)
 }
 

@@ -15,8 +15,8 @@ func offsetInPage(n uint64) bool { return n&(pgtable.PageSize-1) != 0 }
 
 // Mmap mirrors the mmap(2) path (arch sys_mmap, vm_mmap_pgoff, do_mmap,
 // mmap_region): map length bytes at addr with prot and flags (Linux values;
-// MAP_FIXED or MAP_FIXED_NOREPLACE required: the model has no placement
-// policy) of file at offset off (file nil: anonymous). The write lock is
+// without MAP_FIXED the kernel's top-down placement chooses the address) of
+// file at offset off (file nil: anonymous). The write lock is
 // taken killably; with MAP_POPULATE it is dropped and the range is faulted
 // in under the read lock.
 func (m *MM) Mmap(w locking.Waiter, addr, length uint64, prot, flags int, file *File, off uint64) (uint64, error) {
@@ -48,15 +48,9 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 	if length == 0 {
 		return 0, 0, errno.ENOMEM
 	}
-	if flags&MAP_FIXED == 0 {
-		return 0, 0, errno.ENOSYS // placement is not modelled
-	}
-	// __get_unmapped_area() with MAP_FIXED.
-	if length > TaskSize || addr > TaskSize-length {
-		return 0, 0, errno.ENOMEM
-	}
-	if offsetInPage(addr) {
-		return 0, 0, errno.EINVAL
+	addr, err := m.getUnmappedArea(addr, length, flags&MAP_FIXED != 0)
+	if err != nil {
+		return 0, 0, err
 	}
 	if flags&MAP_FIXED_NOREPLACE != 0 && len(m.vmasIn(addr, addr+length)) > 0 {
 		return 0, 0, errno.EEXIST

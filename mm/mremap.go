@@ -144,9 +144,16 @@ func (m *MM) mremapAt(r *remap) (uint64, error) {
 		}
 		return r.addr, nil
 	}
-	// Without MREMAP_MAYMOVE, or with it but no MREMAP_FIXED (placement is
-	// not modelled), growing in place is all there is.
-	return 0, errno.ENOMEM
+	if r.flags&MREMAP_MAYMOVE == 0 {
+		return 0, errno.ENOMEM
+	}
+	// vrm_set_new_addr: a new place chosen top-down, then move_vma.
+	newAddr, err := m.getUnmappedArea(0, r.newLen, false)
+	if err != nil {
+		return 0, err
+	}
+	r.newAddr = newAddr
+	return m.moveVMA(r)
 }
 
 // vmaExpandable mirrors vma_expandable().

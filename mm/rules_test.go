@@ -214,3 +214,37 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlacementAndSpecialMapping: without MAP_FIXED consecutive mmaps go
+// top-down, each right below the previous one, and merge (live: two 4 KiB
+// anonymous mmaps returned ...871000 then ...870000 and merged); a special
+// mapping keeps its name, maps its own pages and never merges.
+func TestPlacementAndSpecialMapping(t *testing.T) {
+	m := New()
+	a1, err := m.Mmap(nil, 0, pg, rw, MAP_PRIVATE|MAP_ANONYMOUS, nil, 0)
+	must(t, err)
+	a2, err := m.Mmap(nil, 0, pg, rw, MAP_PRIVATE|MAP_ANONYMOUS, nil, 0)
+	must(t, err)
+	if a2 != a1-pg || len(m.VMAs()) != 1 {
+		t.Fatalf("placement %#x then %#x, %d VMAs", a1, a2, len(m.VMAs()))
+	}
+	page := pgtable.NewAnonPage()
+	page.SetByteAt(0, 0xcc)
+	m.MmapWriteLock(nil)
+	xol, err := m.GetUnmappedArea(TaskSize-pg, pg)
+	must(t, err)
+	_, err = m.InstallSpecialMapping(xol, pg, VM_EXEC|VM_MAYEXEC|VM_DONTCOPY|VM_IO, "[uprobes]", []*pgtable.Page{page})
+	m.MmapWriteUnlock()
+	must(t, err)
+	if v, err := m.LoadByte(nil, xol); err != nil || v != 0xcc {
+		t.Fatalf("special page read %#x %v", v, err)
+	}
+	if err := m.StoreByte(nil, xol, 1); err != SIGSEGV {
+		t.Fatalf("store into [uprobes]: %v", err)
+	}
+	c, err := m.Fork(nil)
+	must(t, err)
+	if len(c.VMAs()) != 1 {
+		t.Errorf("VM_DONTCOPY mapping copied by fork: %d VMAs", len(c.VMAs()))
+	}
+}

@@ -27,6 +27,8 @@ type VMA struct {
 	chain []*AnonVMA
 	// Name is vm_ops->name of a special mapping ("[uprobes]").
 	Name string
+	// specialPages are a special mapping's pages (vm_special_mapping).
+	specialPages []*pgtable.Page
 	// MM is vm_mm.
 	MM *MM
 
@@ -215,7 +217,7 @@ func (m *MM) anonVMAPrepare(v *VMA) {
 // an empty chain (callers clone it).
 func vmaDup(v *VMA) *VMA {
 	n := &VMA{Start: v.Start, End: v.End, Pgoff: v.Pgoff, Flags: v.Flags,
-		File: v.File, AnonVMA: v.AnonVMA, Name: v.Name, MM: v.MM}
+		File: v.File, AnonVMA: v.AnonVMA, Name: v.Name, MM: v.MM, specialPages: v.specialPages}
 	n.LockSeq.Store(^uint64(0))
 	return n
 }

@@ -15,52 +15,68 @@
 // stands in for RCU-deferred freeing (the kernel's ma_free_rcu): an old node is
 // reclaimed only when no reader can reach it any more.
 //
-// Because nodes are immutable, Clone is O(1) (the whole tree is shared, as
-// __mt_dup shares nothing but copies everything in the kernel) and later
-// writes on either tree copy only their own paths.
+// Because nodes are immutable, Clone is O(1): the two trees share every node
+// (the kernel's __mt_dup copies them all), and later writes on either tree
+// copy only the paths they change.
+//
+// Layout: like the maple tree's maple_range_64 nodes, a node holds up to 15
+// slots. Internal nodes keep only the end (pivot) of each child's last range;
+// leaves keep start, end and value. A slot is an unsafe.Pointer to a child
+// node or to a value, so the two node kinds share one header and the garbage
+// collector scans one pointer array per node.
 package mt
 
 import (
 	"iter"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Range is a half-open address range [Start, End).
 type Range struct{ Start, End uint64 }
 
-// maxEntries is the fan-out of a node (maple_range_64 nodes hold 16 slots).
-const maxEntries = 16
+// slots is the length of a node's arrays. A published node holds at most
+// maxEntries; the spare slot lets insert open a slot before splitting.
+const (
+	slots      = 15
+	maxEntries = slots - 1
+	minEntries = maxEntries / 4 // an erase leaves a non-top node at least this full
+)
 
-// minEntries is the fill below which a non-root node is rebalanced with a
-// sibling after an erase.
-const minEntries = maxEntries / 4
-
-// node is a leaf (ranges and values) or an internal node (children). In an
-// internal node start[i] and end[i] are the start of the first and the end of
-// the last range below kid[i], so one search routine serves both kinds.
-// A node is immutable once reachable from a published root.
-type node[T any] struct {
-	n     int // slots in use
-	leaf  bool
-	size  int // ranges in this subtree
-	start [maxEntries]uint64
-	end   [maxEntries]uint64
-	kid   [maxEntries]*node[T]
-	val   [maxEntries]*T
+// node is the header shared by internal nodes and leaves. In an internal node
+// end[i] is the end of the last range below child ptr[i] (*node); in a leaf
+// it is the end of range i, whose value is ptr[i] (*T).
+type node struct {
+	n      int32
+	height int32 // 0 for a leaf
+	size   int   // ranges in the tree; kept only in the top node
+	end    [slots]uint64
+	ptr    [slots]unsafe.Pointer
 }
+
+// leaf is a node of ranges. node must stay its first field: a *leaf and its
+// *node are the same address, and the tree converts between them by height.
+type leaf struct {
+	node
+	start [slots]uint64
+}
+
+func asLeaf(nd *node) *leaf { return (*leaf)(unsafe.Pointer(nd)) }
+
+func (nd *node) kid(i int) *node { return (*node)(nd.ptr[i]) }
 
 // Tree is an RCU-readable range tree. The zero value is an empty tree.
 //
 // Store and Erase must be serialised by the caller (the mmap write lock in the
 // model); all read methods may run concurrently with them and with each other.
 type Tree[T any] struct {
-	root atomic.Pointer[node[T]] // published root; nil when empty
+	root atomic.Pointer[node] // the published top node; nil when empty
 }
 
 // Snapshot is an immutable view of a tree at one instant: what an RCU reader
 // holds between rcu_read_lock and rcu_read_unlock. Its zero value is empty.
 type Snapshot[T any] struct {
-	root *node[T]
+	top *node
 }
 
 // Snapshot returns the current tree as an immutable view.
@@ -106,8 +122,8 @@ func (t *Tree[T]) From(addr uint64) iter.Seq2[Range, *T] {
 }
 
 // findSlot returns the first slot i of nd with nd.end[i] > addr, or nd.n.
-func (nd *node[T]) findSlot(addr uint64) int {
-	lo, hi := 0, nd.n
+func (nd *node) findSlot(addr uint64) int {
+	lo, hi := 0, int(nd.n)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if nd.end[m] > addr {
@@ -119,80 +135,92 @@ func (nd *node[T]) findSlot(addr uint64) int {
 	return lo
 }
 
-// prevSlot returns the last slot i of nd with nd.start[i] < addr, or -1.
-func (nd *node[T]) prevSlot(addr uint64) int {
-	lo, hi := 0, nd.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if nd.start[m] < addr {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+// leafFind descends to the leaf holding the first range with end > addr and
+// returns it with the slot, or nil.
+func (s Snapshot[T]) leafFind(addr uint64) (*leaf, int) {
+	nd := s.top
+	if nd == nil {
+		return nil, 0
 	}
-	return lo - 1
+	for {
+		i := nd.findSlot(addr)
+		if i == int(nd.n) {
+			return nil, 0
+		}
+		if nd.height == 0 {
+			return asLeaf(nd), i
+		}
+		nd = nd.kid(i)
+	}
 }
 
 // Load returns the value of the range containing addr, or nil.
 func (s Snapshot[T]) Load(addr uint64) *T {
-	nd := s.root
-	if nd == nil {
+	l, i := s.leafFind(addr)
+	if l == nil || l.start[i] > addr {
 		return nil
 	}
-	for {
-		i := nd.findSlot(addr)
-		if i == nd.n || nd.start[i] > addr {
-			return nil
-		}
-		if nd.leaf {
-			return nd.val[i]
-		}
-		nd = nd.kid[i]
-	}
+	return (*T)(l.ptr[i])
 }
 
 // Find returns the first range with end > addr, or v == nil.
 func (s Snapshot[T]) Find(addr uint64) (start, end uint64, v *T) {
-	nd := s.root
-	if nd == nil {
+	l, i := s.leafFind(addr)
+	if l == nil {
 		return 0, 0, nil
 	}
-	for {
-		i := nd.findSlot(addr)
-		if i == nd.n {
-			return 0, 0, nil
-		}
-		if nd.leaf {
-			return nd.start[i], nd.end[i], nd.val[i]
-		}
-		nd = nd.kid[i]
-	}
+	return l.start[i], l.end[i], (*T)(l.ptr[i])
 }
 
 // Prev returns the last range with start < addr, or v == nil.
 func (s Snapshot[T]) Prev(addr uint64) (start, end uint64, v *T) {
-	nd := s.root
-	if nd == nil {
+	if s.top == nil || addr == 0 {
 		return 0, 0, nil
 	}
-	for {
-		i := nd.prevSlot(addr)
-		if i < 0 {
-			return 0, 0, nil
-		}
-		if nd.leaf {
-			return nd.start[i], nd.end[i], nd.val[i]
-		}
-		nd = nd.kid[i]
+	l, i := prev(s.top, addr)
+	if l == nil {
+		return 0, 0, nil
 	}
+	return l.start[i], l.end[i], (*T)(l.ptr[i])
+}
+
+// prev finds the last range with start < addr (addr > 0) below nd.
+// The children before the first one whose end reaches addr hold only ranges
+// starting below addr, the children after it only ranges starting at or
+// above addr; so the answer is in that child or is the last range of the one
+// before it.
+func prev(nd *node, addr uint64) (*leaf, int) {
+	j := nd.findSlot(addr - 1)
+	if nd.height == 0 {
+		l := asLeaf(nd)
+		if j == int(nd.n) || l.start[j] >= addr {
+			j--
+		}
+		if j < 0 {
+			return nil, 0
+		}
+		return l, j
+	}
+	if j < int(nd.n) {
+		if l, i := prev(nd.kid(j), addr); l != nil {
+			return l, i
+		}
+	}
+	if j == 0 {
+		return nil, 0
+	}
+	for nd = nd.kid(j - 1); nd.height > 0; {
+		nd = nd.kid(int(nd.n) - 1)
+	}
+	return asLeaf(nd), int(nd.n) - 1
 }
 
 // Len returns the number of ranges in the snapshot.
 func (s Snapshot[T]) Len() int {
-	if s.root == nil {
+	if s.top == nil {
 		return 0
 	}
-	return s.root.size
+	return s.top.size
 }
 
 // All yields every range in address order.
@@ -201,33 +229,31 @@ func (s Snapshot[T]) All() iter.Seq2[Range, *T] { return s.From(0) }
 // From yields the ranges with end > addr in address order.
 func (s Snapshot[T]) From(addr uint64) iter.Seq2[Range, *T] {
 	return func(yield func(Range, *T) bool) {
-		if s.root != nil {
-			walkFrom(s.root, addr, yield)
+		if s.top != nil {
+			walkFrom(s.top, addr, yield)
 		}
 	}
 }
 
-func walkFrom[T any](nd *node[T], addr uint64, yield func(Range, *T) bool) bool {
-	i := 0
-	if addr != 0 {
-		i = nd.findSlot(addr)
-	}
-	if nd.leaf {
-		for ; i < nd.n; i++ {
-			if !yield(Range{nd.start[i], nd.end[i]}, nd.val[i]) {
+func walkFrom[T any](nd *node, addr uint64, yield func(Range, *T) bool) bool {
+	i, n := nd.findSlot(addr), int(nd.n)
+	if nd.height == 0 {
+		l := asLeaf(nd)
+		for ; i < n; i++ {
+			if !yield(Range{l.start[i], l.end[i]}, (*T)(l.ptr[i])) {
 				return false
 			}
 		}
 		return true
 	}
-	if i < nd.n {
-		if !walkFrom(nd.kid[i], addr, yield) {
+	if i < n {
+		if !walkFrom(nd.kid(i), addr, yield) {
 			return false
 		}
 		i++
 	}
-	for ; i < nd.n; i++ {
-		if !walkFrom(nd.kid[i], 0, yield) {
+	for ; i < n; i++ {
+		if !walkFrom(nd.kid(i), 0, yield) {
 			return false
 		}
 	}
@@ -242,223 +268,220 @@ func (t *Tree[T]) Store(start, end uint64, v *T) {
 	if start >= end {
 		panic("mt: Store of an empty range")
 	}
-	root := t.root.Load()
-	if root == nil {
-		nd := &node[T]{n: 1, leaf: true, size: 1}
-		nd.start[0], nd.end[0], nd.val[0] = start, end, v
-		t.root.Store(nd)
+	top := t.root.Load()
+	if top == nil {
+		l := new(leaf)
+		l.n, l.size, l.start[0], l.end[0], l.ptr[0] = 1, 1, start, end, unsafe.Pointer(v)
+		t.root.Store(&l.node)
 		return
 	}
-	l, r := insert(root, start, end, v)
-	if r != nil {
-		nr := &node[T]{n: 2, size: l.size + r.size}
-		nr.setKid(0, l)
-		nr.setKid(1, r)
-		l = nr
+	nl, nr := insert(top, start, end, unsafe.Pointer(v))
+	if nr != nil {
+		up := &node{n: 2, height: top.height + 1}
+		up.setKid(0, nl)
+		up.setKid(1, nr)
+		nl = up
 	}
-	t.root.Store(l)
+	nl.size = top.size + 1
+	t.root.Store(nl)
 }
 
-func (nd *node[T]) setKid(i int, k *node[T]) {
-	nd.kid[i] = k
-	nd.start[i] = k.start[0]
+func (nd *node) setKid(i int, k *node) {
+	nd.ptr[i] = unsafe.Pointer(k)
 	nd.end[i] = k.end[k.n-1]
 }
 
-// insert returns a copy of nd with the range added; if the copy overflowed it
-// is split and the upper half is returned in r.
-func insert[T any](nd *node[T], start, end uint64, v *T) (l, r *node[T]) {
-	c := new(node[T])
+// clone returns an unpublished copy of nd.
+func clone(nd *node) *node {
+	if nd.height == 0 {
+		l := new(leaf)
+		*l = *asLeaf(nd)
+		return &l.node
+	}
+	c := new(node)
 	*c = *nd
-	c.size++
+	return c
+}
+
+// newNode returns an empty unpublished node of height h.
+func newNode(h int32) *node {
+	if h == 0 {
+		return &new(leaf).node
+	}
+	return &node{height: h}
+}
+
+// insert returns a copy of nd with the range added; if the copy overflowed it
+// is split and the upper half is returned in r. A node that overflows by an
+// append at its end (ranges stored in increasing order, as dup_mmap and
+// bottom-up mmap placement do) stays full and the new slot starts the right
+// node, so such trees are full instead of half full (the maple tree's
+// "rebalance to the left" for appends has the same aim).
+func insert(nd *node, start, end uint64, v unsafe.Pointer) (l, r *node) {
 	i := nd.findSlot(start)
-	if nd.leaf {
-		if i < nd.n && nd.start[i] < end {
+	c := clone(nd)
+	if nd.height == 0 {
+		if i < int(nd.n) && asLeaf(nd).start[i] < end {
 			panic("mt: Store of a range that overlaps a stored one")
 		}
 		c.insertSlot(i)
-		c.start[i], c.end[i], c.val[i] = start, end, v
+		asLeaf(c).start[i], c.end[i], c.ptr[i] = start, end, v
 	} else {
-		if i == nd.n {
+		if i == int(nd.n) {
 			i--
 		}
-		kl, kr := insert(nd.kid[i], start, end, v)
+		kl, kr := insert(nd.kid(i), start, end, v)
 		c.setKid(i, kl)
 		if kr != nil {
-			c.insertSlot(i + 1)
-			c.setKid(i+1, kr)
+			i++
+			c.insertSlot(i)
+			c.setKid(i, kr)
 		}
 	}
-	if c.n <= maxEntries-1 {
+	if c.n <= maxEntries {
 		return c, nil
 	}
-	return c.split()
+	cut := int(c.n) / 2
+	if i == int(c.n)-1 {
+		cut = maxEntries // an append: the new slot alone goes right
+	}
+	r = newNode(c.height)
+	r.appendFrom(c, cut, int(c.n))
+	c.truncate(cut)
+	return c, r
 }
 
-// insertSlot opens slot i, shifting the later slots up.
-func (nd *node[T]) insertSlot(i int) {
-	n := nd.n
-	copy(nd.start[i+1:n+1], nd.start[i:n])
+// insertSlot opens slot i of the unpublished node nd.
+func (nd *node) insertSlot(i int) {
+	n := int(nd.n)
 	copy(nd.end[i+1:n+1], nd.end[i:n])
-	if nd.leaf {
-		copy(nd.val[i+1:n+1], nd.val[i:n])
-	} else {
-		copy(nd.kid[i+1:n+1], nd.kid[i:n])
+	copy(nd.ptr[i+1:n+1], nd.ptr[i:n])
+	if nd.height == 0 {
+		l := asLeaf(nd)
+		copy(l.start[i+1:n+1], l.start[i:n])
 	}
 	nd.n++
 }
 
-// removeSlot closes slot i, shifting the later slots down.
-func (nd *node[T]) removeSlot(i int) {
-	n := nd.n
-	copy(nd.start[i:n-1], nd.start[i+1:n])
+// removeSlot closes slot i of the unpublished node nd.
+func (nd *node) removeSlot(i int) {
+	n := int(nd.n)
 	copy(nd.end[i:n-1], nd.end[i+1:n])
-	copy(nd.val[i:n-1], nd.val[i+1:n])
-	copy(nd.kid[i:n-1], nd.kid[i+1:n])
-	nd.val[n-1], nd.kid[n-1] = nil, nil
+	copy(nd.ptr[i:n-1], nd.ptr[i+1:n])
+	if nd.height == 0 {
+		l := asLeaf(nd)
+		copy(l.start[i:n-1], l.start[i+1:n])
+	}
+	nd.ptr[n-1] = nil
 	nd.n--
 }
 
-// split divides a full, unpublished node into two halves.
-func (nd *node[T]) split() (l, r *node[T]) {
-	h := nd.n / 2
-	r = &node[T]{leaf: nd.leaf}
-	r.n = nd.n - h
-	copy(r.start[:], nd.start[h:nd.n])
-	copy(r.end[:], nd.end[h:nd.n])
-	copy(r.val[:], nd.val[h:nd.n])
-	copy(r.kid[:], nd.kid[h:nd.n])
-	for i := h; i < nd.n; i++ {
-		nd.val[i], nd.kid[i] = nil, nil
+// appendFrom appends slots [from,to) of src to the unpublished node nd of the
+// same height.
+func (nd *node) appendFrom(src *node, from, to int) {
+	n := int(nd.n)
+	copy(nd.end[n:], src.end[from:to])
+	copy(nd.ptr[n:], src.ptr[from:to])
+	if nd.height == 0 {
+		copy(asLeaf(nd).start[n:], asLeaf(src).start[from:to])
 	}
-	nd.n = h
-	nd.fixSize()
-	r.fixSize()
-	return nd, r
+	nd.n += int32(to - from)
 }
 
-func (nd *node[T]) fixSize() {
-	if nd.leaf {
-		nd.size = nd.n
-		return
-	}
-	s := 0
-	for i := 0; i < nd.n; i++ {
-		s += nd.kid[i].size
-	}
-	nd.size = s
+// truncate drops the slots from n on of the unpublished node nd.
+func (nd *node) truncate(n int) {
+	clear(nd.ptr[n:nd.n])
+	nd.n = int32(n)
 }
 
 // Erase removes the range that starts at start, if there is one. The caller
 // holds the writer lock. Mirrors the effect of mas_erase() / vma_iter_clear().
 func (t *Tree[T]) Erase(start uint64) {
-	root := t.root.Load()
-	if root == nil {
+	top := t.root.Load()
+	if top == nil {
 		return
 	}
-	c, ok := erase(root, start)
+	c, ok := erase(top, start)
 	if !ok {
 		return
 	}
-	for c.n == 1 && !c.leaf {
-		c = c.kid[0]
+	for c.height > 0 && c.n == 1 {
+		c = c.kid(0) // unpublished: the erase went through it
 	}
 	if c.n == 0 {
-		c = nil
+		t.root.Store(nil)
+		return
 	}
+	c.size = top.size - 1
 	t.root.Store(c)
 }
 
-// erase returns a copy of nd without the range starting at start; ok is false
-// (and nothing was copied) if there is no such range. The copy may be
+// erase returns a copy of nd without the range starting at start; ok is
+// false, and nothing was copied, if there is no such range. The copy may be
 // underfull; the caller rebalances it.
-func erase[T any](nd *node[T], start uint64) (*node[T], bool) {
+func erase(nd *node, start uint64) (*node, bool) {
 	i := nd.findSlot(start)
-	if i == nd.n || nd.start[i] > start {
+	if i == int(nd.n) {
 		return nil, false
 	}
-	if nd.leaf {
-		if nd.start[i] != start {
+	if nd.height == 0 {
+		if asLeaf(nd).start[i] != start {
 			return nil, false
 		}
-		c := new(node[T])
-		*c = *nd
+		c := clone(nd)
 		c.removeSlot(i)
-		c.size--
 		return c, true
 	}
-	k, ok := erase(nd.kid[i], start)
+	k, ok := erase(nd.kid(i), start)
 	if !ok {
 		return nil, false
 	}
-	c := new(node[T])
-	*c = *nd
-	c.size--
+	c := clone(nd)
 	switch {
 	case k.n >= minEntries:
 		c.setKid(i, k)
 	case c.n == 1:
-		// Only child: keep it as is (the root collapses later).
+		// The top's only child: keep it (Erase collapses the top).
 		if k.n == 0 {
 			c.removeSlot(i)
 		} else {
 			c.setKid(i, k)
 		}
 	default:
-		// Rebalance with a neighbour: merge when both fit in one node,
-		// otherwise share their slots evenly.
-		j := i + 1
-		if j == c.n {
-			j = i - 1
-		}
-		a, b := k, c.kid[j]
+		// Rebalance with a neighbour: merge the two when they fit in
+		// one node, otherwise share their slots evenly.
 		lo := i
-		if j < i {
-			a, b, lo = b, k, j
+		if i == int(c.n)-1 {
+			lo = i - 1
 		}
-		if a.n+b.n <= maxEntries-1 {
-			m := new(node[T])
-			*m = *a
-			m.appendFrom(b, 0, b.n)
-			m.size = a.size + b.size
-			c.removeSlot(lo + 1)
-			if m.n == 0 {
-				c.removeSlot(lo)
-			} else {
-				c.setKid(lo, m)
-			}
+		a, b := c.kid(lo), c.kid(lo+1)
+		if lo == i {
+			a = k
 		} else {
-			total := a.n + b.n
-			na := new(node[T])
-			nb := &node[T]{leaf: a.leaf}
-			*na = *a
-			if na.n > total/2 {
-				// Move a's tail to the front of b.
-				nb.appendFrom(a, total/2, a.n)
-				nb.appendFrom(b, 0, b.n)
-				for x := total / 2; x < na.n; x++ {
-					na.val[x], na.kid[x] = nil, nil
-				}
-				na.n = total / 2
-			} else {
-				na.appendFrom(b, 0, total/2-a.n)
-				nb.appendFrom(b, total/2-a.n, b.n)
+			b = k
+		}
+		if a.n+b.n <= maxEntries {
+			m := a
+			if m != k {
+				m = clone(a)
 			}
-			na.fixSize()
-			nb.fixSize()
+			m.appendFrom(b, 0, int(b.n))
+			c.setKid(lo, m)
+			c.removeSlot(lo + 1)
+		} else {
+			half := int(a.n+b.n) / 2
+			na, nb := newNode(a.height), newNode(a.height)
+			na.appendFrom(a, 0, min(int(a.n), half))
+			na.appendFrom(b, 0, half-int(na.n))
+			if int(a.n) > half {
+				nb.appendFrom(a, half, int(a.n))
+				nb.appendFrom(b, 0, int(b.n))
+			} else {
+				nb.appendFrom(b, half-int(a.n), int(b.n))
+			}
 			c.setKid(lo, na)
 			c.setKid(lo+1, nb)
 		}
 	}
 	return c, true
-}
-
-// appendFrom appends slots [from,to) of src to the unpublished node nd.
-func (nd *node[T]) appendFrom(src *node[T], from, to int) {
-	n := nd.n
-	copy(nd.start[n:], src.start[from:to])
-	copy(nd.end[n:], src.end[from:to])
-	copy(nd.val[n:], src.val[from:to])
-	copy(nd.kid[n:], src.kid[from:to])
-	nd.n += to - from
 }

@@ -155,56 +155,61 @@ func TestRandomAgainstReference(t *testing.T) {
 	}
 	checkAgainst(t, &tr, m, rng, space)
 	if tr.root.Load() != nil {
-		t.Fatal("empty tree keeps a root")
+		t.Fatal("empty tree keeps nodes")
 	}
 }
 
-// TestDepth checks the tree really is several levels deep with 30,000 ranges
-// (so the tests above exercise splits and merges of internal nodes) and that
-// every node obeys the fill bounds and summary keys.
-func TestDepth(t *testing.T) {
+// TestShape builds 30,000 ranges in increasing order, checks the node
+// invariants and the depth, then erases every third range and checks again.
+// Appends split full nodes 14+1, so 30,000 ranges fill 2,143 leaves under
+// 153, 11 and 1 internal nodes: 4 levels. A tree of nodes split half and half
+// (7 per leaf) would need 5.
+func TestShape(t *testing.T) {
 	var tr Tree[int]
 	for i := uint64(0); i < 30000; i++ {
 		tr.Store(i*2, i*2+1, new(int))
 	}
+	var check func(nd *node, h int32, root bool) int
+	check = func(nd *node, h int32, root bool) int {
+		if nd.height != h {
+			t.Fatalf("height %d, want %d", nd.height, h)
+		}
+		if nd.n > maxEntries || nd.n < 1 {
+			t.Fatalf("node with %d slots", nd.n)
+		}
+		if h == 0 {
+			l := asLeaf(nd)
+			for i := 0; i < int(nd.n); i++ {
+				if l.start[i] >= l.end[i] || (i > 0 && l.start[i] < l.end[i-1]) {
+					t.Fatalf("leaf out of order")
+				}
+			}
+			return int(nd.n)
+		}
+		size := 0
+		for i := 0; i < int(nd.n); i++ {
+			k := nd.kid(i)
+			if nd.end[i] != k.end[k.n-1] || (i > 0 && nd.end[i] <= nd.end[i-1]) {
+				t.Fatalf("bad pivot")
+			}
+			size += check(k, h-1, false)
+		}
+		return size
+	}
+	shape := func(want int) int {
+		top := tr.root.Load()
+		if size := check(top, top.height, true); size != want || tr.Len() != want {
+			t.Fatalf("size %d Len %d, want %d", size, tr.Len(), want)
+		}
+		return int(top.height) + 1
+	}
+	if d := shape(30000); d != 4 {
+		t.Fatalf("depth %d, want 4", d)
+	}
 	for i := uint64(0); i < 30000; i += 3 {
 		tr.Erase(i * 2)
 	}
-	depth := 0
-	var check func(nd *node[int], root bool) (int, int)
-	check = func(nd *node[int], root bool) (int, int) {
-		if nd.n > maxEntries-1 || (!root && nd.n < minEntries) {
-			t.Fatalf("node with %d slots", nd.n)
-		}
-		if nd.leaf {
-			return 1, nd.n
-		}
-		d, size := 0, 0
-		for i := 0; i < nd.n; i++ {
-			k := nd.kid[i]
-			if nd.start[i] != k.start[0] || nd.end[i] != k.end[k.n-1] {
-				t.Fatalf("stale summary key")
-			}
-			kd, ks := check(k, false)
-			if d != 0 && kd != d {
-				t.Fatalf("unbalanced: depths %d and %d", d, kd)
-			}
-			d = kd
-			size += ks
-		}
-		if size != nd.size {
-			t.Fatalf("size %d, counted %d", nd.size, size)
-		}
-		return d + 1, size
-	}
-	depth, size := check(tr.root.Load(), true)
-	if size != 20000 || tr.Len() != 20000 {
-		t.Fatalf("size %d Len %d, want 20000", size, tr.Len())
-	}
-	// 20,000 ranges in nodes of at most 15 slots need at least 4 levels.
-	if depth < 4 {
-		t.Fatalf("depth %d", depth)
-	}
+	shape(20000)
 }
 
 // TestCloneIsIndependent: writes to a clone or to the original after Clone are
@@ -306,11 +311,14 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 }
 
+// build returns a tree of n ranges 64 KiB apart. The values live in one
+// slice, so the benchmarks' garbage collection cost is the tree's own.
 func build(n int) *Tree[int] {
 	tr := new(Tree[int])
-	for i := 0; i < n; i++ {
-		v := i
-		tr.Store(uint64(i)<<16, uint64(i)<<16+0x8000, &v)
+	vals := make([]int, n)
+	for i := range vals {
+		vals[i] = i
+		tr.Store(uint64(i)<<16, uint64(i)<<16+0x8000, &vals[i])
 	}
 	return tr
 }
@@ -348,12 +356,14 @@ func BenchmarkStoreErase30000(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	v := new(int)
 	for i := 0; i < b.N; i++ {
 		s := uint64(rng.IntN(30000))<<16 + 0x9000
 		tr.Store(s, s+0x1000, v)
 		tr.Erase(s)
 	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 func BenchmarkIterate30000(b *testing.B) {
