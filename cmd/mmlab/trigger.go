@@ -169,6 +169,12 @@ func runTrigger(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "mmlab run trigger: interrupted; every probe it attached is detached")
 		return 130
 	}
+	if load, ok := loadAvg(); ok {
+		doc.Params["loadavg_end"] = load
+		if cpus := doc.Machine.CPUs; load > float64(cpus) {
+			fmt.Fprintf(out, "warning: load average %.1f on %d CPUs at the end: other tasks shared the producers' CPUs\n", load, cpus)
+		}
+	}
 	if f.json {
 		if err := doc.WriteJSON(os.Stdout); err != nil {
 			return 1
@@ -247,4 +253,15 @@ func printTrigger(w io.Writer, rs []report.Result) {
 		c, _ := r["case"].(string)
 		fmt.Fprintln(w, uprobe.FormatTrigger(c, cpus, mean*1e6, sd*1e6))
 	}
+}
+
+// loadAvg reads the one-minute load average, where the OS has /proc/loadavg.
+func loadAvg() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	var l float64
+	_, err = fmt.Sscan(string(b), &l)
+	return l, err == nil
 }
