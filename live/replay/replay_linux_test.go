@@ -220,6 +220,17 @@ func TestHelperErrorCleansUp(t *testing.T) {
 	checkClean(t, tmp)
 }
 
+// A Program that did not come from Parse is validated all the same: nothing
+// outside the arena reaches a system call.
+func TestRunValidates(t *testing.T) {
+	p := parse(t, "mmap 0x100000000000 4K rw- private,fixed\n")
+	p.Ops[0].Addr = 0x7f0000000000
+	err := Run(context.Background(), p, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "line 1 (mmap 0x7f0000000000 4K rw- private,fixed)") || !strings.Contains(err.Error(), "outside the arena") {
+		t.Errorf("Run of an op outside the arena: %v", err)
+	}
+}
+
 // cancelWriter cancels the run at the first line it receives.
 type cancelWriter struct {
 	t       *testing.T
