@@ -441,7 +441,10 @@ func erase(nd *node, start uint64) (*node, bool) {
 	case k.n >= minEntries:
 		c.setKid(i, k)
 	case c.n == 1:
-		// The top's only child: keep it (Erase collapses the top).
+		// An only child (of the top, or of a node an append split or
+		// a Builder left with one): keep it, or drop it when empty; the
+		// parent rebalances an emptied node away and Erase collapses
+		// the top.
 		if k.n == 0 {
 			c.removeSlot(i)
 		} else {

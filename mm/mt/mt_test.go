@@ -146,6 +146,9 @@ func TestRandomAgainstReference(t *testing.T) {
 		}
 		if step%7 == 0 || step > steps-100 {
 			checkAgainst(t, &tr, m, rng, space)
+			if top := tr.root.Load(); top != nil {
+				checkNode(t, top, top.height)
+			}
 		}
 	}
 	for len(m.r) > 0 {
@@ -169,36 +172,9 @@ func TestShape(t *testing.T) {
 	for i := uint64(0); i < 30000; i++ {
 		tr.Store(i*2, i*2+1, new(int))
 	}
-	var check func(nd *node, h int32, root bool) int
-	check = func(nd *node, h int32, root bool) int {
-		if nd.height != h {
-			t.Fatalf("height %d, want %d", nd.height, h)
-		}
-		if nd.n > maxEntries || nd.n < 1 {
-			t.Fatalf("node with %d slots", nd.n)
-		}
-		if h == 0 {
-			l := asLeaf(nd)
-			for i := 0; i < int(nd.n); i++ {
-				if l.start[i] >= l.end[i] || (i > 0 && l.start[i] < l.end[i-1]) {
-					t.Fatalf("leaf out of order")
-				}
-			}
-			return int(nd.n)
-		}
-		size := 0
-		for i := 0; i < int(nd.n); i++ {
-			k := nd.kid(i)
-			if nd.end[i] != k.end[k.n-1] || (i > 0 && nd.end[i] <= nd.end[i-1]) {
-				t.Fatalf("bad pivot")
-			}
-			size += check(k, h-1, false)
-		}
-		return size
-	}
 	shape := func(want int) int {
 		top := tr.root.Load()
-		if size := check(top, top.height, true); size != want || tr.Len() != want {
+		if size := checkNode(t, top, top.height); size != want || tr.Len() != want {
 			t.Fatalf("size %d Len %d, want %d", size, tr.Len(), want)
 		}
 		return int(top.height) + 1
@@ -210,6 +186,36 @@ func TestShape(t *testing.T) {
 		tr.Erase(i * 2)
 	}
 	shape(20000)
+}
+
+// checkNode checks the invariants of the subtree at nd, of height h, and
+// returns the number of ranges in it.
+func checkNode(t *testing.T, nd *node, h int32) int {
+	t.Helper()
+	if nd.height != h {
+		t.Fatalf("height %d, want %d", nd.height, h)
+	}
+	if nd.n > maxEntries || nd.n < 1 {
+		t.Fatalf("node with %d slots", nd.n)
+	}
+	if h == 0 {
+		l := asLeaf(nd)
+		for i := 0; i < int(nd.n); i++ {
+			if l.start[i] >= l.end[i] || (i > 0 && l.start[i] < l.end[i-1]) {
+				t.Fatalf("leaf out of order")
+			}
+		}
+		return int(nd.n)
+	}
+	size := 0
+	for i := 0; i < int(nd.n); i++ {
+		k := nd.kid(i)
+		if nd.end[i] != k.end[k.n-1] || (i > 0 && nd.end[i] <= nd.end[i-1]) {
+			t.Fatalf("bad pivot")
+		}
+		size += checkNode(t, k, h-1)
+	}
+	return size
 }
 
 // TestCloneIsIndependent: writes to a clone or to the original after Clone are
@@ -377,6 +383,75 @@ func BenchmarkIterate30000(b *testing.B) {
 		}
 		if n != 30000 {
 			b.Fatal(n)
+		}
+	}
+}
+
+// TestBuilder: trees built bottom up hold the same ranges as trees built by
+// Store, for sizes around every node-boundary (1, 14, 15, 196, 197, ...
+// 14^k and 14^k+1), keep the node invariants, and accept Store and Erase
+// afterwards.
+func TestBuilder(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 14, 15, 16, 195, 196, 197, 2744, 2745, 5000} {
+		var b Builder[int]
+		vals := make([]int, n)
+		for i := range vals {
+			b.Append(uint64(i)*10, uint64(i)*10+5, &vals[i])
+		}
+		var tr Tree[int]
+		tr.Store(1<<40, 1<<40+1, new(int)) // replaced by Publish
+		b.Publish(&tr)
+		m := &ref{}
+		for i := range vals {
+			m.store(uint64(i)*10, uint64(i)*10+5, &vals[i])
+		}
+		rng := rand.New(rand.NewPCG(uint64(n), 7))
+		checkAgainst(t, &tr, m, rng, uint64(n)*10)
+		if top := tr.root.Load(); top != nil {
+			checkNode(t, top, top.height)
+		}
+		for k := 0; k < n/3; k++ {
+			r := m.r[rng.IntN(len(m.r))]
+			tr.Erase(r.Start)
+			m.erase(r.Start)
+			s := r.Start + 6
+			if !m.overlaps(s, s+2) {
+				v := new(int)
+				tr.Store(s, s+2, v)
+				m.store(s, s+2, v)
+			}
+		}
+		checkAgainst(t, &tr, m, rng, uint64(n)*10)
+	}
+	var tr Tree[int]
+	tr.Store(1, 2, new(int))
+	tr.Clear()
+	if tr.Len() != 0 || tr.Load(1) != nil {
+		t.Fatal("Clear left ranges")
+	}
+}
+
+func BenchmarkBuild1000(b *testing.B) {
+	vals := make([]int, 1000)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var bd Builder[int]
+		for k := range vals {
+			bd.Append(uint64(k)<<16, uint64(k)<<16+0x8000, &vals[k])
+		}
+		var tr Tree[int]
+		bd.Publish(&tr)
+	}
+}
+
+// BenchmarkStore1000 is BenchmarkBuild1000 done with Store, for comparison.
+func BenchmarkStore1000(b *testing.B) {
+	vals := make([]int, 1000)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var tr Tree[int]
+		for k := range vals {
+			tr.Store(uint64(k)<<16, uint64(k)<<16+0x8000, &vals[k])
 		}
 	}
 }
