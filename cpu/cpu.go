@@ -161,6 +161,7 @@ func (s Stop) String() string {
 type CPU struct {
 	itlb, dtlb tlb
 	decoded    [decodedSize]decodedInsn
+	scratch    Insn  // an instruction fetched across a page boundary
 	fault      Fault // the fault of the last instruction, when exec says evFault
 }
 
@@ -231,8 +232,19 @@ func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
 		if h.Poll() {
 			return Stop{Reason: StopPoll}
 		}
-		if s := c.step(r, mem, h); s != Stepped {
-			return Stop{Reason: s, Fault: c.fault}
+		tf := r.Flags&FlagTF != 0
+		ev := evFault
+		in := c.cached(r.RIP)
+		if in == nil {
+			in = c.fetch(r, mem)
+		}
+		if in != nil {
+			ev = c.exec(in, r, mem)
+		}
+		if ev != evNext || tf {
+			if s := c.trap(ev, r, h); s != Stepped {
+				return Stop{Reason: s, Fault: c.fault}
+			}
 		}
 	}
 }
@@ -268,14 +280,22 @@ func (c *CPU) Emulate(in *Insn, r *Regs, mem Memory) error {
 // step executes one instruction and runs the hooks of its traps.
 func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
 	tf := r.Flags&FlagTF != 0
-	var in Insn
 	ev := evFault
-	if c.fetch(&in, r, mem) {
-		ev = c.exec(&in, r, mem)
+	if in := c.fetch(r, mem); in != nil {
+		ev = c.exec(in, r, mem)
 	}
+	if ev != evNext || tf {
+		return c.trap(ev, r, h)
+	}
+	return Stepped
+}
+
+// trap runs the hook for how an instruction ended: ev, or the single-step
+// trap of an instruction that completed with TF set.
+func (c *CPU) trap(ev event, r *Regs, h Hooks) Reason {
 	switch ev {
 	case evNext:
-		if tf && !h.SingleStep(r) {
+		if !h.SingleStep(r) {
 			return StopSingleStep
 		}
 	case evInt3:
@@ -292,92 +312,142 @@ func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
 	return Stepped
 }
 
-// fetch decodes the instruction at r.RIP into in. On failure it sets c.fault.
-func (c *CPU) fetch(in *Insn, r *Regs, mem Memory) bool {
+// cached returns the decoded instruction at rip if both its translation and
+// its decoding are cached and the bytes at rip are still the ones decoded;
+// otherwise nil. It is fetch's hit path, small enough to be inlined in Run.
+func (c *CPU) cached(rip uint64) *Insn {
+	e := &c.itlb[rip>>PageShift%tlbSize]
+	d := &c.decoded[rip%decodedSize]
+	if e.vpn != rip>>PageShift || e.mem == nil || rip%PageSize > PageSize-8 || d.rip != rip {
+		return nil
+	}
+	if binary.LittleEndian.Uint64(e.mem[rip%PageSize:])&d.mask != d.bytes || d.mask == 0 {
+		return nil
+	}
+	return &d.in
+}
+
+// fetch decodes the instruction at r.RIP. The Insn it returns is valid until
+// the next fetch. On failure it sets c.fault and returns nil.
+func (c *CPU) fetch(r *Regs, mem Memory) *Insn {
 	rip := r.RIP
 	vpn := rip >> PageShift
 	e := &c.itlb[vpn%tlbSize] // translate(), inlined by hand
 	if e.mem == nil || e.vpn != vpn {
 		if err := c.fill(e, mem, rip, Exec); err != nil {
 			c.setPF(rip, rip, Exec, err)
-			return false
+			return nil
 		}
 	}
 	off := rip % PageSize
 	if off > PageSize-8 {
-		return c.fetchTail(in, e, r, mem)
+		return c.fetchTail(e, r, mem)
 	}
 	w := binary.LittleEndian.Uint64(e.mem[off:])
 	d := &c.decoded[rip%decodedSize]
 	if d.rip == rip && d.mask != 0 && w&d.mask == d.bytes {
-		*in = d.in
-		return true
+		return &d.in
 	}
+	d.mask = 0
 	end := min(off+MaxInsnLen, PageSize)
-	if err := decode(in, e.mem[off:end]); err != nil {
+	if err := decode(&d.in, e.mem[off:end]); err != nil {
 		if err == ErrTruncated && end == PageSize {
-			return c.fetchCross(in, r, mem)
+			return c.fetchCross(r, mem)
 		}
 		c.setUD(rip)
-		return false
+		return nil
 	}
-	if in.Len <= 8 {
-		d.rip, d.mask = rip, ^uint64(0)>>(64-8*in.Len)
-		d.bytes, d.in = w&d.mask, *in
+	if d.in.Len <= 8 {
+		d.rip, d.mask = rip, ^uint64(0)>>(64-8*d.in.Len)
+		d.bytes = w & d.mask
 	}
-	return true
+	return &d.in
 }
 
 // fetchTail decodes an instruction in the last 8 bytes of a page.
-func (c *CPU) fetchTail(in *Insn, e *tlbEntry, r *Regs, mem Memory) bool {
-	off := r.RIP % PageSize
-	err := decode(in, e.mem[off:])
+func (c *CPU) fetchTail(e *tlbEntry, r *Regs, mem Memory) *Insn {
+	in := &c.scratch
+	err := decode(in, e.mem[r.RIP%PageSize:])
 	if err == nil {
-		return true
+		return in
 	}
 	if err == ErrTruncated {
-		return c.fetchCross(in, r, mem)
+		return c.fetchCross(r, mem)
 	}
 	c.setUD(r.RIP)
-	return false
+	return nil
 }
 
 // fetchCross fetches an instruction that may cross into the next page, a
 // byte at a time, so that it faults on the next page only if the instruction
 // really extends into it.
-func (c *CPU) fetchCross(in *Insn, r *Regs, mem Memory) bool {
+func (c *CPU) fetchCross(r *Regs, mem Memory) *Insn {
 	var buf [MaxInsnLen]byte
+	in := &c.scratch
 	rip := r.RIP
 	for n := range MaxInsnLen {
 		a := rip + uint64(n)
 		e, err := c.translate(&c.itlb, mem, a, Exec)
 		if err != nil {
 			c.setPF(rip, a, Exec, err)
-			return false
+			return nil
 		}
 		buf[n] = e.mem[a%PageSize]
 		err = decode(in, buf[:n+1])
 		if err == nil {
-			return true
+			return in
 		}
 		if err != ErrTruncated {
 			break
 		}
 	}
 	c.setUD(rip)
-	return false
+	return nil
 }
 
+//go:noinline
 func (c *CPU) setUD(rip uint64) {
 	c.fault = Fault{Vector: VectorUD, Signal: SIGILL, RIP: rip, Addr: rip, Access: Exec}
 }
 
+//go:noinline
 func (c *CPU) setPF(rip, addr uint64, acc Access, err error) {
 	sig := SIGSEGV
 	if s, ok := err.(Signal); ok {
 		sig = s
 	}
 	c.fault = Fault{Vector: VectorPF, Signal: sig, RIP: rip, Addr: addr, Access: acc, Err: err}
+}
+
+// dpage returns the cached page holding the 8 bytes at addr, if the data
+// TLB has it (for a write: with a write translation) and they do not cross a
+// page; otherwise nil. It is small enough to be inlined.
+func (c *CPU) dpage(addr uint64, write bool) *[PageSize]byte {
+	vpn := addr >> PageShift
+	e := &c.dtlb[vpn%tlbSize]
+	if e.vpn == vpn && (e.write || !write) && addr%PageSize <= PageSize-8 {
+		return e.mem
+	}
+	return nil
+}
+
+func (c *CPU) loadSlow(mem Memory, rip, addr uint64) (uint64, bool) {
+	v, a, err := c.load64(mem, addr)
+	if err != nil {
+		c.setPF(rip, a, Read, err)
+		return 0, false
+	}
+	return v, true
+}
+
+// storeSlow and loadSlow are the data accesses that miss the data TLB or
+// cross a page. On a fault they set c.fault and return false.
+func (c *CPU) storeSlow(mem Memory, rip, addr, v uint64) bool {
+	if a, err := c.store64(mem, addr, v); err != nil {
+		c.setPF(rip, a, Write, err)
+		return false
+	}
+	return true
 }
 
 // load64 reads the 8 bytes at addr. On a fault it returns the faulting address

@@ -477,3 +477,28 @@ func TestZeroAllocs(t *testing.T) {
 		t.Errorf("%v allocations per Run of 5002 instructions, want 0", allocs)
 	}
 }
+
+// TestConditions checks every jcc condition against the Intel SDM's table,
+// for every combination of the flags they read.
+func TestConditions(t *testing.T) {
+	for bitsSet := range 32 {
+		var flags uint64
+		on := func(i int, f uint64) bool {
+			if bitsSet>>i&1 != 0 {
+				flags |= f
+				return true
+			}
+			return false
+		}
+		cf, pf, zf, sf, of := on(0, FlagCF), on(1, FlagPF), on(2, FlagZF), on(3, FlagSF), on(4, FlagOF)
+		want := [16]bool{
+			of, !of, cf, !cf, zf, !zf, cf || zf, !cf && !zf,
+			sf, !sf, pf, !pf, sf != of, sf == of, zf || sf != of, !zf && sf == of,
+		}
+		for cc := range uint8(16) {
+			if got := cond(cc, flags); got != want[cc] {
+				t.Errorf("j%s with flags %#x: %v, want %v", ccNames[cc], flags, got, want[cc])
+			}
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package cpu
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // event is how an executed instruction ended.
 type event uint8
@@ -16,19 +19,22 @@ const (
 // if the instruction completes (or traps, for int3).
 func (c *CPU) exec(in *Insn, r *Regs, mem Memory) event {
 	next := r.RIP + uint64(in.Len)
+	ok := true
 	switch in.Op {
 	case OpNop:
 	case OpPush:
 		sp := r.R[RSP] - 8
-		if a, err := c.store64(mem, sp, r.R[in.Reg]); err != nil {
-			c.setPF(r.RIP, a, Write, err)
+		if p := c.dpage(sp, true); p != nil {
+			binary.LittleEndian.PutUint64(p[sp%PageSize:], r.R[in.Reg])
+		} else if !c.storeSlow(mem, r.RIP, sp, r.R[in.Reg]) {
 			return evFault
 		}
 		r.R[RSP] = sp
 	case OpPop:
-		v, a, err := c.load64(mem, r.R[RSP])
-		if err != nil {
-			c.setPF(r.RIP, a, Read, err)
+		var v uint64
+		if p := c.dpage(r.R[RSP], false); p != nil {
+			v = binary.LittleEndian.Uint64(p[r.R[RSP]%PageSize:])
+		} else if v, ok = c.loadSlow(mem, r.RIP, r.R[RSP]); !ok {
 			return evFault
 		}
 		r.R[RSP] += 8
@@ -46,16 +52,18 @@ func (c *CPU) exec(in *Insn, r *Regs, mem Memory) event {
 		}
 	case OpCall:
 		sp := r.R[RSP] - 8
-		if a, err := c.store64(mem, sp, next); err != nil {
-			c.setPF(r.RIP, a, Write, err)
+		if p := c.dpage(sp, true); p != nil {
+			binary.LittleEndian.PutUint64(p[sp%PageSize:], next)
+		} else if !c.storeSlow(mem, r.RIP, sp, next) {
 			return evFault
 		}
 		r.R[RSP] = sp
 		next += uint64(in.Imm)
 	case OpRet:
-		v, a, err := c.load64(mem, r.R[RSP])
-		if err != nil {
-			c.setPF(r.RIP, a, Read, err)
+		var v uint64
+		if p := c.dpage(r.R[RSP], false); p != nil {
+			v = binary.LittleEndian.Uint64(p[r.R[RSP]%PageSize:])
+		} else if v, ok = c.loadSlow(mem, r.RIP, r.R[RSP]); !ok {
 			return evFault
 		}
 		r.R[RSP] += 8
@@ -91,66 +99,61 @@ func (c *CPU) exec(in *Insn, r *Regs, mem Memory) event {
 // incDec returns v+1 or v-1 at 32 or 64 bits (a 32-bit result zero-extends)
 // and flags with OF, SF, ZF, AF and PF set from it; CF is untouched.
 func incDec(dec, wide bool, v, flags uint64) (uint64, uint64) {
-	size := uint(32)
+	shift := uint(32) // work at the top of the register so bit 63 is the sign
 	if wide {
-		size = 64
+		shift = 0
 	}
-	mask := uint64(1)<<size - 1 // 1<<64 is 0 in Go, so all ones for 64
-	sign := uint64(1) << (size - 1)
-	v &= mask
-	var res uint64
-	flags &^= FlagOF | FlagSF | FlagZF | FlagAF | FlagPF
+	x := v << shift
+	y := x + 1<<shift
+	of := ^x & y // inc overflows from positive to negative
 	if dec {
-		res = (v - 1) & mask
-		if v == sign {
-			flags |= FlagOF
-		}
-		if v&0xf == 0 {
-			flags |= FlagAF
-		}
-	} else {
-		res = (v + 1) & mask
-		if v == sign-1 {
-			flags |= FlagOF
-		}
-		if v&0xf == 0xf {
-			flags |= FlagAF
-		}
+		y = x - 1<<shift
+		of = x &^ y // dec overflows from negative to positive
 	}
-	if res == 0 {
-		flags |= FlagZF
+	res := y >> shift
+	f := flags&^(FlagOF|FlagSF|FlagZF|FlagAF|FlagPF) |
+		of>>63<<11 | y>>63<<7 | // OF, SF
+		(v^res)&FlagAF | // bit 4 flips iff there was a carry or borrow out of bit 3
+		uint64(parity[uint8(res)])
+	if y == 0 {
+		f |= FlagZF
 	}
-	if res&sign != 0 {
-		flags |= FlagSF
-	}
-	if bits.OnesCount8(uint8(res))%2 == 0 {
-		flags |= FlagPF
-	}
-	return res, flags
+	return res, f
 }
+
+// parity[b] is FlagPF if b has an even number of ones.
+var parity = func() (t [256]uint8) {
+	for i := range t {
+		if bits.OnesCount8(uint8(i))%2 == 0 {
+			t[i] = uint8(FlagPF)
+		}
+	}
+	return t
+}()
 
 // cond evaluates the jcc condition cc (the low nibble of 70+cc) on flags.
 // Mirrors arch/x86/kernel/uprobes.c:check_jmp_cond().
 func cond(cc uint8, flags uint64) bool {
-	f := func(bit uint64) bool { return flags&bit != 0 }
-	var t bool
+	of, cf, zf := flags>>11&1, flags&1, flags>>6&1
+	sf, pf := flags>>7&1, flags>>2&1
+	var t uint64
 	switch cc >> 1 {
-	case 0:
-		t = f(FlagOF)
-	case 1:
-		t = f(FlagCF)
-	case 2:
-		t = f(FlagZF)
-	case 3:
-		t = f(FlagCF) || f(FlagZF)
-	case 4:
-		t = f(FlagSF)
-	case 5:
-		t = f(FlagPF)
-	case 6:
-		t = f(FlagSF) != f(FlagOF)
-	default:
-		t = f(FlagZF) || f(FlagSF) != f(FlagOF)
+	case 0: // jo, jno
+		t = of
+	case 1: // jb, jae
+		t = cf
+	case 2: // je, jne
+		t = zf
+	case 3: // jbe, ja
+		t = cf | zf
+	case 4: // js, jns
+		t = sf
+	case 5: // jp, jnp
+		t = pf
+	case 6: // jl, jge
+		t = sf ^ of
+	default: // jle, jg
+		t = zf | (sf ^ of)
 	}
-	return t != (cc&1 != 0)
+	return t^uint64(cc&1) != 0
 }
