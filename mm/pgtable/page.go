@@ -49,6 +49,9 @@ const (
 
 // Page is the model's struct page / folio of one 4 KiB page.
 //
+// (ByteAt and SetByteAt are named so, not ReadByte and WriteByte, because go
+// vet reserves those names for io.ByteReader and io.ByteWriter.)
+//
 // Contents are plain memory: ByteAt, SetByteAt and Bytes do no locking, so,
 // as with real memory, concurrent writes and reads of the same page must be
 // ordered by the caller (the model's lock discipline) to be race-free.
@@ -135,8 +138,8 @@ func (p *Page) materialize() *[PageSize]byte {
 	return p.data.Load()
 }
 
-// CopyFrom makes p's contents equal to src's (the copy of a COW break,
-// copy_user_highpage). Copying a never-written page leaves p unallocated if
+// CopyFrom makes p's contents equal to src's. Mirrors copy_user_highpage()
+// (the copy of a COW break). Copying a never-written page leaves p unallocated if
 // it was unallocated.
 func (p *Page) CopyFrom(src *Page) {
 	s := src.data.Load()
@@ -167,8 +170,9 @@ func NewCache(fill func(index uint64, p *Page)) *Cache {
 	return &Cache{pages: make(map[uint64]*Page), fill: fill}
 }
 
-// Get returns the page at index, creating and filling it on first access
-// (filemap_fault reading the page in). fill runs once per page, under the
+// Get returns the page at index, creating and filling it on first access.
+// Mirrors mm/filemap.c:filemap_get_folio() with FGP_CREAT and the read that
+// fills a new folio. fill runs once per page, under the
 // cache's lock.
 func (c *Cache) Get(index uint64) *Page {
 	c.mu.Lock()

@@ -234,7 +234,8 @@ func checkAddr(addr uint64) {
 }
 
 // Lookup returns the PTE mapping addr without taking any lock; ok is false if
-// none is present. It does not allocate.
+// none is present. It does not allocate. Mirrors the lockless walk of
+// mm/gup.c:gup_fast_pte_range() (pgd/pud/pmd offsets, then ptep_get).
 func (t *Table) Lookup(addr uint64) (PTE, bool) {
 	if addr >= AddrLimit {
 		return PTE{}, false
@@ -247,7 +248,8 @@ func (t *Table) Lookup(addr uint64) (PTE, bool) {
 	return e, e.Page != nil
 }
 
-// Set installs pte at addr under the ptl, replacing what was there (set_pte_at).
+// Set installs pte at addr under the ptl, replacing what was there.
+// Mirrors set_pte_at() under pte_alloc_map_lock().
 // The new page's mapcount goes up and the old one's down; a PTE with a nil
 // Page clears the slot.
 func (t *Table) Set(addr uint64, pte PTE) {
@@ -278,8 +280,8 @@ func (t *Table) replace(pt *pteTable, i uint64, cur, nw PTE) {
 	}
 }
 
-// Clear removes the PTE at addr and returns it (ptep_get_and_clear); the
-// page's mapcount goes down.
+// Clear removes the PTE at addr and returns it; the page's mapcount goes
+// down. Mirrors ptep_get_and_clear() under the ptl.
 func (t *Table) Clear(addr uint64) (PTE, bool) {
 	checkAddr(addr)
 	pt := t.pteTableOf(addr)
@@ -302,8 +304,9 @@ func (t *Table) Clear(addr uint64) (PTE, bool) {
 
 // Update runs fn on the PTE at addr with the ptl held and, if fn returns
 // true, installs the PTE it returns (a nil Page clears the slot); mapcounts
-// follow as in Set. This is the fault handler's read-modify-write under
-// pte_offset_map_lock. fn must not call methods of t.
+// follow as in Set. fn must not call methods of t. This is the fault
+// handler's read-modify-write: mirrors the pte_offset_map_lock() section of
+// mm/memory.c:do_anonymous_page() / wp_page_copy().
 func (t *Table) Update(addr uint64, fn func(old PTE, ok bool) (PTE, bool)) {
 	checkAddr(addr)
 	pt := t.lockPTETable(addr)
@@ -364,10 +367,11 @@ func (t *Table) Walk(start, end uint64, fn func(addr uint64, pte PTE) bool) {
 	})
 }
 
-// Zap clears every PTE in [start,end) (zap_pte_range under the mmap lock).
+// Zap clears every PTE in [start,end). Mirrors mm/memory.c:zap_pte_range()
+// and, for the tables, mm/mmap.c:free_pgtables().
 // For each present one it drops the page's mapcount and then calls fn (if
 // not nil) with the ptl held; fn must not call methods of t. Leaf tables left
-// empty, and upper tables left empty by that, are freed (free_pgtables).
+// empty, and upper tables left empty by that, are freed.
 func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	zapped := int64(0)
 	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
@@ -457,8 +461,8 @@ func (t *Table) freeTables(start, end uint64) {
 	}
 }
 
-// Move moves the PTEs of [oldStart,oldEnd) to the same offsets from newStart
-// (move_page_tables for mremap). The ranges must not overlap and the
+// Move moves the PTEs of [oldStart,oldEnd) to the same offsets from newStart.
+// Mirrors mm/mremap.c:move_page_tables() PTE by PTE (move_ptes). The ranges must not overlap and the
 // destination must hold no PTEs; mapcounts and Resident do not change. The
 // caller holds the mmap write lock.
 func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
@@ -583,7 +587,8 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 }
 
 // Populate installs a page at every none PTE in [start,end), as faulting the
-// range in would (populate_vma_page_range for MAP_POPULATE); present PTEs are
+// range in would. Mirrors mm/gup.c:populate_vma_page_range() for
+// MAP_POPULATE (each page as do_anonymous_page or filemap_fault); present PTEs are
 // left alone. newPage supplies the page for an address (a page-cache page for
 // file mappings, or a fresh anonymous page) and is called without any lock
 // held. With a nil newPage, Populate allocates the anonymous pages itself, one
