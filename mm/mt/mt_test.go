@@ -295,8 +295,16 @@ func TestConcurrentReaders(t *testing.T) {
 					errs <- "snapshot has the wrong number of ranges"
 					return
 				}
-				// The newest range is either there (entirely) or not.
 				last := first + n - 1
+				if _, _, v := s.Find(0); v == nil || v.k != first {
+					errs <- "snapshot Find disagrees with its All"
+					return
+				}
+				if _, _, v := s.Prev(^uint64(0)); v == nil || v.k != last {
+					errs <- "snapshot Prev disagrees with its All"
+					return
+				}
+				// The newest range is either there (entirely) or not.
 				if v := tr.Load(last*P + P/2); v != nil && v.k != last {
 					errs <- "Load returned a foreign value"
 					return
