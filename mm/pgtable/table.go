@@ -214,11 +214,18 @@ func (t *Table) allocPTETable(addr uint64) *pteTable {
 	return pt
 }
 
+// testHookLocking, when a test sets it, runs in lockPTETable between finding
+// a table and taking its ptl: the window in which freeTables may detach it.
+var testHookLocking func()
+
 // lockPTETable returns the live leaf table for addr with its ptl held,
 // allocating it if needed (pte_alloc_map_lock).
 func (t *Table) lockPTETable(addr uint64) *pteTable {
 	for {
 		pt := t.allocPTETable(addr)
+		if testHookLocking != nil {
+			testHookLocking()
+		}
 		pt.ptl.Lock()
 		if !pt.dead {
 			return pt

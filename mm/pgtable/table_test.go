@@ -469,3 +469,92 @@ func TestLookupNeverTorn(t *testing.T) {
 		t.Fatalf("torn PTE: page a=%v write=%v", e.Page == a, e.Write)
 	}
 }
+
+// TestConcurrentWritersSameTable: a munmap-like writer (Populate then Zap of
+// one half of a PTE table, which frees the table whenever it ends up empty)
+// races a fault-like writer setting and clearing pages in the other half, as
+// a per-VMA-locked fault on one VMA runs during munmap of a neighbour in the
+// same 2 MiB. No PTE may be lost to a freed table: at the end the faulting
+// writer's last pages are all present, Resident matches a Walk, and every
+// page is mapped once.
+func TestConcurrentWritersSameTable(t *testing.T) {
+	tb := NewTable()
+	base := uint64(6 * mib)
+	const half = mib
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 300; i++ {
+			tb.Populate(base, base+half, nil, true)
+			tb.Zap(base, base+half, nil)
+		}
+	}()
+	pages := make([]*Page, 2)
+	for i := 0; i < 3000; i++ {
+		k := i % len(pages)
+		a := base + half + uint64(k)*PageSize
+		if i%3 == 2 {
+			tb.Clear(a)
+			pages[k] = nil
+			continue
+		}
+		p := NewAnonPageAt(a >> PageShift)
+		tb.Set(a, PTE{Page: p, Write: true})
+		pages[k] = p
+	}
+	wg.Wait()
+	n := 0
+	tb.Walk(0, AddrLimit, func(a uint64, e PTE) bool {
+		n++
+		if e.Page.MapCount() != 1 {
+			t.Errorf("%#x mapped %d times", a, e.Page.MapCount())
+		}
+		return true
+	})
+	want := 0
+	for k, p := range pages {
+		a := base + half + uint64(k)*PageSize
+		e, ok := tb.Lookup(a)
+		if p == nil {
+			if ok {
+				t.Fatalf("%#x present after Clear", a)
+			}
+			continue
+		}
+		want++
+		if !ok || e.Page != p {
+			t.Fatalf("%#x: the fault's PTE was lost", a)
+		}
+	}
+	if n != want || tb.Resident() != want {
+		t.Fatalf("Walk found %d, Resident %d, want %d", n, tb.Resident(), want)
+	}
+}
+
+// TestSetRetriesOnFreedTable drives the race TestConcurrentWritersSameTable
+// can only hope for: Set finds the PTE table, then (in the hook, before Set
+// takes the ptl) a Zap empties the table and frees it. Set must notice the
+// table is dead and install into a new one.
+func TestSetRetriesOnFreedTable(t *testing.T) {
+	tb := NewTable()
+	tb.Set(8*mib, PTE{Page: NewAnonPage()})
+	calls := 0
+	testHookLocking = func() {
+		if calls++; calls == 1 {
+			tb.Zap(8*mib, 8*mib+PageSize, nil)
+			if _, _, ptes := tableCount(tb); ptes != 0 {
+				t.Fatal("Zap did not free the emptied table")
+			}
+		}
+	}
+	defer func() { testHookLocking = nil }()
+	p := NewAnonPage()
+	tb.Set(8*mib+PageSize, PTE{Page: p})
+	if calls != 2 {
+		t.Fatalf("lockPTETable went round %d times, want 2", calls)
+	}
+	if e, ok := tb.Lookup(8*mib + PageSize); !ok || e.Page != p || tb.Resident() != 1 {
+		t.Fatal("the PTE went into the freed table")
+	}
+}
