@@ -153,21 +153,21 @@ type lineParser struct {
 
 func (p *lineParser) hex(sep byte) uint64 {
 	var x uint64
-	b := p.b
-	for i := p.i; i < len(b) && i-p.i <= 16; i++ {
+	b, i0 := p.b, p.i
+	i := i0
+	for ; i < len(b); i++ {
 		d := hexVal[b[i]]
-		if d < 16 {
-			x = x<<4 | uint64(d)
-			continue
+		if d > 15 {
+			break
 		}
-		if b[i] == sep && i > p.i {
-			p.i = i + 1
-			return x
-		}
-		break
+		x = x<<4 | uint64(d)
 	}
-	p.bad = true
-	return 0
+	if n := i - i0; n == 0 || n > 16 || i == len(b) || b[i] != sep {
+		p.bad = true
+		return 0
+	}
+	p.i = i + 1
+	return x
 }
 
 // hexVal maps a lowercase hex digit to its value and anything else to 0xff.
@@ -183,47 +183,51 @@ var hexVal = func() (t [256]byte) {
 
 func (p *lineParser) dec(sep byte) uint64 {
 	var x uint64
-	n := 0
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
-		switch {
-		case c >= '0' && c <= '9' && n < 20:
-			x = x*10 + uint64(c-'0')
-		case c == sep && n > 0:
-			p.i++
-			return x
-		default:
-			p.bad = true
-			return 0
+	b, i0 := p.b, p.i
+	i := i0
+	for ; i < len(b); i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
 		}
-		n++
+		x = x*10 + uint64(d)
 	}
-	p.bad = true
-	return 0
-}
-
-func (p *lineParser) perm() Perm {
-	if p.i+5 > len(p.b) || p.b[p.i+4] != ' ' {
+	if n := i - i0; n == 0 || n > 20 || i == len(b) || b[i] != sep {
 		p.bad = true
 		return 0
 	}
-	var f Perm
-	for k, c := range p.b[p.i : p.i+4] {
-		yes, bit := "rwxs"[k], Perm(1)<<k
-		no := byte('-')
-		if k == 3 {
-			no = 'p'
-		}
-		switch c {
-		case yes:
-			f |= bit
-		case no:
-		default:
-			p.bad = true
-		}
+	p.i = i + 1
+	return x
+}
+
+func (p *lineParser) perm() Perm {
+	b, i := p.b, p.i
+	if i+5 > len(b) || b[i+4] != ' ' {
+		p.bad = true
+		return 0
 	}
-	p.i += 5
-	return f
+	f := permBit(b[i], 'r', '-', PROCMAP_QUERY_VMA_READABLE) |
+		permBit(b[i+1], 'w', '-', PROCMAP_QUERY_VMA_WRITABLE) |
+		permBit(b[i+2], 'x', '-', PROCMAP_QUERY_VMA_EXECUTABLE) |
+		permBit(b[i+3], 's', 'p', PROCMAP_QUERY_VMA_SHARED)
+	if f&permBad != 0 {
+		p.bad = true
+	}
+	p.i = i + 5
+	return f &^ permBad
+}
+
+// permBad marks a permission character that is neither of its two forms.
+const permBad Perm = 1 << 63
+
+func permBit(c, yes, no byte, bit Perm) Perm {
+	switch c {
+	case yes:
+		return bit
+	case no:
+		return 0
+	}
+	return permBad
 }
 
 // escapeName rewrites a name returned by PROCMAP_QUERY (a raw d_path) as
