@@ -47,9 +47,10 @@ const (
 // end[i] is the end of the last range below child ptr[i] (*node); in a leaf
 // it is the end of range i, whose value is ptr[i] (*T).
 type node struct {
-	n      int32
-	height int32 // 0 for a leaf
-	size   int   // ranges in the tree; kept only in the top node
+	n      int16
+	height int16  // 0 for a leaf
+	size   int32  // ranges in the tree; kept only in the top node
+	gen    uint64 // the write batch that made the node (see Batch)
 	end    [slots]uint64
 	ptr    [slots]unsafe.Pointer
 }
@@ -67,8 +68,9 @@ func (nd *node) kid(i int) *node { return (*node)(nd.ptr[i]) }
 
 // Tree is an RCU-readable range tree. The zero value is an empty tree.
 //
-// Store and Erase must be serialised by the caller (the mmap write lock in the
-// model); all read methods may run concurrently with them and with each other.
+// Writes (Store, Erase, Clear, Batch) must be serialised by the caller (the
+// mmap write lock in the model); all read methods may run concurrently with
+// them and with each other.
 type Tree[T any] struct {
 	root atomic.Pointer[node] // the published top node; nil when empty
 }
@@ -220,7 +222,7 @@ func (s Snapshot[T]) Len() int {
 	if s.top == nil {
 		return 0
 	}
-	return s.top.size
+	return int(s.top.size)
 }
 
 // All yields every range in address order.
@@ -258,233 +260,4 @@ func walkFrom[T any](nd *node, addr uint64, yield func(Range, *T) bool) bool {
 		}
 	}
 	return true
-}
-
-// Store adds the range [start,end) with value v. The caller guarantees that
-// start < end and that the range overlaps nothing stored (erase first), and
-// holds the writer lock. Mirrors the effect of mas_store_gfp() on an empty
-// range.
-func (t *Tree[T]) Store(start, end uint64, v *T) {
-	if start >= end {
-		panic("mt: Store of an empty range")
-	}
-	top := t.root.Load()
-	if top == nil {
-		l := new(leaf)
-		l.n, l.size, l.start[0], l.end[0], l.ptr[0] = 1, 1, start, end, unsafe.Pointer(v)
-		t.root.Store(&l.node)
-		return
-	}
-	nl, nr := insert(top, start, end, unsafe.Pointer(v))
-	if nr != nil {
-		up := &node{n: 2, height: top.height + 1}
-		up.setKid(0, nl)
-		up.setKid(1, nr)
-		nl = up
-	}
-	nl.size = top.size + 1
-	t.root.Store(nl)
-}
-
-func (nd *node) setKid(i int, k *node) {
-	nd.ptr[i] = unsafe.Pointer(k)
-	nd.end[i] = k.end[k.n-1]
-}
-
-// clone returns an unpublished copy of nd.
-func clone(nd *node) *node {
-	if nd.height == 0 {
-		l := new(leaf)
-		*l = *asLeaf(nd)
-		return &l.node
-	}
-	c := new(node)
-	*c = *nd
-	return c
-}
-
-// newNode returns an empty unpublished node of height h.
-func newNode(h int32) *node {
-	if h == 0 {
-		return &new(leaf).node
-	}
-	return &node{height: h}
-}
-
-// insert returns a copy of nd with the range added; if the copy overflowed it
-// is split and the upper half is returned in r. A node that overflows by an
-// append at its end (ranges stored in increasing order, as dup_mmap and
-// bottom-up mmap placement do) stays full and the new slot starts the right
-// node, so such trees are full instead of half full (the maple tree's
-// "rebalance to the left" for appends has the same aim).
-func insert(nd *node, start, end uint64, v unsafe.Pointer) (l, r *node) {
-	i := nd.findSlot(start)
-	c := clone(nd)
-	if nd.height == 0 {
-		if i < int(nd.n) && asLeaf(nd).start[i] < end {
-			panic("mt: Store of a range that overlaps a stored one")
-		}
-		c.insertSlot(i)
-		asLeaf(c).start[i], c.end[i], c.ptr[i] = start, end, v
-	} else {
-		if i == int(nd.n) {
-			i--
-		}
-		kl, kr := insert(nd.kid(i), start, end, v)
-		c.setKid(i, kl)
-		if kr != nil {
-			i++
-			c.insertSlot(i)
-			c.setKid(i, kr)
-		}
-	}
-	if c.n <= maxEntries {
-		return c, nil
-	}
-	cut := int(c.n) / 2
-	if i == int(c.n)-1 {
-		cut = maxEntries // an append: the new slot alone goes right
-	}
-	r = newNode(c.height)
-	r.appendFrom(c, cut, int(c.n))
-	c.truncate(cut)
-	return c, r
-}
-
-// insertSlot opens slot i of the unpublished node nd.
-func (nd *node) insertSlot(i int) {
-	n := int(nd.n)
-	copy(nd.end[i+1:n+1], nd.end[i:n])
-	copy(nd.ptr[i+1:n+1], nd.ptr[i:n])
-	if nd.height == 0 {
-		l := asLeaf(nd)
-		copy(l.start[i+1:n+1], l.start[i:n])
-	}
-	nd.n++
-}
-
-// removeSlot closes slot i of the unpublished node nd.
-func (nd *node) removeSlot(i int) {
-	n := int(nd.n)
-	copy(nd.end[i:n-1], nd.end[i+1:n])
-	copy(nd.ptr[i:n-1], nd.ptr[i+1:n])
-	if nd.height == 0 {
-		l := asLeaf(nd)
-		copy(l.start[i:n-1], l.start[i+1:n])
-	}
-	nd.ptr[n-1] = nil
-	nd.n--
-}
-
-// appendFrom appends slots [from,to) of src to the unpublished node nd of the
-// same height.
-func (nd *node) appendFrom(src *node, from, to int) {
-	n := int(nd.n)
-	copy(nd.end[n:], src.end[from:to])
-	copy(nd.ptr[n:], src.ptr[from:to])
-	if nd.height == 0 {
-		copy(asLeaf(nd).start[n:], asLeaf(src).start[from:to])
-	}
-	nd.n += int32(to - from)
-}
-
-// truncate drops the slots from n on of the unpublished node nd.
-func (nd *node) truncate(n int) {
-	clear(nd.ptr[n:nd.n])
-	nd.n = int32(n)
-}
-
-// Erase removes the range that starts at start, if there is one. The caller
-// holds the writer lock. Mirrors the effect of mas_erase() / vma_iter_clear().
-func (t *Tree[T]) Erase(start uint64) {
-	top := t.root.Load()
-	if top == nil {
-		return
-	}
-	c, ok := erase(top, start)
-	if !ok {
-		return
-	}
-	for c.height > 0 && c.n == 1 {
-		c = c.kid(0) // unpublished: the erase went through it
-	}
-	if c.n == 0 {
-		t.root.Store(nil)
-		return
-	}
-	c.size = top.size - 1
-	t.root.Store(c)
-}
-
-// erase returns a copy of nd without the range starting at start; ok is
-// false, and nothing was copied, if there is no such range. The copy may be
-// underfull; the caller rebalances it.
-func erase(nd *node, start uint64) (*node, bool) {
-	i := nd.findSlot(start)
-	if i == int(nd.n) {
-		return nil, false
-	}
-	if nd.height == 0 {
-		if asLeaf(nd).start[i] != start {
-			return nil, false
-		}
-		c := clone(nd)
-		c.removeSlot(i)
-		return c, true
-	}
-	k, ok := erase(nd.kid(i), start)
-	if !ok {
-		return nil, false
-	}
-	c := clone(nd)
-	switch {
-	case k.n >= minEntries:
-		c.setKid(i, k)
-	case c.n == 1:
-		// An only child (of the top, or of a node an append split or
-		// a Builder left with one): keep it, or drop it when empty; the
-		// parent rebalances an emptied node away and Erase collapses
-		// the top.
-		if k.n == 0 {
-			c.removeSlot(i)
-		} else {
-			c.setKid(i, k)
-		}
-	default:
-		// Rebalance with a neighbour: merge the two when they fit in
-		// one node, otherwise share their slots evenly.
-		lo := i
-		if i == int(c.n)-1 {
-			lo = i - 1
-		}
-		a, b := c.kid(lo), c.kid(lo+1)
-		if lo == i {
-			a = k
-		} else {
-			b = k
-		}
-		if a.n+b.n <= maxEntries {
-			m := a
-			if m != k {
-				m = clone(a)
-			}
-			m.appendFrom(b, 0, int(b.n))
-			c.setKid(lo, m)
-			c.removeSlot(lo + 1)
-		} else {
-			half := int(a.n+b.n) / 2
-			na, nb := newNode(a.height), newNode(a.height)
-			na.appendFrom(a, 0, min(int(a.n), half))
-			na.appendFrom(b, 0, half-int(na.n))
-			if int(a.n) > half {
-				nb.appendFrom(a, half, int(a.n))
-				nb.appendFrom(b, 0, int(b.n))
-			} else {
-				nb.appendFrom(b, half-int(a.n), int(b.n))
-			}
-			c.setKid(lo, na)
-			c.setKid(lo+1, nb)
-		}
-	}
-	return c, true
 }
