@@ -113,8 +113,12 @@ type TraceState struct {
 
 // Thread is a schedulable entity bound to one model CPU.
 type Thread struct {
-	// Trc is RCU Tasks Trace's per-thread state; see TraceState.
+	// Trc is RCU Tasks Trace's per-thread state; see TraceState. It is
+	// written on every read-side entry, so it has cache lines of its own,
+	// as it does inside the kernel's large task_struct.
+	_   [64]byte
 	Trc TraceState
+	_   [64]byte
 
 	id   int
 	cpu  *CPU
@@ -188,8 +192,10 @@ func (t *Thread) exit() {
 	}
 	c := t.cpu
 	t.drainIPIsLocked()
-	c.switchToLocked(c.pickLocked(math.MaxInt))
+	next := c.pickLocked(math.MaxInt)
+	c.curr = next
 	c.rq.Unlock()
+	handOff(next)
 
 	s := t.sys()
 	s.mu.Lock()
@@ -279,8 +285,9 @@ func (t *Thread) Yield() {
 func (t *Thread) switchAwayLocked(next *Thread) {
 	c := t.cpu
 	c.runnable = append(c.runnable, t)
-	c.switchToLocked(next)
+	c.curr = next
 	c.rq.Unlock()
+	handOff(next)
 	<-t.wake
 }
 
@@ -293,8 +300,10 @@ func (t *Thread) switchAwayLocked(next *Thread) {
 func (t *Thread) Block(wait func()) {
 	c := t.cpu
 	t.drainIPIsLocked()
-	c.switchToLocked(c.pickLocked(math.MaxInt))
+	next := c.pickLocked(math.MaxInt)
+	c.curr = next
 	c.rq.Unlock()
+	handOff(next)
 
 	wait()
 
@@ -359,13 +368,21 @@ func (c *CPU) pickLocked(maxPrio int) *Thread {
 	return t
 }
 
-// switchToLocked makes next (nil: nobody) the current thread and hands it
-// the run token. Mirrors kernel/sched/core.c:context_switch().
-func (c *CPU) switchToLocked(next *Thread) {
-	c.curr = next
-	if next != nil {
-		next.wake <- struct{}{}
+// handOff hands the run token to next, which the caller has made current
+// (nil: the CPU went idle). Mirrors kernel/sched/core.c:context_switch().
+//
+// It first yields the Go scheduler's P. A goroutine woken by a channel send
+// goes to the sender's runnext slot and, being locked to its own OS thread,
+// starts a fresh time slice there; two model threads that hand the token back
+// and forth would thus keep the P forever, and goroutines queued on it (a
+// grace period, the caller of an IPI) would starve: a test hung for 600 s on
+// two cores before this yield.
+func handOff(next *Thread) {
+	if next == nil {
+		return
 	}
+	runtime.Gosched()
+	next.wake <- struct{}{}
 }
 
 // enqueueLocked makes t runnable: current at once on an idle CPU, else
@@ -373,7 +390,8 @@ func (c *CPU) switchToLocked(next *Thread) {
 // kernel/sched/core.c:ttwu_do_activate() + wakeup_preempt().
 func (c *CPU) enqueueLocked(t *Thread) {
 	if c.curr == nil {
-		c.switchToLocked(t)
+		c.curr = t
+		t.wake <- struct{}{} // capacity 1: never blocks
 		return
 	}
 	c.runnable = append(c.runnable, t)

@@ -319,3 +319,18 @@ func BenchmarkIPI(b *testing.B) {
 	s.Stop()
 	<-th.Done()
 }
+
+// BenchmarkSwitch measures a Yield from one thread to another of the same
+// CPU and back (two context switches per op).
+func BenchmarkSwitch(b *testing.B) {
+	s := NewSystem(1)
+	defer s.Stop()
+	n := b.N
+	for range 2 {
+		s.Spawn(0, 0, func(t *Thread) {
+			for range n {
+				t.Yield()
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+// Package rcu models two flavours of the kernel's sleepable read-copy-update,
+// the protections of the uprobe hit path before and after seed 004:
+//
+//   - SRCU (kernel/rcu/srcutree.c, reduced to the classic two-index scheme):
+//     per-CPU lock and unlock counters in two slots; a grace period flips the
+//     slot that new readers use and waits until the old slot's counters match.
+//     The read side pays two atomic read-modify-writes (each a full barrier on
+//     x86, the kernel's smp_mb() B and C).
+//   - Tasks Trace (kernel/rcu/tasks.h rcu_tasks_trace,
+//     include/linux/rcupdate_trace.h): a plain per-thread nesting count, no
+//     atomic read-modify-write and no atomic store on the read side. A grace
+//     period asks every thread whether it is inside a read section, through
+//     an IPI to a running thread or under the runqueue lock of a thread that
+//     is not running, and waits for those that are to report on their way out.
+//
+// Both implement Flavor. Readers are model threads (sched.Thread) and may
+// block (sched.Thread.Block) inside their read sections. A model thread that
+// calls Synchronize or Barrier does so inside Thread.Block, as a kernel caller
+// sleeps: Tasks Trace IPIs running threads, and a thread that waits while it
+// holds its CPU never answers.
+//
+// Lock order (outermost first):
+//
+//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex)
+//	sched's CPU.rq                (taken by a Tasks Trace scan)
+//	trcGP.mu                      (holdout count of one Tasks Trace grace period)
+//	callbacks.mu                  (leaf)
+//
+// Deferred freeing is the callback's business: Go's garbage collector frees
+// memory, so Call is used to mark objects dead or to unlink them.
+package rcu
+
+import (
+	"sync"
+
+	"mmlab/sched"
+)
+
+// Flavor is the API both flavours share.
+type Flavor interface {
+	// ReadLock enters a read section on t, the calling thread, and returns
+	// the index to give to ReadUnlock (SRCU's slot; always 0 for Tasks Trace,
+	// as rcu_read_lock_trace() returns nothing). Never blocks.
+	ReadLock(t *sched.Thread) int
+	// ReadUnlock leaves the read section ReadLock(t) entered. Never blocks
+	// (Tasks Trace's slow path takes a short mutex).
+	ReadUnlock(t *sched.Thread, idx int)
+	// Synchronize waits until every read section that began before it has
+	// ended.
+	Synchronize()
+	// Call runs fn after a grace period, on a goroutine of the flavour.
+	Call(fn func())
+	// Barrier waits until every fn passed to Call before it has run.
+	Barrier()
+	// Name is "srcu" or "tasks-trace".
+	Name() string
+}
+
+// callbacks runs queued functions after grace periods, in order, on one
+// goroutine that exists only while the queue is not empty. Mirrors the
+// callback lists of kernel/rcu/srcutree.c:call_srcu() and
+// kernel/rcu/tasks.h:call_rcu_tasks_generic(), with a goroutine for the
+// workqueue or kthread that invokes them.
+type callbacks struct {
+	sync func() // the flavour's Synchronize
+
+	// mu protects list and running. Leaf lock.
+	mu      sync.Mutex
+	list    []func()
+	running bool // a worker goroutine is draining list
+}
+
+func (q *callbacks) call(fn func()) {
+	q.mu.Lock()
+	q.list = append(q.list, fn)
+	if !q.running {
+		q.running = true
+		go q.work()
+	}
+	q.mu.Unlock()
+}
+
+// work waits for a grace period that starts after every queued callback was
+// queued, then runs them; callbacks queued meanwhile wait for the next one.
+func (q *callbacks) work() {
+	for {
+		q.mu.Lock()
+		batch := q.list
+		q.list = nil
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		q.sync()
+		for _, fn := range batch {
+			fn()
+		}
+	}
+}
+
+// barrier waits for every callback queued before it. Mirrors
+// srcu_barrier() / rcu_barrier_tasks_trace(): the callbacks run in order,
+// so queueing one more and waiting for it is enough.
+func (q *callbacks) barrier() {
+	done := make(chan struct{})
+	q.call(func() { close(done) })
+	<-done
+}
