@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +49,11 @@ type Reader struct {
 	esc  []byte       // a query name with its newlines escaped
 	vma  VMA          // what the callbacks get
 	q    ProcmapQuery // the ioctl argument, here so that it is not allocated per call
+	// pin keeps name where the kernel writes it during a Lookup or a
+	// WalkQuery (pinned is what it holds). Nothing stays pinned between
+	// calls, so a Reader dropped without Close leaks nothing.
+	pin    runtime.Pinner
+	pinned *byte
 	// query runs the ioctl; tests replace it to play a kernel without
 	// PROCMAP_QUERY (before 6.11: ENOTTY).
 	query func(fd int, q *ProcmapQuery, name []byte) error
@@ -219,11 +225,25 @@ func (r *Reader) ioctl(q *ProcmapQuery, name []byte) error {
 	}
 }
 
+// pinName pins the name buffer until unpin.
+func (r *Reader) pinName() {
+	if p := &r.name[0]; r.pinned != p {
+		r.pin.Pin(p)
+		r.pinned = p
+	}
+}
+
+func (r *Reader) unpin() {
+	r.pin.Unpin()
+	r.pinned = nil
+}
+
 // queryVMA asks PROCMAP_QUERY for the VMA matching addr and flags, with its
 // name, and fills r.vma. A name that does not fit (ENAMETOOLONG) makes it
-// grow the name buffer, up to PATH_MAX, and ask again.
+// grow the name buffer, up to PATH_MAX, and ask again. The caller unpins.
 func (r *Reader) queryVMA(addr, flags uint64) error {
 	for {
+		r.pinName()
 		r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
 		q := &r.q
 		err := r.ioctl(q, r.name)
@@ -259,6 +279,7 @@ func (r *Reader) queryVMA(addr, flags uint64) error {
 // so unlike the text it never reports the gate VMA ([vsyscall]); its VMAs
 // carry PageSize. It needs Linux 6.11 (ENOTTY before).
 func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
+	defer r.unpin()
 	addr := uint64(0)
 	for {
 		switch err := r.queryVMA(addr, PROCMAP_QUERY_COVERING_OR_NEXT_VMA); err {
@@ -288,7 +309,9 @@ func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
 // the text scan does.
 func (r *Reader) Lookup(addr uint64) (*VMA, error) {
 	if !r.noQuery {
-		switch err := r.queryVMA(addr, 0); err {
+		err := r.queryVMA(addr, 0)
+		r.unpin()
+		switch err {
 		case nil:
 			return r.vma.Clone(), nil
 		case unix.ENOTTY:
