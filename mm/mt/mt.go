@@ -2,7 +2,7 @@
 // half-open address ranges [start,end) to values, readable without any lock.
 //
 // It plays the role of lib/maple_tree.c in an mm_struct created with
-// MT_FLAGS_USE_RCU | MT_FLAGS_LOCK_EXTERN: writers (Store, Erase) are
+// MT_FLAGS_USE_RCU | MT_FLAGS_LOCK_EXTERN: writers (Store, Erase, Batch) are
 // serialised by an external lock that the caller holds (the mmap write lock),
 // and readers walk the tree with no lock at all.
 //
@@ -15,12 +15,18 @@
 // stands in for RCU-deferred freeing (the kernel's ma_free_rcu): an old node is
 // reclaimed only when no reader can reach it any more.
 //
+// A Batch groups writes that readers must see at once (the kernel changes
+// several ranges with one maple-tree store when it splits or merges VMAs);
+// nodes a batch has already copied are its own until Commit, so it changes
+// them in place, and a batch of ordered stores (dup_mmap) copies each node
+// once.
+//
 // Because nodes are immutable, Clone is O(1): the two trees share every node
 // (the kernel's __mt_dup copies them all), and later writes on either tree
 // copy only the paths they change.
 //
-// Layout: like the maple tree's maple_range_64 nodes, a node holds up to 15
-// slots. Internal nodes keep only the end (pivot) of each child's last range;
+// Layout: like the maple tree's maple_range_64 nodes, a node holds up to 14
+// ranges or children (15 slots, one spare). Internal nodes keep only the end (pivot) of each child's last range;
 // leaves keep start, end and value. A slot is an unsafe.Pointer to a child
 // node or to a value, so the two node kinds share one header and the garbage
 // collector scans one pointer array per node.
