@@ -469,15 +469,21 @@ func (t *Table) freeTables(start, end uint64) {
 }
 
 // Move moves the PTEs of [oldStart,oldEnd) to the same offsets from newStart.
-// Mirrors mm/mremap.c:move_page_tables() PTE by PTE (move_ptes). The ranges must not overlap and the
-// destination must hold no PTEs; mapcounts and Resident do not change. The
-// caller holds the mmap write lock.
+// Mirrors mm/mremap.c:move_page_tables(), PTE by PTE (move_ptes). The ranges
+// must not overlap and the destination must hold no PTEs; mapcounts and
+// Resident do not change. The caller holds the mmap write lock.
 func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
 	if oldEnd <= oldStart {
 		return
 	}
 	checkAddr(newStart + (oldEnd - oldStart) - 1)
 	t.tables(oldStart, oldEnd, func(src *pteTable, s, e uint64) bool {
+		src.ptl.Lock()
+		empty := src.present == 0 || src.dead
+		src.ptl.Unlock()
+		if empty {
+			return true // nothing to move: allocate no destination table
+		}
 		for s < e {
 			d := newStart + (s - oldStart)
 			// The destination table covers [d, next(d)); do that part.

@@ -255,6 +255,11 @@ func TestMovePreservesContents(t *testing.T) {
 	if _, pmds, ptes := tableCount(tb); pmds != 1 || ptes != 2 {
 		t.Fatalf("old tables not freed: %d PMD %d PTE tables, want 1 2 (the destination's)", pmds, ptes)
 	}
+	// Moving a range without PTEs allocates no table.
+	tb.Move(100*mib, 104*mib, 200*mib)
+	if _, _, ptes := tableCount(tb); ptes != 2 {
+		t.Fatalf("moving nothing made tables: %d", ptes)
+	}
 }
 
 func TestCopyCOW(t *testing.T) {
