@@ -255,7 +255,10 @@ func TestMovePreservesContents(t *testing.T) {
 	if _, pmds, ptes := tableCount(tb); pmds != 1 || ptes != 2 {
 		t.Fatalf("old tables not freed: %d PMD %d PTE tables, want 1 2 (the destination's)", pmds, ptes)
 	}
-	// Moving a range without PTEs allocates no table.
+	// Moving a range whose table holds no PTEs allocates no table (and
+	// frees the empty one).
+	tb.Set(100*mib, PTE{Page: NewAnonPage()})
+	tb.Clear(100 * mib)
 	tb.Move(100*mib, 104*mib, 200*mib)
 	if _, _, ptes := tableCount(tb); ptes != 2 {
 		t.Fatalf("moving nothing made tables: %d", ptes)
