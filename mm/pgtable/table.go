@@ -551,6 +551,11 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 		}
 		dp := dst.lockPTETable(s) // dst ptl, then src ptl (copy_pte_range)
 		src.ptl.Lock()
+		if src.dead { // freed meanwhile, so empty
+			src.ptl.Unlock()
+			dp.ptl.Unlock()
+			return true
+		}
 		src.writeBegin()
 		dp.writeBegin()
 		from, to := pteIndex(s), pteIndex(e-1)+1
