@@ -15,7 +15,9 @@ var batchGen atomic.Uint64
 // whole. Until Commit, the batch's nodes are private to it, so a batch changes
 // the nodes it has already copied in place: many writes to nearby ranges (a
 // dup_mmap storing every VMA in order) copy each node once, not once per
-// write. The caller holds the tree's writer lock from Batch to Commit.
+// write. The caller holds the tree's writer lock from Batch to Commit and
+// makes no other write to the tree in between (Commit publishes the batch's
+// version over whatever is there).
 type Batch[T any] struct {
 	t    *Tree[T]
 	top  *node
