@@ -165,6 +165,15 @@ func TestPopulate(t *testing.T) {
 	if _, ok := tb.Lookup(end); ok {
 		t.Fatal("Populate went past end")
 	}
+	// Walk visits the range in order and stops when told to.
+	var seen []uint64
+	tb.Walk(start+PageSize, end, func(a uint64, e PTE) bool {
+		seen = append(seen, a)
+		return len(seen) < 600
+	})
+	if len(seen) != 600 || seen[0] != start+PageSize || seen[599] != start+600*PageSize {
+		t.Fatalf("Walk visited %d pages from %#x", len(seen), seen[0])
+	}
 	if _, ok := tb.Lookup(start - PageSize); ok {
 		t.Fatal("Populate started before start")
 	}
