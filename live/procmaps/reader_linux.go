@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -351,6 +352,37 @@ func (r *Reader) LookupText(addr uint64) (*VMA, error) {
 		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
 	}
 	return found, nil
+}
+
+// buildIDSizeMax is BUILD_ID_SIZE_MAX of include/linux/buildid.h.
+const buildIDSizeMax = 20
+
+// BuildID returns the ELF build ID (the NT_GNU_BUILD_ID note) of the file
+// mapped at addr, as PROCMAP_QUERY reads it, or nil when the VMA has no file
+// or the file has none. It needs Linux 6.11; no VMA at addr is an error that
+// unwraps to ENOENT.
+func (r *Reader) BuildID(addr uint64) ([]byte, error) {
+	var buf [buildIDSizeMax]byte
+	var pin runtime.Pinner
+	pin.Pin(&buf[0])
+	defer pin.Unpin()
+	r.q = ProcmapQuery{
+		Size: SizeofProcmapQuery, QueryAddr: addr,
+		BuildIDSize: buildIDSizeMax, BuildIDAddr: uint64(uintptr(unsafe.Pointer(&buf[0]))),
+	}
+	switch err := r.ioctl(&r.q, nil); err {
+	case nil:
+	case unix.ENOENT:
+		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
+	case unix.ESRCH:
+		return nil, r.fail("has exited", "PROCMAP_QUERY", err)
+	default:
+		return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+	}
+	if r.q.BuildIDSize == 0 {
+		return nil, nil
+	}
+	return bytes.Clone(buf[:r.q.BuildIDSize]), nil
 }
 
 // RawQuery runs PROCMAP_QUERY with q as given and returns the bare errno:

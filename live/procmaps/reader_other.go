@@ -23,6 +23,9 @@ func (r *Reader) Lookup(addr uint64) (*VMA, error) { return nil, ErrNotSupported
 // LookupText returns ErrNotSupported outside Linux.
 func (r *Reader) LookupText(addr uint64) (*VMA, error) { return nil, ErrNotSupported }
 
+// BuildID returns ErrNotSupported outside Linux.
+func (r *Reader) BuildID(addr uint64) ([]byte, error) { return nil, ErrNotSupported }
+
 // RawQuery returns ErrNotSupported outside Linux.
 func (r *Reader) RawQuery(q *ProcmapQuery) error { return ErrNotSupported }
 
