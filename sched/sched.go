@@ -348,6 +348,9 @@ func (t *Thread) drainIPIsLocked() {
 			r.fn(t)
 			close(r.done)
 		}
+		// The IPI's sender now waits in this P's runnext slot; yield so it
+		// need not wait for sysmon to preempt a thread that spins.
+		runtime.Gosched()
 	}
 }
 
