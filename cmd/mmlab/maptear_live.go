@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -79,11 +80,16 @@ func runMaptear(ctx context.Context, args []string) int {
 	if err == nil && *variant != "" && *variant != "before" && *variant != "after" {
 		err = fmt.Errorf("--variant %q: want before or after", *variant)
 	}
+	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads}
+	for _, c := range opts.Cases {
+		if err == nil && !slices.Contains(maptear.Cases, c) {
+			err = fmt.Errorf("--cases: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab run maptear: %v\n", err)
 		return 2
 	}
-	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads}
 	doc := report.New("maptear", map[string]any{"cases": opts.Cases, "duration_ms": duration.Milliseconds(), "reads": *reads})
 	status := 0
 	add := func(target, variant string, res []maptear.CaseResult) {
