@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The IPI handler runs on the target thread between two of its Points: the
@@ -293,15 +294,27 @@ func TestThreadsRegistry(t *testing.T) {
 	}
 }
 
+// BenchmarkPointIdle measures a Point with nothing to do; cpu-ns/op is the
+// thread's CPU time per Point, unaffected by other load on the machine.
 func BenchmarkPointIdle(b *testing.B) {
 	s := NewSystem(1)
 	defer s.Stop()
+	n := b.N
+	var cpu time.Duration
+	var ok bool
+	b.ResetTimer()
 	th := s.Spawn(0, 0, func(t *Thread) {
-		for b.Loop() {
+		start, _ := threadCPUTime()
+		for range n {
 			t.Point()
 		}
+		end, ok1 := threadCPUTime()
+		cpu, ok = end-start, ok1
 	})
 	<-th.Done()
+	if ok {
+		b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
+	}
 }
 
 // BenchmarkIPI measures an IPI round trip to a thread spinning on Points on
