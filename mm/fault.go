@@ -41,16 +41,15 @@ func accessError(v *VMA, write bool) bool {
 	return v.Flags&VM_ACCESS_FLAGS == 0
 }
 
-// Fault mirrors the page-fault path (do_user_addr_fault with the mmap read
-// lock, handle_mm_fault): nil, SIGSEGV outside a VMA or against its
+// Fault mirrors the page-fault path (do_user_addr_fault: the VMA read lock,
+// else the mmap read lock; handle_mm_fault): nil, SIGSEGV outside a VMA or against its
 // protection, SIGBUS for a file page past EOF.
 func (m *MM) Fault(w locking.Waiter, addr uint64, write bool) error {
-	m.MmapReadLock(w)
-	defer m.MmapReadUnlock()
-	v := m.mt.Load(addr)
-	if v == nil || accessError(v, write) {
-		return SIGSEGV
+	v, vmaLocked, err := m.lockForAccess(w, addr, write)
+	if err != nil {
+		return err
 	}
+	defer m.unlockAccess(v, vmaLocked)
 	return m.handleFault(v, addr, write)
 }
 
@@ -58,12 +57,11 @@ func (m *MM) Fault(w locking.Waiter, addr uint64, write bool) error {
 // faulting the page in if it is not mapped. It does not allocate when the
 // page is present.
 func (m *MM) LoadByte(w locking.Waiter, addr uint64) (byte, error) {
-	m.MmapReadLock(w)
-	defer m.MmapReadUnlock()
-	v := m.mt.Load(addr)
-	if v == nil || accessError(v, false) {
-		return 0, SIGSEGV
+	v, vmaLocked, err := m.lockForAccess(w, addr, false)
+	if err != nil {
+		return 0, err
 	}
+	defer m.unlockAccess(v, vmaLocked)
 	pte, ok := m.PT.Lookup(addr)
 	if !ok {
 		if err := m.handleFault(v, addr, false); err != nil {
@@ -76,12 +74,11 @@ func (m *MM) LoadByte(w locking.Waiter, addr uint64) (byte, error) {
 
 // StoreByte is a user-mode store of one byte, breaking copy-on-write.
 func (m *MM) StoreByte(w locking.Waiter, addr uint64, b byte) error {
-	m.MmapReadLock(w)
-	defer m.MmapReadUnlock()
-	v := m.mt.Load(addr)
-	if v == nil || accessError(v, true) {
-		return SIGSEGV
+	v, vmaLocked, err := m.lockForAccess(w, addr, true)
+	if err != nil {
+		return err
 	}
+	defer m.unlockAccess(v, vmaLocked)
 	pte, ok := m.PT.Lookup(addr)
 	if !ok || !pte.Write {
 		if err := m.handleFault(v, addr, true); err != nil {

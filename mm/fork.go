@@ -21,6 +21,7 @@ func (m *MM) Fork(w locking.Waiter) (*MM, error) {
 	child.MmapWriteLock(nil) // cannot contend: nobody sees child yet
 	defer child.MmapWriteUnlock()
 	for _, v := range m.VMAs() {
+		m.vmaStartWrite(v) // dup_mmap write-locks every parent VMA, copied or not
 		if v.Flags&VM_DONTCOPY != 0 {
 			continue
 		}

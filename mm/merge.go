@@ -124,6 +124,7 @@ func (m *MM) commitMerge(target *VMA, start, end, pgoff uint64, remove []*VMA, a
 		m.vmaErase(r)
 	}
 	if adj != nil {
+		m.vmaStartWrite(adj)
 		m.mt.Erase(adj.Start)
 	}
 	m.vmaSetRange(target, start, end, pgoff)

@@ -46,6 +46,12 @@ type MM struct {
 	// lockSeq is mm_lock_seq: odd while MmapLock is write-held.
 	lockSeq locking.SeqCount
 
+	// vmaWriters is vma_writer_wait, where the mmap write lock's holder
+	// waits for a VMA's readers (vma_lock.go). wrWaiter is that holder, for
+	// the wait's sleep and accounting (MmapLock, write).
+	vmaWriters vmaWriterWait
+	wrWaiter   locking.Waiter
+
 	// mt is mm_mt, the VMA tree. Written under MmapLock (write); readable
 	// without any lock (each walk sees one snapshot).
 	mt mt.Tree[VMA]
@@ -81,6 +87,7 @@ type MM struct {
 func New() *MM {
 	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table)}
 	m.MmapLock.SetName("mmap_lock")
+	m.vmaWriters.init()
 	m.Users.Store(1)
 	return m
 }
@@ -90,6 +97,7 @@ func New() *MM {
 func (m *MM) MmapWriteLock(w locking.Waiter) {
 	m.MmapLock.DownWrite(w)
 	m.lockSeq.WriteBegin()
+	m.wrWaiter = w
 }
 
 // MmapWriteLockKillable mirrors mmap_write_lock_killable(): EINTR when the
@@ -99,6 +107,7 @@ func (m *MM) MmapWriteLockKillable(w locking.Waiter) error {
 		return err
 	}
 	m.lockSeq.WriteBegin()
+	m.wrWaiter = w
 	return nil
 }
 
@@ -109,6 +118,7 @@ func (m *MM) MmapWriteTrylock() bool {
 		return false
 	}
 	m.lockSeq.WriteBegin()
+	m.wrWaiter = nil
 	return true
 }
 

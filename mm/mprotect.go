@@ -82,6 +82,7 @@ func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) 
 		pgoff: vma.Pgoff + (start-vma.Start)>>pgtable.PageShift,
 		flags: newFlags, file: vma.File, anonVMA: vma.AnonVMA, name: vma.Name}
 	v := m.vmaModify(g)
+	m.vmaStartWrite(v)
 	v.Flags = newFlags
 	return v
 }

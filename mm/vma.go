@@ -157,6 +157,7 @@ func unlinkAnonVMAs(v *VMA) {
 // has none.
 func dupAnonVMA(dst, src *VMA) {
 	if src != nil && src.AnonVMA != nil && dst.AnonVMA == nil {
+		dst.MM.vmaStartWrite(dst)
 		dst.AnonVMA = src.AnonVMA
 		anonVMAClone(dst, src)
 	}
@@ -224,19 +225,22 @@ func vmaDup(v *VMA) *VMA {
 
 // vmaStore links v into the tree and marks it attached.
 func (m *MM) vmaStore(v *VMA) {
+	m.vmaStartWrite(v)
 	m.mt.Store(v.Start, v.End, v)
-	v.RefCnt.Store(1)
+	vmaMarkAttached(v)
 }
 
 // vmaErase removes v from the tree and marks it detached.
 func (m *MM) vmaErase(v *VMA) {
+	m.vmaStartWrite(v)
 	m.mt.Erase(v.Start)
-	v.RefCnt.Store(0)
+	m.vmaMarkDetached(v)
 }
 
 // vmaSetRange changes v's range in place (vma_set_range + tree update).
 // Callers erase any VMA the new range overlaps first.
 func (m *MM) vmaSetRange(v *VMA, start, end, pgoff uint64) {
+	m.vmaStartWrite(v)
 	m.mt.Erase(v.Start)
 	v.Start, v.End, v.Pgoff = start, end, pgoff
 	m.mt.Store(start, end, v)

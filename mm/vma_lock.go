@@ -1,0 +1,333 @@
+package mm
+
+import (
+	"errors"
+	"time"
+
+	"mmlab/locking"
+)
+
+// Per-VMA locks, the v6.15+ scheme (include/linux/mmap_lock.h,
+// mm/mmap_lock.c). A VMA's lock is two words:
+//
+//   - RefCnt (vm_refcnt): 0 while the VMA is detached from the tree, 1 while
+//     attached, plus one per reader, plus VMA_LOCK_OFFSET while a writer
+//     waits for the readers to leave.
+//   - LockSeq (vm_lock_seq): the mm's mm_lock_seq (odd: inside an mmap write
+//     section) at the VMA's last write lock. The VMA is write-locked while it
+//     equals the mm's current sequence, so MmapWriteUnlock and
+//     MmapWriteDowngrade, which end the write section (the sequence becomes
+//     even), drop every VMA write lock at once (vma_end_write_all).
+//
+// Readers find VMAs under RCU; in the model that is one mt.Snapshot of the
+// tree, which stays complete and readable however the tree changes after it
+// was taken. Go's garbage collector stands in for the RCU-deferred freeing
+// of VMAs and tree nodes: a VMA a reader can still reach is never freed. A
+// reader must not read a VMA's fields before it holds the VMA's read lock
+// (the snapshot's range is immutable and may be used instead), exactly as
+// the kernel's readers may not trust them.
+
+// VMA lock constants (include/linux/mm_types.h).
+const (
+	VMA_LOCK_OFFSET = 0x40000000
+	VMA_REF_LIMIT   = VMA_LOCK_OFFSET - 1
+)
+
+// VMALockName is the lock name a writer's wait for VMA readers is accounted
+// under (locking.BlockRecorder), next to "mmap_lock".
+const VMALockName = "vma_lock"
+
+// errVMADetached is vma_start_read's ERR_PTR(-EAGAIN): the VMA was detached
+// under the reader; look the address up again.
+var errVMADetached = errors.New("mm: VMA detached")
+
+// vmaWriterWait is mm->vma_writer_wait (an rcuwait): at most one task waits
+// on it, the holder of the mmap write lock. wake is a one-slot channel so a
+// wake-up is never lost; the waiter rechecks its condition after each.
+type vmaWriterWait struct {
+	wake chan struct{}
+}
+
+func (ww *vmaWriterWait) init() { ww.wake = make(chan struct{}, 1) }
+
+// wakeUp mirrors rcuwait_wake_up().
+func (ww *vmaWriterWait) wakeUp() {
+	select {
+	case ww.wake <- struct{}{}:
+	default:
+	}
+}
+
+// isVMAWriterOnly mirrors is_vma_writer_only(): a writer waits and no
+// reader is left (attached or detaching).
+func isVMAWriterOnly(refcnt int32) bool {
+	return refcnt&VMA_LOCK_OFFSET != 0 && refcnt <= VMA_LOCK_OFFSET+1
+}
+
+// vmaRefcountPut mirrors vma_refcount_put(): drop a reader's reference and
+// wake the writer if it was the last one in its way.
+func (m *MM) vmaRefcountPut(v *VMA) {
+	if n := v.RefCnt.Add(-1); n != 0 && isVMAWriterOnly(n) {
+		m.vmaWriters.wakeUp()
+	}
+}
+
+// refcountIncNotZeroLimited mirrors __refcount_inc_not_zero_limited_acquire():
+// increment unless the count is 0 or the result would pass limit; returns
+// the old count.
+func refcountIncNotZeroLimited(v *VMA, limit int32) (old int32, ok bool) {
+	for {
+		old = v.RefCnt.Load()
+		if old == 0 || old+1 > limit {
+			return old, false
+		}
+		if v.RefCnt.CompareAndSwap(old, old+1) {
+			return old, true
+		}
+	}
+}
+
+// vmaStartRead mirrors mm/mmap_lock.c:vma_start_read(): try to read-lock v,
+// found under RCU. It returns v locked; nil if v is write-locked (or the
+// reader limit is reached: the caller falls back to the mmap lock); or
+// errVMADetached if v was detached (the caller looks again).
+func (m *MM) vmaStartRead(v *VMA) (*VMA, error) {
+	// The early, lockless check: pointless to take a reference.
+	if v.LockSeq.Load() == m.lockSeq.Raw() {
+		return nil, nil
+	}
+	old, ok := refcountIncNotZeroLimited(v, VMA_REF_LIMIT)
+	if !ok {
+		if old == 0 {
+			return nil, errVMADetached
+		}
+		return nil, nil // a writer holds VMA_LOCK_OFFSET
+	}
+	if v.MM != m {
+		m.vmaRefcountPut(v)
+		return nil, nil
+	}
+	// The check that counts: after taking the reference, acquire-read the
+	// mm's sequence (pairs with the release in vma_end_write_all).
+	if v.LockSeq.Load() == m.lockSeq.Raw() {
+		m.vmaRefcountPut(v)
+		return nil, nil
+	}
+	return v, nil
+}
+
+// VMAEndRead mirrors vma_end_read(): drop a VMA read lock.
+func (m *MM) VMAEndRead(v *VMA) { m.vmaRefcountPut(v) }
+
+// VMAStartReadLocked mirrors vma_start_read_locked(): read-lock v while
+// holding the mmap read lock, which keeps writers away; it fails only when
+// the reader count is at its limit (or v is detached).
+func (m *MM) VMAStartReadLocked(v *VMA) bool {
+	_, ok := refcountIncNotZeroLimited(v, VMA_REF_LIMIT)
+	return ok
+}
+
+// LockVMAUnderRCU mirrors mm/mmap_lock.c:lock_vma_under_rcu(): find the VMA
+// containing addr and read-lock it without the mmap lock, or return nil
+// (no VMA there, or it is being modified: the caller falls back to the mmap
+// lock). The caller ends the read lock with VMAEndRead.
+func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
+	for {
+		snap := m.mt.Snapshot() // rcu_read_lock(); mas_walk()
+		v := snap.Load(addr)
+		if v == nil {
+			return nil
+		}
+		v, err := m.vmaStartRead(v)
+		if err == errVMADetached {
+			continue // replaced under us: walk again
+		}
+		if v == nil {
+			return nil
+		}
+		// Locked: the fields are stable now. Is it still the right one?
+		if addr < v.Start || addr >= v.End {
+			m.VMAEndRead(v)
+			return nil
+		}
+		return v
+	}
+}
+
+// LockNextVMA mirrors mm/mmap_lock.c:lock_next_vma(): read-lock the first
+// VMA ending above fromAddr, without the mmap lock if possible. Each call
+// looks the address up in a fresh RCU view (the kernel's iterator walks the
+// live tree). fallback is called with true just before the mmap read lock
+// is taken and with false after it is dropped (a preemption point for model
+// tasks; it may be nil). It returns the VMA read-locked, or nil at the end
+// of the address space.
+//
+// The gap check: a VMA found above fromAddr may have been shrunk, or another
+// installed below it, after the lookup; unless mmap_lock speculation shows
+// no write section ran in between, it looks again and falls back to the mmap
+// lock if the answer changed.
+func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool)) *VMA {
+	for {
+		seq := m.lockSeq.Raw() // mmap_lock_speculate_try_begin
+		unlocked := seq&1 == 0
+		_, _, found := m.mt.Find(fromAddr) // vma_next()
+		if found == nil {
+			return nil
+		}
+		v, err := m.vmaStartRead(found)
+		if err == errVMADetached {
+			continue // vma_iter_set(from): look again
+		}
+		if v == nil {
+			break
+		}
+		if fromAddr >= v.End {
+			m.VMAEndRead(v)
+			break
+		}
+		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
+			if _, _, again := m.mt.Find(fromAddr); again != v {
+				m.VMAEndRead(v)
+				break
+			}
+		}
+		return v
+	}
+	// lock_next_vma_under_mmap_lock()
+	if fallback != nil {
+		fallback(true)
+	}
+	m.MmapReadLock(w)
+	v := m.FindVMA(fromAddr)
+	if v != nil && !m.VMAStartReadLocked(v) {
+		v = nil // the kernel returns EAGAIN and its callers fall back further; unreachable below 2^30 readers
+	}
+	m.MmapReadUnlock()
+	if fallback != nil {
+		fallback(false)
+	}
+	return v
+}
+
+// vmaEnterLocked mirrors __vma_enter_locked(): if v is attached, add
+// VMA_LOCK_OFFSET (new readers now fail) and wait until the readers are gone;
+// reports whether it did. The wait is accounted to the mmap write lock's
+// holder under VMALockName. Caller holds the mmap write lock.
+func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
+	tgt := int32(VMA_LOCK_OFFSET)
+	if !detaching {
+		tgt++
+	}
+	for { // refcount_add_not_zero
+		old := v.RefCnt.Load()
+		if old == 0 {
+			return false
+		}
+		if v.RefCnt.CompareAndSwap(old, old+VMA_LOCK_OFFSET) {
+			break
+		}
+	}
+	if v.RefCnt.Load() == tgt {
+		return true
+	}
+	w := m.wrWaiter
+	t0 := time.Now()
+	wait := func() {
+		for v.RefCnt.Load() != tgt {
+			<-m.vmaWriters.wake
+		}
+	}
+	if b, ok := w.(locking.Blocker); ok {
+		b.Block(wait)
+	} else {
+		wait()
+	}
+	if br, ok := w.(locking.BlockRecorder); ok {
+		br.RecordBlocked(VMALockName, time.Since(t0))
+	}
+	return true
+}
+
+// vmaStartWrite mirrors vma_start_write() and __vma_start_write(): write-lock
+// v until the mmap write section ends, waiting for its current readers.
+// Caller holds the mmap write lock. On a VMA not yet attached it only marks
+// the VMA (as the kernel's callers do before storing a new VMA).
+func (m *MM) vmaStartWrite(v *VMA) {
+	seq := m.lockSeq.Raw()
+	if seq&1 == 0 {
+		return // no write section (a fresh mm being built): nothing to exclude
+	}
+	if v.LockSeq.Load() == seq {
+		return
+	}
+	locked := m.vmaEnterLocked(v, false)
+	v.LockSeq.Store(seq)
+	if locked {
+		v.RefCnt.Add(-VMA_LOCK_OFFSET) // __vma_exit_locked
+	}
+}
+
+// VMAIsWriteLocked reports whether v is write-locked in the current mmap
+// write section (vma_assert_write_locked as a predicate).
+func (m *MM) VMAIsWriteLocked(v *VMA) bool {
+	seq := m.lockSeq.Raw()
+	return seq&1 == 1 && v.LockSeq.Load() == seq
+}
+
+// vmaMarkAttached mirrors vma_mark_attached(): refcount 0 to 1 (release).
+func vmaMarkAttached(v *VMA) { v.RefCnt.Store(1) }
+
+// vmaMarkDetached mirrors mm/mmap_lock.c:vma_mark_detached(): refcount 1 to
+// 0; if a reader raised it in the meantime (one that will see the write
+// lock and back off), wait until it is gone. v is write-locked.
+func (m *MM) vmaMarkDetached(v *VMA) {
+	if v.RefCnt.Add(-1) != 0 {
+		if m.vmaEnterLocked(v, true) {
+			v.RefCnt.Add(-VMA_LOCK_OFFSET)
+		}
+	}
+}
+
+// lockForAccess mirrors the locking of arch/x86/mm/fault.c:do_user_addr_fault():
+// first lock_vma_under_rcu; a VMA that fails the access check under its
+// lock gives SIGSEGV at once. A write fault on private memory that has no
+// anon_vma yet cannot be handled under the VMA lock alone (vmf_anon_prepare
+// returns VM_FAULT_RETRY): it drops the VMA lock and falls back, as does a
+// failed VMA lock, to the mmap read lock (lock_mm_and_find_vma). It returns
+// the VMA, locked by its VMA lock (vmaLocked) or by the mmap read lock.
+func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, vmaLocked bool, err error) {
+	if v = m.LockVMAUnderRCU(addr); v != nil {
+		if accessError(v, write) {
+			m.VMAEndRead(v)
+			return nil, false, SIGSEGV
+		}
+		if !write || v.Flags&VM_MAYSHARE != 0 || v.Name != "" || m.hasAnonVMA(v) {
+			return v, true, nil
+		}
+		m.VMAEndRead(v) // VM_FAULT_RETRY
+	}
+	m.MmapReadLock(w)
+	v = m.mt.Load(addr)
+	if v == nil || accessError(v, write) {
+		m.MmapReadUnlock()
+		return nil, false, SIGSEGV
+	}
+	return v, false, nil
+}
+
+// unlockAccess drops what lockForAccess took.
+func (m *MM) unlockAccess(v *VMA, vmaLocked bool) {
+	if vmaLocked {
+		m.VMAEndRead(v)
+	} else {
+		m.MmapReadUnlock()
+	}
+}
+
+// hasAnonVMA reads v.AnonVMA under page_table_lock, which serialises
+// anon_vma_prepare among faults.
+func (m *MM) hasAnonVMA(v *VMA) bool {
+	m.ptLock.Lock()
+	defer m.ptLock.Unlock()
+	return v.AnonVMA != nil
+}
