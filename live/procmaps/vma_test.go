@@ -1,6 +1,7 @@
 package procmaps
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,40 @@ func BenchmarkParseLine(b *testing.B) {
 	for b.Loop() {
 		if err := parseLine(line, &v); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// hexRef is the plain parse the eight-at-a-time hex must agree with.
+func hexRef(b []byte, sep byte) (uint64, int, bool) {
+	var x uint64
+	i := 0
+	for ; i < len(b) && hexVal[b[i]] < 16; i++ {
+		x = x<<4 | uint64(hexVal[b[i]])
+	}
+	if i == 0 || i > 16 || i == len(b) || b[i] != sep {
+		return 0, 0, false
+	}
+	return x, i + 1, true
+}
+
+// Random fields of 0 to 20 characters from an alphabet of hex digits, the
+// characters next to them in ASCII, upper case, separators and bytes >= 0x80,
+// at every offset of a buffer: the fast parse equals the plain one.
+func TestHexMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("0123456789abcdef0123456789abcdef/:`gAF- \x80\xff")
+	for n := 0; n < 200000; n++ {
+		b := make([]byte, rng.IntN(24))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		sep := []byte{'-', ' ', ':'}[rng.IntN(3)]
+		want, wantI, ok := hexRef(b, sep)
+		p := lineParser{b: b}
+		got := p.hex(sep)
+		if p.bad == ok || got != want || (ok && p.i != wantI) {
+			t.Fatalf("hex(%q, %q) = %#x at %d (bad %v), want %#x at %d (ok %v)", b, sep, got, p.i, p.bad, want, wantI, ok)
 		}
 	}
 }
