@@ -17,19 +17,25 @@
 //
 // # What the CPU caches
 //
-// A CPU caches translations, never bytes, like an x86 TLB over coherent
-// caches. It keeps a 4-entry instruction TLB and a 4-entry data TLB, each
-// direct-mapped by virtual page number; an entry holds the storage (Bytes) of
-// the Page that Memory.Page returned for that virtual page and whether it was
-// obtained for a write (a writable, already copied-on-write translation).
-// Every fetch and every data access reads the Page's current bytes, so a byte
-// written into a Page the CPU has cached is seen at the next fetch. But when the page
+// A CPU caches translations, like an x86 TLB over coherent caches. It keeps a
+// 4-entry instruction TLB and a 4-entry data TLB, each direct-mapped by
+// virtual page number; an entry holds the storage (Bytes) of the Page that
+// Memory.Page returned for that virtual page and whether it was obtained for
+// a write (a writable, already copied-on-write translation). Every fetch and
+// every data access reads the cached Page's current bytes, so a byte written
+// into a Page the CPU has cached is seen at the next fetch. But when the page
 // table changes (a breakpoint installed by copy-on-write of a text page, fork
 // write-protecting the parent's pages, munmap, a COW break by another
-// thread), the CPU goes on using the Page it cached until Flush is called
-// on it, exactly as a CPU goes on using a stale TLB entry until the kernel's
-// TLB-flush IPI reaches it. Run and Step start with a flushed TLB (a task
-// switch reloads CR3).
+// thread), the CPU goes on using the Page it cached until Flush is called on
+// it, exactly as a CPU goes on using a stale TLB entry until the kernel's
+// TLB-flush IPI reaches it. Run starts with a flushed TLB (a task switch
+// reloads CR3); Step does not.
+//
+// It also keeps the decodings of the last 64 instructions it fetched (by the
+// low bits of RIP), each with the up to 8 bytes it was decoded from. A fetch
+// reads those bytes again through the TLB and uses the decoding only if they
+// are unchanged, so this cache saves decoding, never fetching: it can make
+// no difference to what runs, and Flush does not need to clear it.
 //
 // # Concurrency
 //
@@ -243,19 +249,25 @@ func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
 		}
 		if ev != evNext || tf {
 			if s := c.trap(ev, r, h); s != Stepped {
-				return Stop{Reason: s, Fault: c.fault}
+				return c.stop(s)
 			}
 		}
 	}
 }
 
 // Step executes exactly one instruction at r.RIP, with the same trap and
-// fault handling as Run but without Poll. It is how a single-step out of line
+// fault handling as Run but without Poll, and with the TLB as it is. It is how a single-step out of line
 // can be driven directly: put the copied instruction in the XOL slot, point
 // r.RIP at it, set TF, Step, and fix up in the SingleStep hook (PostXOL).
 func (c *CPU) Step(r *Regs, mem Memory, h Hooks) Stop {
-	s := c.step(r, mem, h)
-	return Stop{Reason: s, Fault: c.fault}
+	return c.stop(c.step(r, mem, h))
+}
+
+func (c *CPU) stop(s Reason) Stop {
+	if s == StopFault {
+		return Stop{Reason: s, Fault: c.fault}
+	}
+	return Stop{Reason: s}
 }
 
 // Emulate executes in, an instruction of class Emulate, as if it were at
@@ -321,7 +333,7 @@ func (c *CPU) cached(rip uint64) *Insn {
 	if e.vpn != rip>>PageShift || e.mem == nil || rip%PageSize > PageSize-8 || d.rip != rip {
 		return nil
 	}
-	if binary.LittleEndian.Uint64(e.mem[rip%PageSize:])&d.mask != d.bytes || d.mask == 0 {
+	if d.mask == 0 {
 		return nil
 	}
 	return &d.in
