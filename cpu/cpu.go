@@ -333,7 +333,7 @@ func (c *CPU) cached(rip uint64) *Insn {
 	if e.vpn != rip>>PageShift || e.mem == nil || rip%PageSize > PageSize-8 || d.rip != rip {
 		return nil
 	}
-	if d.mask == 0 {
+	if binary.LittleEndian.Uint64(e.mem[rip%PageSize:])&d.mask != d.bytes || d.mask == 0 {
 		return nil
 	}
 	return &d.in
