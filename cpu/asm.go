@@ -136,10 +136,11 @@ func (a *Asm) Jz(label string) *Asm              { return a.Jcc(4, label) }
 // Loop is loop rel8 (E2): decrement %rcx, jump if it is not zero.
 func (a *Asm) Loop(label string) *Asm { return a.branch(label, 1, 0xe2) }
 
-// Ret is C3, Int3 is CC, Hlt is F4.
-func (a *Asm) Ret() *Asm  { return a.Raw(0xc3) }
-func (a *Asm) Int3() *Asm { return a.Raw(0xcc) }
-func (a *Asm) Hlt() *Asm  { return a.Raw(0xf4) }
+// Ret is C3, Int3 is CC, Hlt is F4, Syscall is 0F 05.
+func (a *Asm) Ret() *Asm     { return a.Raw(0xc3) }
+func (a *Asm) Int3() *Asm    { return a.Raw(0xcc) }
+func (a *Asm) Hlt() *Asm     { return a.Raw(0xf4) }
+func (a *Asm) Syscall() *Asm { return a.Raw(0x0f, 0x05) }
 
 // Assemble resolves the labels and returns the code.
 func (a *Asm) Assemble() ([]byte, error) {

@@ -6,7 +6,8 @@
 //
 // The instruction subset (see Op) is what the uprobe experiments run: NOPs,
 // push/pop, mov between registers and of immediates, call rel32, ret, jmp,
-// jcc, loop, inc/dec, int3 and hlt. Anything else raises #UD (SIGILL).
+// jcc, loop, inc/dec, int3, syscall and hlt. Anything else raises #UD
+// (SIGILL).
 //
 // Besides Run, the package gives the uprobes code what arch/x86 gives
 // kernel/events/uprobes.c: Decode classifies an instruction as emulated,
@@ -110,6 +111,14 @@ type Hooks interface {
 	// 0xCC as on x86 (the uprobe code rewinds it). Returning false stops
 	// Run with StopInt3.
 	Int3(r *Regs) (resume bool)
+	// Syscall is called after a syscall instruction, with r.RIP after it,
+	// %rcx holding that address and %r11 the flags (the CPU's part of
+	// syscall). The hook is the kernel: it reads the number in %rax,
+	// writes the result there, and may change any register (the x86-64
+	// uretprobe and uprobe trampolines enter the kernel this way).
+	// Execution goes on at r.RIP as the hook leaves it. Returning false
+	// stops Run with StopSyscall.
+	Syscall(r *Regs) (resume bool)
 	// SingleStep is called after one instruction completed that started
 	// with TF set (the #DB trap of a single-step out of line). Returning
 	// false stops Run with StopSingleStep.
@@ -125,6 +134,7 @@ type NoHooks struct{}
 
 func (NoHooks) Poll() bool              { return false }
 func (NoHooks) Int3(*Regs) bool         { return false }
+func (NoHooks) Syscall(*Regs) bool      { return false }
 func (NoHooks) SingleStep(*Regs) bool   { return false }
 func (NoHooks) Fault(*Regs, Fault) bool { return false }
 
@@ -139,6 +149,7 @@ const (
 	StopSingleStep                   // SingleStep declined to resume
 	StopFault                        // Fault declined to resume; Stop.Fault says what
 	StopPoll                         // Poll asked to stop; RIP is the next instruction
+	StopSyscall                      // Syscall declined to resume; RIP points after the syscall
 )
 
 // Stop is the result of Run and Step.
@@ -147,7 +158,7 @@ type Stop struct {
 	Fault  Fault // for StopFault
 }
 
-var reasonNames = [...]string{"", "stepped", "halt", "int3", "single-step", "fault", "poll"}
+var reasonNames = [...]string{"", "stepped", "halt", "int3", "single-step", "fault", "poll", "syscall"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) && r != 0 {
@@ -313,6 +324,10 @@ func (c *CPU) trap(ev event, r *Regs, h Hooks) Reason {
 	case evInt3:
 		if !h.Int3(r) {
 			return StopInt3
+		}
+	case evSyscall:
+		if !h.Syscall(r) {
+			return StopSyscall
 		}
 	case evHalt:
 		return StopHalt

@@ -10,6 +10,7 @@ type hooks struct {
 	polls      int
 	poll       func(n int) bool // called with the poll count (from 1)
 	int3       func(r *Regs) bool
+	syscall    func(r *Regs) bool
 	singleStep func(r *Regs) bool
 	fault      func(r *Regs, f Fault) bool
 	faults     []Fault
@@ -21,6 +22,8 @@ func (h *hooks) Poll() bool {
 }
 
 func (h *hooks) Int3(r *Regs) bool { return h.int3 != nil && h.int3(r) }
+
+func (h *hooks) Syscall(r *Regs) bool { return h.syscall != nil && h.syscall(r) }
 
 func (h *hooks) SingleStep(r *Regs) bool { return h.singleStep != nil && h.singleStep(r) }
 
@@ -500,5 +503,37 @@ func TestConditions(t *testing.T) {
 				t.Errorf("j%s with flags %#x: %v, want %v", ccNames[cc], flags, got, want[cc])
 			}
 		}
+	}
+}
+
+// TestSyscall runs the x86-64 uprobe trampoline's shape (push, mov $nr,
+// syscall, pop, ret): the hook sees the number in %rax and the return
+// address in %rcx, and the registers the trampoline saved come back.
+func TestSyscall(t *testing.T) {
+	code := asm(t, func(a *Asm) {
+		a.Call("tramp").Hlt()
+		a.Label("tramp").Push(RCX).Push(R11).Push(RAX).MovImm32(RAX, 336).Syscall().Pop(RAX).Pop(R11).Pop(RCX).Ret()
+	})
+	m, r := newTask(t, code)
+	r.R[RAX], r.R[RCX], r.R[R11], r.Flags = 1, 2, 3, FlagCF
+	var seen Regs
+	h := &hooks{syscall: func(r *Regs) bool {
+		seen = *r
+		r.R[RAX] = 0 // the result, popped over by the trampoline
+		return true
+	}}
+	if s := new(CPU).Run(r, m, h); s.Reason != StopHalt {
+		t.Fatal(s)
+	}
+	sysret := textBase + 5 + 1 + 1 + 2 + 1 + 5 + 2 // after call, hlt, push rcx, push r11, push rax, mov, syscall
+	if seen.R[RAX] != 336 || seen.R[RCX] != uint64(sysret) || seen.R[R11] != FlagCF || seen.RIP != uint64(sysret) {
+		t.Errorf("the hook saw %v r11=%#x; want rax 336, rcx = rip = %#x, r11 = flags", &seen, seen.R[R11], sysret)
+	}
+	if r.R[RAX] != 1 || r.R[RCX] != 2 || r.R[R11] != 3 || r.R[RSP] != stackTop || r.RIP != textBase+6 {
+		t.Errorf("after the trampoline %v r11=%#x", r, r.R[R11])
+	}
+	m2, r2 := newTask(t, []byte{0x0f, 0x05})
+	if s := new(CPU).Run(r2, m2, NoHooks{}); s.Reason != StopSyscall || r2.RIP != textBase+2 {
+		t.Errorf("without a hook: %v at %#x", s, r2.RIP)
 	}
 }

@@ -9,10 +9,11 @@ import (
 type event uint8
 
 const (
-	evNext  event = iota // completed; r.RIP is the next instruction
-	evInt3               // int3 trapped; r.RIP is after the 0xCC
-	evHalt               // hlt; r.RIP is after it
-	evFault              // faulted (c.fault); r unchanged
+	evNext    event = iota // completed; r.RIP is the next instruction
+	evInt3                 // int3 trapped; r.RIP is after the 0xCC
+	evHalt                 // hlt; r.RIP is after it
+	evSyscall              // syscall; r.RIP is after it
+	evFault                // faulted (c.fault); r unchanged
 )
 
 // exec executes in as the instruction at r.RIP. It changes r and memory only
@@ -84,6 +85,12 @@ func (c *CPU) exec(in *Insn, r *Regs, mem Memory) event {
 	case OpInt3:
 		r.RIP = next
 		return evInt3
+	case OpSyscall:
+		// The CPU's part of syscall: the return address in %rcx, the
+		// flags in %r11 (the kernel's part is the Syscall hook).
+		r.R[RCX], r.R[R11] = next, r.Flags
+		r.RIP = next
+		return evSyscall
 	case OpHlt:
 		// A user-mode hlt raises #GP on x86; in the model it ends Run.
 		r.RIP = next

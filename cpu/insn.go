@@ -14,25 +14,26 @@ type Op uint8
 
 // The operations of the model's instruction subset.
 const (
-	OpNop    Op = iota + 1 // 90, 66 90, 0F 1F /0 (nopl/nopw, any length), mov %r,%r (64-bit)
-	OpPush                 // 50+r, 41 50+r: push r64
-	OpPop                  // 58+r, 41 58+r: pop r64
-	OpMov                  // [REX] 89 /r with mod=11: mov r32/r64 to r32/r64
-	OpMovImm               // [REX] B8+r imm32 (zero-extended), REX.W B8+r imm64
-	OpCall                 // E8 rel32
-	OpRet                  // C3
-	OpJmp                  // E9 rel32, EB rel8
-	OpJcc                  // 70+cc rel8, 0F 80+cc rel32
-	OpLoop                 // E2 rel8: dec rcx (flags untouched), jump if rcx != 0
-	OpInc                  // [REX] FF /0 with mod=11: inc r32/r64
-	OpDec                  // [REX] FF /1 with mod=11: dec r32/r64
-	OpInt3                 // CC
-	OpHlt                  // F4
+	OpNop     Op = iota + 1 // 90, 66 90, 0F 1F /0 (nopl/nopw, any length), mov %r,%r (64-bit)
+	OpPush                  // 50+r, 41 50+r: push r64
+	OpPop                   // 58+r, 41 58+r: pop r64
+	OpMov                   // [REX] 89 /r with mod=11: mov r32/r64 to r32/r64
+	OpMovImm                // [REX] B8+r imm32 (zero-extended), REX.W B8+r imm64
+	OpCall                  // E8 rel32
+	OpRet                   // C3
+	OpJmp                   // E9 rel32, EB rel8
+	OpJcc                   // 70+cc rel8, 0F 80+cc rel32
+	OpLoop                  // E2 rel8: dec rcx (flags untouched), jump if rcx != 0
+	OpInc                   // [REX] FF /0 with mod=11: inc r32/r64
+	OpDec                   // [REX] FF /1 with mod=11: dec r32/r64
+	OpInt3                  // CC
+	OpHlt                   // F4
+	OpSyscall               // 0F 05
 )
 
 var opNames = [...]string{OpNop: "nop", OpPush: "push", OpPop: "pop", OpMov: "mov", OpMovImm: "mov",
 	OpCall: "call", OpRet: "ret", OpJmp: "jmp", OpJcc: "jcc", OpLoop: "loop", OpInc: "inc",
-	OpDec: "dec", OpInt3: "int3", OpHlt: "hlt"}
+	OpDec: "dec", OpInt3: "int3", OpHlt: "hlt", OpSyscall: "syscall"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {
@@ -55,7 +56,8 @@ const (
 	// up by PostXOL (default_xol_ops).
 	XOL
 	// Reject: a uprobe cannot be placed here: int3 is already a trap
-	// (is_trap_insn, -ENOTSUPP) and hlt is not in good_insns_64.
+	// (is_trap_insn, -ENOTSUPP), hlt is not in good_insns_64 and syscall
+	// not in good_2byte_insns.
 	Reject
 )
 
@@ -275,6 +277,8 @@ func decode(in *Insn, b []byte) error {
 			}
 			i += n
 			in.Op, in.Class = OpNop, Emulate
+		case op2 == 0x05 && !p66 && rex == 0:
+			in.Op, in.Class = OpSyscall, Reject
 		case op2&0xf0 == 0x80 && !p66:
 			if i+4 > len(b) {
 				return ErrTruncated

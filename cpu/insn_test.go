@@ -53,6 +53,7 @@ func TestDecode(t *testing.T) {
 		{[]byte{0xff, 0xc0}, OpInc, XOL, 2, func(in Insn) bool { return in.Reg == RAX }},
 		{[]byte{0xcc}, OpInt3, Reject, 1, nil},
 		{[]byte{0xf4}, OpHlt, Reject, 1, nil},
+		{[]byte{0x0f, 0x05}, OpSyscall, Reject, 2, nil},
 	}
 	for _, tt := range tests {
 		// Trailing bytes must not change the decoding.
