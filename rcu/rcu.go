@@ -31,6 +31,7 @@
 package rcu
 
 import (
+	"fmt"
 	"sync"
 
 	"mmlab/sched"
@@ -54,6 +55,21 @@ type Flavor interface {
 	Barrier()
 	// Name is "srcu" or "tasks-trace".
 	Name() string
+}
+
+// Names lists the flavours New accepts: seed 004's before and after.
+var Names = []string{"srcu", "tasks-trace"}
+
+// New returns a new domain of the named flavour ("srcu" or "tasks-trace")
+// for the threads of sys.
+func New(sys *sched.System, name string) (Flavor, error) {
+	switch name {
+	case "srcu":
+		return NewSRCU(sys), nil
+	case "tasks-trace":
+		return NewTasksTrace(sys), nil
+	}
+	return nil, fmt.Errorf("rcu: unknown flavour %q (want srcu or tasks-trace)", name)
 }
 
 // callbacks runs queued functions after grace periods, in order, on one

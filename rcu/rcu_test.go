@@ -358,3 +358,17 @@ func TestStressNoUseAfterFree(t *testing.T) {
 		})
 	}
 }
+
+func TestNewByName(t *testing.T) {
+	sys := sched.NewSystem(1)
+	defer sys.Stop()
+	for _, name := range Names {
+		f, err := New(sys, name)
+		if err != nil || f.Name() != name {
+			t.Errorf("New(%q) = %v, %v; want a flavour named %q", name, f, err, name)
+		}
+	}
+	if _, err := New(sys, "classic"); err == nil {
+		t.Error(`New("classic") succeeded, want an error`)
+	}
+}
