@@ -2,9 +2,7 @@ package procmaps
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"math/bits"
 	"strconv"
 )
 
@@ -154,20 +152,9 @@ type lineParser struct {
 }
 
 func (p *lineParser) hex(sep byte) uint64 {
-	b, i0 := p.b, p.i
 	var x uint64
+	b, i0 := p.b, p.i
 	i := i0
-	// Eight bytes at a time while they fit (addresses have 8 to 16 digits),
-	// then one at a time.
-	for i+8 <= len(b) {
-		w := binary.LittleEndian.Uint64(b[i:])
-		k := hexPrefixLen(w)
-		x = x<<(4*k) | hexValue(w, k)
-		i += k
-		if k < 8 {
-			goto done
-		}
-	}
 	for ; i < len(b); i++ {
 		d := hexVal[b[i]]
 		if d > 15 {
@@ -175,47 +162,12 @@ func (p *lineParser) hex(sep byte) uint64 {
 		}
 		x = x<<4 | uint64(d)
 	}
-done:
 	if n := i - i0; n == 0 || n > 16 || i == len(b) || b[i] != sep {
 		p.bad = true
 		return 0
 	}
 	p.i = i + 1
 	return x
-}
-
-// SWAR ("SIMD within a register") helpers on eight bytes of text loaded
-// little-endian, so the first character is the low byte.
-const (
-	ones = 0x0101010101010101
-	high = 0x8080808080808080
-)
-
-// between sets the high bit of each byte of w that is > m and < n. From
-// "Determine if a word has a byte between m and n" (Bit Twiddling Hacks);
-// no byte carries or borrows into the next, and bytes >= 0x80 never match.
-func between(w uint64, m, n uint64) uint64 {
-	return (ones*(127+n) - w&(ones*127)) & ^w & (w&(ones*127) + ones*(127-m)) & high
-}
-
-// hexPrefixLen returns how many of the eight characters in w, from the
-// first, are lowercase hex digits.
-func hexPrefixLen(w uint64) int {
-	isHex := between(w, '0'-1, '9'+1) | between(w, 'a'-1, 'f'+1)
-	return bits.TrailingZeros64(^isHex&high) >> 3
-}
-
-// hexValue returns the value of the first k (0 to 8) characters of w, which
-// are hex digits.
-func hexValue(w uint64, k int) uint64 {
-	w <<= 8 * (8 - k) // the k digits to the top, zeros (value 0) below
-	// Each byte to its digit value: '0'-'9' is c&15, 'a'-'f' is c&15 + 9.
-	w = w&(ones*0x0f) + 9*(w>>6&ones)
-	// Pack: byte 2j (more significant) and 2j+1 into one byte, then pairs
-	// of those, then the two halves.
-	w = (w&0x000f000f000f000f)<<4 | (w>>8)&0x000f000f000f000f
-	w = (w&0x000000ff000000ff)<<8 | (w>>16)&0x000000ff000000ff
-	return (w&0xffff)<<16 | (w>>32)&0xffff
 }
 
 // hexVal maps a lowercase hex digit to its value and anything else to 0xff.
