@@ -130,17 +130,17 @@ func (t *Tree[T]) From(addr uint64) iter.Seq2[Range, *T] {
 }
 
 // findSlot returns the first slot i of nd with nd.end[i] > addr, or nd.n.
+// Ends are sorted, so that is the number of ends <= addr; counting them all
+// compiles without branches and beats a binary search's mispredictions on
+// 14 slots.
 func (nd *node) findSlot(addr uint64) int {
-	lo, hi := 0, int(nd.n)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if nd.end[m] > addr {
-			hi = m
-		} else {
-			lo = m + 1
+	i := 0
+	for _, e := range nd.end[:nd.n] {
+		if e <= addr {
+			i++
 		}
 	}
-	return lo
+	return i
 }
 
 // leafFind descends to the leaf holding the first range with end > addr and
