@@ -614,6 +614,18 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 // until first written. With write the PTEs are writable and dirty (a write
 // fault); all are young.
 func (t *Table) Populate(start, end uint64, newPage func(addr uint64) *Page, write bool) {
+	t.populate(start, end, newPage, start>>PageShift, write)
+}
+
+// PopulateAnon is Populate of fresh anonymous pages (a nil newPage) whose
+// index is that of an anonymous VMA with vm_pgoff: the page at start gets
+// index, the next index+1, and so on (linear_page_index()). It matters after
+// mremap has moved a VMA, whose vm_pgoff no longer equals vm_start>>PageShift.
+func (t *Table) PopulateAnon(start, end, index uint64, write bool) {
+	t.populate(start, end, nil, index, write)
+}
+
+func (t *Table) populate(start, end uint64, newPage func(addr uint64) *Page, index uint64, write bool) {
 	if end <= start {
 		return
 	}
@@ -660,7 +672,7 @@ func (t *Table) Populate(start, end uint64, newPage func(addr uint64) *Page, wri
 			}
 		}
 		pt.writeBegin()
-		base := s>>PageShift - from
+		base := index + (s-start)>>PageShift - from
 		for w := from / 64; w*64 < to; w++ {
 			var mask uint64
 			for i := max(from, w*64); i < min(to, w*64+64); i++ {

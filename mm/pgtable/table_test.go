@@ -177,6 +177,13 @@ func TestPopulate(t *testing.T) {
 	if _, ok := tb.Lookup(start - PageSize); ok {
 		t.Fatal("Populate started before start")
 	}
+	// PopulateAnon numbers pages from the given index (a moved VMA).
+	tb.PopulateAnon(20*mib-PageSize, 20*mib+PageSize, 7, false)
+	for i := uint64(0); i < 2; i++ {
+		if e, ok := tb.Lookup(20*mib - PageSize + i*PageSize); !ok || e.Page.Index() != 7+i || e.Write {
+			t.Fatalf("PopulateAnon page %d: %+v", i, e)
+		}
+	}
 	// With newPage (a file mapping read fault): read-only, clean PTEs.
 	c := NewCache(func(i uint64, p *Page) { p.SetByteAt(0, byte(i)) })
 	tb.Populate(10*mib, 10*mib+4*PageSize, func(a uint64) *Page { return c.Get((a - 10*mib) >> PageShift) }, false)
