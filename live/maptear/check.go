@@ -2,32 +2,36 @@ package maptear
 
 import "mmlab/live/procmaps"
 
-// span is a VMA's range and permissions, all that the check compares.
-type span struct {
+// Span is a VMA's range and permissions, all that the check compares.
+type Span struct {
 	Start, End uint64
 	Perm       procmaps.Perm
 }
 
-func spanOf(v *procmaps.VMA) span { return span{v.Start, v.End, v.Flags} }
+// SpanOf returns the Span of v.
+func SpanOf(v *procmaps.VMA) Span { return Span{v.Start, v.End, v.Flags} }
 
-// checker judges observations of one case. It knows, from the calibration
-// with the child stopped, the restored (original) and the modified form of
-// the two boundary lines and of the VMA covering the changing address, and
-// the range that stays mapped throughout.
-type checker struct {
-	lastRestored, lastModified   span // the last line of the first chunk
-	firstRestored, firstModified span // the first line of the second chunk
-	queryRestored, queryModified span // the VMA covering the changing address
-	// mapped is [lastRestored.Start, firstRestored.End), less hole (an empty
-	// hole when the case never unmaps anything).
-	mapped, hole span
+// Checker judges the observations of one case, for the live kernel here and
+// for any other maps walk (the model's) that reads the same boundary: one
+// definition of a duplicate and a gap. It knows, from the calibration with
+// the modifier stopped, the restored (original) and the modified form of the
+// two boundary lines and of the VMA covering the changing address, and the
+// range that stays mapped throughout.
+type Checker struct {
+	LastRestored, LastModified   Span // the last line of the first chunk
+	FirstRestored, FirstModified Span // the first line of the second chunk
+	QueryRestored, QueryModified Span // the VMA covering the changing address
+	// Mapped is [LastRestored.Start, FirstRestored.End), less Hole (empty
+	// when the case never unmaps anything; in resize, the two pages the
+	// shrink unmaps).
+	Mapped, Hole Span
 }
 
-// observe counts one read: last and first are the lines on either side of
+// Observe counts one read: last and first are the lines on either side of
 // the chunk boundary.
-func (c *checker) observe(r *CaseResult, last, first span) {
+func (c *Checker) Observe(r *CaseResult, last, first Span) {
 	r.Reads++
-	if last == c.lastModified {
+	if last == c.LastModified {
 		r.Modified++
 	}
 	if first.Start < last.End {
@@ -36,34 +40,34 @@ func (c *checker) observe(r *CaseResult, last, first span) {
 	if c.skipsMapped(last.End, first.Start) {
 		r.Gaps++
 	}
-	okLast := last == c.lastRestored || last == c.lastModified
+	okLast := last == c.LastRestored || last == c.LastModified
 	// The first line of the second chunk may also be the restored form of
 	// the boundary VMA, re-reported after the resume: a duplicate.
-	okFirst := first == c.firstRestored || first == c.firstModified || first == c.lastRestored
+	okFirst := first == c.FirstRestored || first == c.FirstModified || first == c.LastRestored
 	if !okLast || !okFirst {
 		r.Unexpected++
 	}
 }
 
-// observeQuery counts one PROCMAP_QUERY of the changing address: found is
+// ObserveQuery counts one PROCMAP_QUERY of the changing address: found is
 // false when the kernel answered ENOENT.
-func (c *checker) observeQuery(r *CaseResult, v span, found bool) {
+func (c *Checker) ObserveQuery(r *CaseResult, v Span, found bool) {
 	r.Queries++
 	switch {
 	case !found:
 		r.QueryGaps++
-	case v != c.queryRestored && v != c.queryModified:
+	case v != c.QueryRestored && v != c.QueryModified:
 		r.QueryWrong++
 	}
 }
 
 // skipsMapped reports whether [from, to), the addresses between two
 // consecutive lines, holds an address that stays mapped throughout.
-func (c *checker) skipsMapped(from, to uint64) bool {
-	from, to = max(from, c.mapped.Start), min(to, c.mapped.End)
+func (c *Checker) skipsMapped(from, to uint64) bool {
+	from, to = max(from, c.Mapped.Start), min(to, c.Mapped.End)
 	if from >= to {
 		return false
 	}
 	// [from, to) minus the hole is empty only if the hole covers it.
-	return !(c.hole.Start <= from && to <= c.hole.End)
+	return !(c.Hole.Start <= from && to <= c.Hole.End)
 }

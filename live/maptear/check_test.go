@@ -8,40 +8,40 @@ const P = 4096
 // B=[a+3P, a+6P) (r--p). Modified, A is [a,+1P) ---p then [a+1P,+3P) rw-p.
 var (
 	a      = uint64(0x200000000)
-	rw     = span{a, a + 3*P, 3}
-	bNext  = span{a + 3*P, a + 6*P, 1}
-	cAfter = span{a + 6*P, a + 9*P, 3}
-	head   = span{a, a + P, 0}
-	tail   = span{a + P, a + 3*P, 3}
+	rw     = Span{a, a + 3*P, 3}
+	bNext  = Span{a + 3*P, a + 6*P, 1}
+	cAfter = Span{a + 6*P, a + 9*P, 3}
+	head   = Span{a, a + P, 0}
+	tail   = Span{a + P, a + 3*P, 3}
 )
 
-func splitChecker() checker {
-	return checker{
-		lastRestored: rw, lastModified: head,
-		firstRestored: bNext, firstModified: tail,
-		queryRestored: rw, queryModified: tail,
-		mapped: span{Start: rw.Start, End: bNext.End},
+func splitChecker() Checker {
+	return Checker{
+		LastRestored: rw, LastModified: head,
+		FirstRestored: bNext, FirstModified: tail,
+		QueryRestored: rw, QueryModified: tail,
+		Mapped: Span{Start: rw.Start, End: bNext.End},
 	}
 }
 
 func TestCheckerCounts(t *testing.T) {
 	c := splitChecker()
 	var r CaseResult
-	c.observe(&r, rw, bNext)   // restored: fine
-	c.observe(&r, head, tail)  // modified: fine
-	c.observe(&r, head, rw)    // resumed inside a restored A: a duplicate
-	c.observe(&r, rw, cAfter)  // skipped B: a gap
-	c.observe(&r, head, bNext) // skipped [a+P, a+3P): a gap
-	c.observe(&r, rw, span{a + 3*P, a + 4*P, 1})
+	c.Observe(&r, rw, bNext)   // restored: fine
+	c.Observe(&r, head, tail)  // modified: fine
+	c.Observe(&r, head, rw)    // resumed inside a restored A: a duplicate
+	c.Observe(&r, rw, cAfter)  // skipped B: a gap
+	c.Observe(&r, head, bNext) // skipped [a+P, a+3P): a gap
+	c.Observe(&r, rw, Span{a + 3*P, a + 4*P, 1})
 	want := CaseResult{Reads: 6, Modified: 3, Duplicates: 1, Gaps: 2, Unexpected: 2}
 	if r != want {
 		t.Errorf("got %+v\nwant %+v", r, want)
 	}
 	var q CaseResult
-	c.observeQuery(&q, rw, true)
-	c.observeQuery(&q, tail, true)
-	c.observeQuery(&q, head, true)
-	c.observeQuery(&q, span{}, false)
+	c.ObserveQuery(&q, rw, true)
+	c.ObserveQuery(&q, tail, true)
+	c.ObserveQuery(&q, head, true)
+	c.ObserveQuery(&q, Span{}, false)
 	if want := (CaseResult{Queries: 4, QueryGaps: 1, QueryWrong: 1}); q != want {
 		t.Errorf("queries: got %+v\nwant %+v", q, want)
 	}
@@ -55,7 +55,7 @@ func TestCheckerCounts(t *testing.T) {
 // stays mapped, but one that skips B does.
 func TestCheckerHole(t *testing.T) {
 	c := splitChecker()
-	c.hole = span{Start: a + P, End: a + 3*P}
+	c.Hole = Span{Start: a + P, End: a + 3*P}
 	if c.skipsMapped(a+P, a+3*P) {
 		t.Error("the hole counted as a gap")
 	}

@@ -200,13 +200,13 @@ func (b *boundaryReader) readChunk() ([]byte, error) {
 
 // observe reads the boundary: the last line of chunk skip and the first
 // line of chunk skip+1, each chunk from its own read().
-func (b *boundaryReader) observe() (last, first span, err error) {
+func (b *boundaryReader) observe() (last, first Span, err error) {
 	return b.observeDropping(false)
 }
 
 // observeDropping is observe; with dropNext it takes the second line of the
 // second chunk instead of the first (the test hook of Options).
-func (b *boundaryReader) observeDropping(dropNext bool) (last, first span, err error) {
+func (b *boundaryReader) observeDropping(dropNext bool) (last, first Span, err error) {
 	if _, err := unix.Seek(b.fd, 0, 0); err != nil {
 		return last, first, fmt.Errorf("lseek: %w", err)
 	}
@@ -224,7 +224,7 @@ func (b *boundaryReader) observeDropping(dropNext bool) (last, first span, err e
 	if err := procmaps.ParseLine(chunk[bytes.LastIndexByte(chunk, '\n')+1:], &v); err != nil {
 		return last, first, err
 	}
-	last = spanOf(&v)
+	last = SpanOf(&v)
 	if chunk, err = b.readChunk(); err != nil {
 		return last, first, err
 	}
@@ -237,11 +237,11 @@ func (b *boundaryReader) observeDropping(dropNext bool) (last, first span, err e
 	if err := procmaps.ParseLine(chunk[:bytes.IndexByte(chunk, '\n')], &v); err != nil {
 		return last, first, err
 	}
-	return last, spanOf(&v), nil
+	return last, SpanOf(&v), nil
 }
 
 // query asks PROCMAP_QUERY for the VMA covering addr; found is false on ENOENT.
-func (b *boundaryReader) query(addr uint64) (v span, found bool, err error) {
+func (b *boundaryReader) query(addr uint64) (v Span, found bool, err error) {
 	vma, err := b.maps.Lookup(addr)
 	if errors.Is(err, unix.ENOENT) {
 		return v, false, nil
@@ -249,7 +249,7 @@ func (b *boundaryReader) query(addr uint64) (v span, found bool, err error) {
 	if err != nil {
 		return v, false, err
 	}
-	return spanOf(vma), true, nil
+	return SpanOf(vma), true, nil
 }
 
 func unixProt(p procmaps.Perm) int {
@@ -276,16 +276,16 @@ func (b *boundaryReader) runCase(ctx context.Context, name string, opts Options)
 	if err != nil {
 		return res, err
 	}
-	inPieces := func(s span) bool { return s.Start >= b.ch.base && s.End <= b.ch.base+b.ch.size }
+	inPieces := func(s Span) bool { return s.Start >= b.ch.base && s.End <= b.ch.base+b.ch.size }
 	if !inPieces(last0) || !inPieces(first0) || last0.End-last0.Start != piecePages*page || first0.Start != last0.End {
 		return res, fmt.Errorf("the chunk boundary is not between two pieces: %+v | %+v", last0, first0)
 	}
 	addr := last0.Start
 	qaddr := addr + page // split, remap: the middle page changes hands
-	var hole span
+	var hole Span
 	if name == "resize" {
 		qaddr = addr
-		hole = span{Start: addr + page, End: addr + piecePages*page}
+		hole = Span{Start: addr + page, End: addr + piecePages*page}
 	}
 	if err := b.ch.do(fmt.Sprintf("case %s %#x %#x %d", name, addr, first0.Start, unixProt(last0.Perm))); err != nil {
 		return res, err
@@ -318,12 +318,12 @@ func (b *boundaryReader) runCase(ctx context.Context, name string, opts Options)
 	if lastM == last0 || !ok0 || !okM {
 		return res, fmt.Errorf("the modification did not show at the boundary (%+v | %+v) or the query found nothing", lastM, firstM)
 	}
-	c := checker{
-		lastRestored: last0, lastModified: lastM,
-		firstRestored: first0, firstModified: firstM,
-		queryRestored: q0, queryModified: qM,
-		mapped: span{Start: last0.Start, End: first0.End},
-		hole:   hole,
+	c := Checker{
+		LastRestored: last0, LastModified: lastM,
+		FirstRestored: first0, FirstModified: firstM,
+		QueryRestored: q0, QueryModified: qM,
+		Mapped: Span{Start: last0.Start, End: first0.End},
+		Hole:   hole,
 	}
 
 	// The child runs free; this side reads until done.
@@ -341,13 +341,13 @@ func (b *boundaryReader) runCase(ctx context.Context, name string, opts Options)
 			runErr = err
 			break
 		}
-		c.observe(&res, last, first)
+		c.Observe(&res, last, first)
 		v, found, err := b.query(qaddr)
 		if err != nil {
 			runErr = err
 			break
 		}
-		c.observeQuery(&res, v, found)
+		c.ObserveQuery(&res, v, found)
 	}
 	// "s" stops the child; its answer to "g" comes then.
 	if err := b.ch.do("s"); err != nil && runErr == nil {

@@ -28,7 +28,7 @@ func TestLiveNoGaps(t *testing.T) {
 }
 
 // A reader that skips the VMA after the boundary (the test hook) is caught.
-// In split and remap every read then misses a range that stays mapped: the
+// In split and remap every read then misses a range that stays Mapped: the
 // line dropped is the second piece of the boundary VMA, its restored form
 // (then the next VMA follows a line that ends at a+1P) or the next VMA. In
 // resize it is not always a gap: dropping the restored [a,+3P) after the
