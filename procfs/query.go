@@ -1,0 +1,283 @@
+package procfs
+
+import (
+	"sync"
+
+	"mmlab/errno"
+	"mmlab/live/procmaps"
+	"mmlab/mm"
+	"mmlab/mm/pgtable"
+)
+
+// procmapQueryValidFlags is PROCMAP_QUERY_VALID_FLAGS_MASK.
+const procmapQueryValidFlags = procmaps.PROCMAP_QUERY_VMA_READABLE | procmaps.PROCMAP_QUERY_VMA_WRITABLE |
+	procmaps.PROCMAP_QUERY_VMA_EXECUTABLE | procmaps.PROCMAP_QUERY_VMA_SHARED |
+	procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA | procmaps.PROCMAP_QUERY_FILE_BACKED_VMA
+
+// procmapQueryVMAFlags is PROCMAP_QUERY_VMA_FLAGS, the permission filter bits.
+const procmapQueryVMAFlags = 0x0f
+
+// offsetofEndQueryAddr is offsetofend(struct procmap_query, query_addr).
+const offsetofEndQueryAddr = 24
+
+// pathMax is PATH_MAX.
+const pathMax = 4096
+
+// buildIDs holds the build ID of model files that carry one: the
+// NT_GNU_BUILD_ID note build_id_parse_file() would find in the file.
+var buildIDs sync.Map // *mm.Inode -> []byte
+
+// SetBuildID gives the model file in the build ID id (at most 20 bytes,
+// BUILD_ID_SIZE_MAX), as if its ELF notes held it.
+func SetBuildID(in *mm.Inode, id []byte) { buildIDs.Store(in, append([]byte(nil), id...)) }
+
+// vmaName is get_vma_name() for the model: the file's path or the special
+// mapping's name, "" for none.
+func vmaName(v *mm.VMA) string {
+	if v.File != nil {
+		return v.File.Inode.Name
+	}
+	return v.Name
+}
+
+// Query mirrors fs/proc/task_mmu.c:do_procmap_query(), the PROCMAP_QUERY
+// ioctl on the open file: q is the caller's struct procmap_query (q.Size
+// as the caller set it), name and buildID stand for the user buffers at
+// q.VMANameAddr and q.BuildIDAddr (which need only be non-zero). On success
+// the first min(q.Size, 104) bytes of q are updated, as copy_to_user does.
+//
+// Errors as the kernel's: E2BIG for a size over a page, EINVAL for a size
+// short of query_addr, an unknown flag, or a buffer given by only its size
+// or its address; ENOENT for no matching VMA; ENAMETOOLONG when the name or
+// the build ID does not fit; EFAULT when a buffer is shorter than its size;
+// ESRCH after the mm exited; EINTR from the killable lock.
+//
+// The VMA is found and read under the mmap read lock (Before) or its VMA
+// read lock (After, query_vma_find_by_addr with lock_next_vma); the lock is
+// dropped before the build ID is looked up and the results copied out.
+func (f *MapsFile) Query(q *procmaps.ProcmapQuery, name, buildID []byte) error {
+	usize := q.Size
+	if usize > pgtable.PageSize {
+		return errno.E2BIG
+	}
+	if usize < offsetofEndQueryAddr {
+		return errno.EINVAL
+	}
+	karg := *q // copy_struct_from_user: fields past usize read as zero
+	clearFrom(&karg, usize)
+	if karg.QueryFlags&^procmapQueryValidFlags != 0 {
+		return errno.EINVAL
+	}
+	if (karg.VMANameSize != 0) != (karg.VMANameAddr != 0) || (karg.BuildIDSize != 0) != (karg.BuildIDAddr != 0) {
+		return errno.EINVAL
+	}
+	if f.m.Users.Load() == 0 {
+		return errno.ESRCH // mmget_not_zero failed
+	}
+
+	lc := queryLock{f: f}
+	if f.opt.Variant == Before {
+		f.point()
+		if err := f.m.MmapReadLockKillable(f.opt.Waiter); err != nil {
+			return err
+		}
+		lc.mmapLocked = true
+	}
+	v, err := lc.matching(karg.QueryAddr, karg.QueryFlags)
+	if err != nil {
+		lc.teardown()
+		return err
+	}
+	karg.VMAStart, karg.VMAEnd = v.Start, v.End
+	karg.VMAFlags = 0
+	for _, b := range [...]struct {
+		vm  mm.VMFlags
+		bit uint64
+	}{{mm.VM_READ, procmaps.PROCMAP_QUERY_VMA_READABLE}, {mm.VM_WRITE, procmaps.PROCMAP_QUERY_VMA_WRITABLE},
+		{mm.VM_EXEC, procmaps.PROCMAP_QUERY_VMA_EXECUTABLE}, {mm.VM_MAYSHARE, procmaps.PROCMAP_QUERY_VMA_SHARED}} {
+		if v.Flags&b.vm != 0 {
+			karg.VMAFlags |= b.bit
+		}
+	}
+	karg.VMAPageSize = pgtable.PageSize
+	karg.VMAOffset, karg.Inode, karg.DevMajor, karg.DevMinor = 0, 0, 0, 0
+	var inode *mm.Inode
+	if v.File != nil {
+		inode = v.File.Inode
+		karg.VMAOffset = v.Pgoff << pgtable.PageShift
+		karg.Inode = inode.Ino // the model has no devices: 00:00
+	}
+	var nm string
+	if karg.VMANameSize != 0 {
+		bufSize := min(pathMax, uint64(karg.VMANameSize))
+		nm = vmaName(v)
+		nameSize := uint64(0)
+		if nm != "" {
+			nameSize = uint64(len(nm)) + 1
+		}
+		if nameSize > bufSize {
+			lc.teardown()
+			return errno.ENAMETOOLONG
+		}
+		karg.VMANameSize = uint32(nameSize)
+	}
+	lc.teardown() // drop the VMA lock or the mmap lock before the copy-out
+
+	if karg.BuildIDSize != 0 {
+		var id []byte
+		if inode != nil {
+			if b, ok := buildIDs.Load(inode); ok {
+				id = b.([]byte)
+			}
+		}
+		if id == nil { // no file, or a file without a build ID: not an error
+			karg.BuildIDSize = 0
+		} else {
+			if uint64(karg.BuildIDSize) < uint64(len(id)) {
+				return errno.ENAMETOOLONG
+			}
+			karg.BuildIDSize = uint32(len(id))
+		}
+		if len(buildID) < int(karg.BuildIDSize) {
+			return errno.EFAULT
+		}
+		copy(buildID, id)
+	}
+	if karg.VMANameSize != 0 {
+		if len(name) < int(karg.VMANameSize) {
+			return errno.EFAULT
+		}
+		copy(name, nm)
+		name[len(nm)] = 0
+	}
+	karg.Size = q.Size
+	orig := *q
+	*q = karg
+	restoreFrom(q, &orig, usize) // copy_to_user of min(sizeof, usize): the rest stays the caller's
+	return nil
+}
+
+// queryLock is struct proc_maps_locking_ctx for one query.
+type queryLock struct {
+	f          *MapsFile
+	mmapLocked bool
+	locked     *mm.VMA // the VMA read-locked (After)
+}
+
+func (lc *queryLock) teardown() {
+	if lc.mmapLocked {
+		lc.f.m.MmapReadUnlock()
+		lc.mmapLocked = false
+	} else if lc.locked != nil {
+		lc.f.m.VMAEndRead(lc.locked)
+		lc.locked = nil
+	}
+}
+
+// find mirrors query_vma_find_by_addr().
+func (lc *queryLock) find(addr uint64) *mm.VMA {
+	m := lc.f.m
+	if lc.mmapLocked {
+		return m.FindVMA(addr)
+	}
+	if lc.locked != nil {
+		m.VMAEndRead(lc.locked)
+		lc.locked = nil
+	}
+	for {
+		v := m.LockNextVMA(lc.f.opt.Waiter, addr, lc.f.fallback)
+		if v == nil {
+			return nil
+		}
+		lc.locked = v
+		if lc.f.opt.BrokenSkip != nil && lc.f.opt.BrokenSkip(v.Start) {
+			addr = v.End
+			m.VMAEndRead(v)
+			lc.locked = nil
+			continue
+		}
+		return v
+	}
+}
+
+// matching mirrors query_matching_vma().
+func (lc *queryLock) matching(addr, flags uint64) (*mm.VMA, error) {
+	for {
+		v := lc.find(addr)
+		if v == nil {
+			return nil, errno.ENOENT
+		}
+		ok := flags&procmaps.PROCMAP_QUERY_FILE_BACKED_VMA == 0 || v.File != nil
+		if ok && flags&procmapQueryVMAFlags != 0 {
+			var perm mm.VMFlags
+			if flags&procmaps.PROCMAP_QUERY_VMA_READABLE != 0 {
+				perm |= mm.VM_READ
+			}
+			if flags&procmaps.PROCMAP_QUERY_VMA_WRITABLE != 0 {
+				perm |= mm.VM_WRITE
+			}
+			if flags&procmaps.PROCMAP_QUERY_VMA_EXECUTABLE != 0 {
+				perm |= mm.VM_EXEC
+			}
+			if flags&procmaps.PROCMAP_QUERY_VMA_SHARED != 0 {
+				perm |= mm.VM_MAYSHARE
+			}
+			ok = v.Flags&perm == perm
+		}
+		if ok && (flags&procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0 || v.Start <= addr) {
+			return v, nil
+		}
+		addr = v.End // skip_vma
+		if flags&procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA == 0 {
+			return nil, errno.ENOENT
+		}
+	}
+}
+
+// queryFields lists the struct's fields by their end offset, so that the
+// copy in and out can honour a caller's shorter struct.
+func queryFields(q *procmaps.ProcmapQuery) []struct {
+	end uint64
+	u64 *uint64
+	u32 *uint32
+} {
+	type fld = struct {
+		end uint64
+		u64 *uint64
+		u32 *uint32
+	}
+	return []fld{
+		{8, &q.Size, nil}, {16, &q.QueryFlags, nil}, {24, &q.QueryAddr, nil},
+		{32, &q.VMAStart, nil}, {40, &q.VMAEnd, nil}, {48, &q.VMAFlags, nil},
+		{56, &q.VMAPageSize, nil}, {64, &q.VMAOffset, nil}, {72, &q.Inode, nil},
+		{76, nil, &q.DevMajor}, {80, nil, &q.DevMinor}, {84, nil, &q.VMANameSize},
+		{88, nil, &q.BuildIDSize}, {96, &q.VMANameAddr, nil}, {104, &q.BuildIDAddr, nil},
+	}
+}
+
+// clearFrom zeroes the fields of q that lie past size bytes.
+func clearFrom(q *procmaps.ProcmapQuery, size uint64) {
+	for _, fl := range queryFields(q) {
+		if fl.end > size {
+			if fl.u64 != nil {
+				*fl.u64 = 0
+			} else {
+				*fl.u32 = 0
+			}
+		}
+	}
+}
+
+// restoreFrom copies back from orig the fields of q past size bytes.
+func restoreFrom(q, orig *procmaps.ProcmapQuery, size uint64) {
+	of := queryFields(orig)
+	for i, fl := range queryFields(q) {
+		if fl.end > size {
+			if fl.u64 != nil {
+				*fl.u64 = *of[i].u64
+			} else {
+				*fl.u32 = *of[i].u32
+			}
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package procfs
+
+import (
+	"mmlab/locking"
+	"mmlab/mm"
+)
+
+// Variant selects how a maps reader locks the address space: the design
+// before seed 003 or after it.
+type Variant string
+
+// The two lock designs of /proc/PID/maps and PROCMAP_QUERY.
+const (
+	// Before: every read() chunk and every query holds the mmap read lock
+	// (kernels up to 6.16).
+	Before Variant = "before"
+	// After: RCU lookups and one VMA read lock at a time, falling back to
+	// the mmap read lock only when a VMA cannot be locked (6.17+).
+	After Variant = "after"
+)
+
+// ChunkSize is the seq_file buffer: one read() returns whole lines up to
+// this many bytes (PAGE_SIZE).
+const ChunkSize = 4096
+
+// Options configure a MapsFile.
+type Options struct {
+	Variant Variant
+	// Waiter is the reading task: lock sleeps go through it and its lock
+	// waits are accounted to it. May be nil.
+	Waiter locking.Waiter
+	// Point, if set, is called at every preemption point of a read or a
+	// query: before each lock is taken and after each VMA is shown (while
+	// its lock, or the mmap read lock, is held), where the kernel's
+	// reader can be preempted too. Model tasks pass sched.Thread.Point.
+	Point func()
+
+	// BrokenSkip is a test hook for the tearing checks, never set
+	// otherwise: the After walk and query pass over the VMA it names (by
+	// its start) as a reader with a broken walk would, so that a checker
+	// can prove it reports the gap.
+	BrokenSkip func(start uint64) bool
+}
+
+// MapsFile is an open /proc/PID/maps of a model address space: a seq_file
+// position that read() chunks advance, and the PROCMAP_QUERY ioctl.
+// A MapsFile is used by one reader at a time.
+type MapsFile struct {
+	m    *mm.MM
+	opt  Options
+	pos  uint64 // where the next chunk resumes: the end of the last VMA shown
+	done bool   // the walk reached the end (SENTINEL_VMA_END)
+	buf  []byte
+}
+
+// OpenMaps opens m's maps file for a reader with opt.
+func OpenMaps(m *mm.MM, opt Options) *MapsFile {
+	if opt.Variant == "" {
+		opt.Variant = After
+	}
+	return &MapsFile{m: m, opt: opt, buf: make([]byte, 0, 2*ChunkSize)}
+}
+
+// Rewind mirrors lseek(fd, 0, SEEK_SET): the next Read starts at the first VMA.
+func (f *MapsFile) Rewind() { f.pos, f.done = 0, false }
+
+func (f *MapsFile) point() {
+	if f.opt.Point != nil {
+		f.opt.Point()
+	}
+}
+
+// Read mirrors one read() of ChunkSize bytes: whole lines, at most
+// ChunkSize bytes (one line at least), or an empty slice at the end. The
+// slice is valid until the next Read. Mirrors fs/seq_file.c:seq_read_iter()
+// over fs/proc/task_mmu.c's m_start/m_next/m_stop: the lock is taken at
+// the start of the chunk and dropped at its end, and the next chunk resumes
+// at the end of the last VMA it showed (priv->last_pos), so a VMA that grew
+// past that point meanwhile is shown again; a VMA never is skipped.
+func (f *MapsFile) Read() ([]byte, error) {
+	f.buf = f.buf[:0]
+	if f.done {
+		return f.buf, nil
+	}
+	var err error
+	if f.opt.Variant == Before {
+		err = f.readLocked()
+	} else {
+		f.readVMALocked()
+	}
+	return f.buf, err
+}
+
+// add appends v's line unless the chunk is full; reports whether it did.
+func (f *MapsFile) add(v *mm.VMA) bool {
+	n := len(f.buf)
+	f.buf = ShowMapVMA(f.buf, v)
+	if len(f.buf) > ChunkSize && n > 0 {
+		f.buf = f.buf[:n] // seq_file: the record that overflows waits for the next read
+		return false
+	}
+	f.pos = v.End
+	return true
+}
+
+// readLocked is the Before chunk: mmap_read_lock_killable in m_start,
+// vma_next under it, mmap_read_unlock in m_stop.
+func (f *MapsFile) readLocked() error {
+	f.point()
+	if err := f.m.MmapReadLockKillable(f.opt.Waiter); err != nil {
+		return err
+	}
+	defer f.m.MmapReadUnlock()
+	for {
+		v := f.m.FindVMA(f.pos)
+		if v == nil {
+			f.done = true
+			return nil
+		}
+		if !f.add(v) {
+			return nil
+		}
+		f.point()
+	}
+}
+
+// readVMALocked is the After chunk: lock_vma_range (RCU), then
+// get_next_vma's lock_next_vma for each VMA, which keeps only the current
+// VMA read-locked and falls back to the mmap read lock when it must.
+func (f *MapsFile) readVMALocked() {
+	for {
+		v := f.m.LockNextVMA(f.opt.Waiter, f.pos, f.fallback)
+		if v == nil {
+			f.done = true
+			return
+		}
+		if f.opt.BrokenSkip != nil && f.opt.BrokenSkip(v.Start) {
+			f.pos = v.End
+			f.m.VMAEndRead(v)
+			continue
+		}
+		ok := f.add(v)
+		if ok {
+			f.point()
+		}
+		f.m.VMAEndRead(v) // unlock_ctx_vma
+		if !ok {
+			return
+		}
+	}
+}
+
+// fallback is LockNextVMA's hook: a preemption point before it takes the
+// mmap read lock.
+func (f *MapsFile) fallback(before bool) {
+	if before {
+		f.point()
+	}
+}
+
+// ReadAll reads the whole file from the start, chunk by chunk, and appends
+// it to dst.
+func (f *MapsFile) ReadAll(dst []byte) ([]byte, error) {
+	f.Rewind()
+	for {
+		b, err := f.Read()
+		if err != nil {
+			return dst, err
+		}
+		if len(b) == 0 {
+			return dst, nil
+		}
+		dst = append(dst, b...)
+	}
+}
