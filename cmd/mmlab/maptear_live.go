@@ -38,7 +38,7 @@ func init() {
 }
 
 const maptearUsage = `usage: mmlab run maptear [--target model|live|both] [--variant before|after]
-                        [--cases split,resize,remap] [--duration D] [--reads N] [--json]
+                        [--cases split,resize,remap] [--duration D] [--reads N] [--pin] [--json]
 
 The tearing check of the kernel's proc-maps-race.c. A process keeps changing
 a VMA that straddles the boundary between two read() chunks of its
@@ -63,6 +63,7 @@ func runMaptear(ctx context.Context, args []string) int {
 	duration := fs.Duration("duration", 2*time.Second, "longest time per case")
 	reads := fs.Int("reads", 0, "reads per case (0: as many as --duration allows)")
 	asJSON := fs.Bool("json", false, "print one JSON document in the common schema instead of the table")
+	pin := fs.Bool("pin", false, "live: run the reader on CPU 0 and the modifier on CPU 1")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), maptearUsage)
 		fs.PrintDefaults()
@@ -80,7 +81,7 @@ func runMaptear(ctx context.Context, args []string) int {
 	if err == nil && *variant != "" && *variant != "before" && *variant != "after" {
 		err = fmt.Errorf("--variant %q: want before or after", *variant)
 	}
-	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads}
+	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads, Pin: *pin}
 	for _, c := range opts.Cases {
 		if err == nil && !slices.Contains(maptear.Cases, c) {
 			err = fmt.Errorf("--cases: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
@@ -90,7 +91,7 @@ func runMaptear(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab run maptear: %v\n", err)
 		return 2
 	}
-	doc := report.New("maptear", map[string]any{"cases": opts.Cases, "duration_ms": duration.Milliseconds(), "reads": *reads})
+	doc := report.New("maptear", map[string]any{"cases": opts.Cases, "duration_ms": duration.Milliseconds(), "reads": *reads, "pin": *pin})
 	status := 0
 	add := func(target, variant string, res []maptear.CaseResult) {
 		for _, r := range res {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,9 @@ import (
 // childEnv, when set, makes any binary importing this package run the
 // modifier child instead of its main (from the init function below).
 const childEnv = "MMLAB_MAPTEAR_CHILD"
+
+// childCPUEnv, if set, is the CPU the child pins its modifier thread to.
+const childCPUEnv = "MMLAB_MAPTEAR_CPU"
 
 // The child's layout, as in proc-maps-race.c: nPieces anonymous private
 // VMAs of piecePages pages each, alternating RW and R so that neighbours
@@ -109,6 +113,16 @@ func (c *childCase) restore() error {
 //	s                         nothing, no answer: the line that stops g
 //	q                         exit (so does EOF on stdin)
 func childMain() int {
+	if cpu, err := strconv.Atoi(os.Getenv(childCPUEnv)); err == nil {
+		// The modifier runs on this thread (init runs on the main goroutine).
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			fmt.Printf("err sched_setaffinity CPU %d: %v\n", cpu, err)
+			return 1
+		}
+	}
 	page := uintptr(os.Getpagesize())
 	size := nPieces * piecePages * page
 	var base uintptr

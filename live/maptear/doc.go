@@ -23,6 +23,9 @@ type Options struct {
 	Cases    []string // default: all of Cases
 	Reads    int
 	Duration time.Duration
+	// Pin runs the reader on CPU 0 and the modifier on CPU 1, so that they
+	// always overlap (with fewer than two CPUs it does nothing).
+	Pin bool
 
 	// dropNext is a test hook: during the free run, report the second line
 	// of the second chunk as its first, as a reader that skips a VMA would.

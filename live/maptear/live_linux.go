@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,15 @@ func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
 	if opts.Reads == 0 && opts.Duration == 0 {
 		opts.Duration = time.Second
 	}
-	ch, err := startChild()
+	pin := opts.Pin && runtime.NumCPU() >= 2
+	if pin {
+		unpin, err := pinThread(0)
+		if err != nil {
+			return nil, err
+		}
+		defer unpin()
+	}
+	ch, err := startChild(pin)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +81,27 @@ type child struct {
 	size uint64
 }
 
-func startChild() (*child, error) {
+// pinThread locks the calling goroutine to its thread and the thread to
+// cpu; the returned func restores the thread's CPUs and unlocks it.
+func pinThread(cpu int) (func(), error) {
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("maptear: sched_getaffinity: %w", err)
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("maptear: pinning the reader to CPU %d: sched_setaffinity: %w", cpu, err)
+	}
+	return func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	}, nil
+}
+
+func startChild(pin bool) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("maptear: finding this binary to start the child: %w", err)
@@ -81,6 +110,9 @@ func startChild() (*child, error) {
 	// No garbage collection and one P: the child's runtime stays quiet and
 	// maps nothing while it runs.
 	cmd.Env = append(os.Environ(), childEnv+"=1", "GOGC=off", "GOMAXPROCS=1")
+	if pin {
+		cmd.Env = append(cmd.Env, childCPUEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()

@@ -9,7 +9,13 @@ import (
 // duplicates but never a gap, never a line that is neither the old nor the
 // new form, and PROCMAP_QUERY always finds the old or the new VMA.
 func TestLiveNoGaps(t *testing.T) {
-	res, err := RunLive(context.Background(), Options{Reads: 3000})
+	for _, pin := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpinned", true: "pinned"}[pin], func(t *testing.T) { testLiveNoGaps(t, pin) })
+	}
+}
+
+func testLiveNoGaps(t *testing.T, pin bool) {
+	res, err := RunLive(context.Background(), Options{Reads: 3000, Pin: pin})
 	if err != nil {
 		t.Fatal(err)
 	}
