@@ -221,12 +221,12 @@ func (m *MM) mmPopulate(w locking.Waiter, start, length uint64) {
 }
 
 // populateVMA faults in [s, e) of v. Private anonymous memory takes the bulk
-// path (pgtable.Populate: every PTE and page installed); the rest faults page
+// path (pgtable.PopulateAnon: every PTE and page installed); the rest faults page
 // by page and stops at the first failure (a page past EOF).
 func (m *MM) populateVMA(v *VMA, s, e uint64, write bool) {
 	if write && v.IsAnonymous() {
 		m.anonVMAPrepare(v)
-		m.PT.Populate(s, e, nil, true)
+		m.PT.PopulateAnon(s, e, v.Pgoff+(s-v.Start)>>pgtable.PageShift, true)
 		return
 	}
 	for a := s; a < e; a += pgtable.PageSize {
