@@ -110,16 +110,16 @@ func incDec(dec, wide bool, v, flags uint64) (uint64, uint64) {
 	if wide {
 		shift = 0
 	}
-	x := v << shift
-	y := x + 1<<shift
-	of := ^x & y // inc overflows from positive to negative
+	d := uint64(1)
 	if dec {
-		y = x - 1<<shift
-		of = x &^ y // dec overflows from negative to positive
+		d = ^uint64(0)
 	}
+	x, d := v<<shift, d<<shift
+	y := x + d
 	res := y >> shift
 	f := flags&^(FlagOF|FlagSF|FlagZF|FlagAF|FlagPF) |
-		of>>63<<11 | y>>63<<7 | // OF, SF
+		((x^y)&^(x^d))>>63<<11 | // OF: the sign changed, away from the addend's
+		y>>63<<7 | // SF
 		(v^res)&FlagAF | // bit 4 flips iff there was a carry or borrow out of bit 3
 		uint64(parity[uint8(res)])
 	if y == 0 {
