@@ -537,3 +537,28 @@ func TestSyscall(t *testing.T) {
 		t.Errorf("without a hook: %v at %#x", s, r2.RIP)
 	}
 }
+
+// TestLoadStore: the kernel's user accesses go through Memory with the
+// access they need, and break copy-on-write like the task's own.
+func TestLoadStore(t *testing.T) {
+	m, _ := newTask(t, nil)
+	var c CPU
+	addr := uint64(stackTop - 8)
+	m.write64(addr, 0x401234)
+	m.cow[addr>>PageShift] = true
+	if v, err := c.Load(m, addr); err != nil || v != 0x401234 || m.copies != 0 {
+		t.Fatalf("Load = %#x, %v (copies %d)", v, err, m.copies)
+	}
+	if err := c.Store(m, addr, 0x7fffffffe000); err != nil || m.copies != 1 || m.read64(addr) != 0x7fffffffe000 {
+		t.Fatalf("Store: %v, copies %d, memory %#x", err, m.copies, m.read64(addr))
+	}
+	if v, err := c.Load(m, addr); err != nil || v != 0x7fffffffe000 {
+		t.Errorf("Load after Store = %#x, %v: the read used a stale translation", v, err)
+	}
+	if _, err := c.Load(m, 0x1000); err != SIGSEGV {
+		t.Errorf("Load of an unmapped address: %v", err)
+	}
+	if err := c.Store(m, textBase, 1); err != SIGSEGV {
+		t.Errorf("Store into text: %v", err)
+	}
+}
