@@ -1,6 +1,9 @@
 package kernel
 
-import "mmlab/mm"
+import (
+	"mmlab/locking"
+	"mmlab/mm"
+)
 
 // NewTaskMM returns a new single-threaded process named comm with a fresh,
 // empty address space.
@@ -19,12 +22,25 @@ func (t *Task) Fork() (*Task, error) {
 	if t.MM == nil {
 		return c, nil
 	}
+	if h, ok := t.MM.Hooks.(DupMmapHooks); ok {
+		h.StartDupMmap(t)
+		defer h.EndDupMmap(t)
+	}
 	m, err := t.MM.Fork(t)
 	if err != nil {
 		return nil, err
 	}
 	c.MM = m // tsk->mm is set after dup_mm returns, as in copy_mm
 	return c, nil
+}
+
+// DupMmapHooks is implemented by mm.Hooks that need to run around dup_mm():
+// uprobes takes dup_mmap_sem for read there. Mirrors
+// kernel/events/uprobes.c:uprobe_start_dup_mmap() and uprobe_end_dup_mmap()
+// as kernel/fork.c:dup_mm() calls them, outside the parent's mmap lock.
+type DupMmapHooks interface {
+	StartDupMmap(w locking.Waiter)
+	EndDupMmap(w locking.Waiter)
 }
 
 // ExitMM mirrors exit_mm() + mmput(): drop the task's reference to its

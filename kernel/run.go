@@ -1,0 +1,296 @@
+package kernel
+
+import (
+	"fmt"
+	"time"
+
+	"mmlab/cpu"
+	"mmlab/locking"
+	"mmlab/mm"
+	"mmlab/sched"
+)
+
+// Machine is the model's hardware: model CPUs (package sched) on which
+// tasks run their code through the x86 interpreter of package cpu, over
+// their own page tables.
+//
+// # TLBs and text changes
+//
+// Each running task has a Runner, whose interpreter caches translations (a
+// small TLB). A page-table change must reach those caches before the page it
+// replaced is written or reused, as the kernel's TLB shootdown does:
+// FlushTLB sends an IPI to every model CPU, and the handler, running on the
+// CPU's current thread between two of its instructions, flushes the
+// interpreter of the Runner that thread runs if it runs a task of that mm.
+// A Runner that was not running at that moment (it slept inside the kernel:
+// in a lock, in the uprobe hit path) flushes its own TLB when it wakes up,
+// as a context switch reloads CR3.
+//
+// This is also what makes the model clean for the race detector: a
+// breakpoint write (mm.UprobeWrite) clears the PTE, calls FlushTLB, and
+// only then writes the page. Every read of the page by an interpreter either
+// happened before the IPI was acknowledged (an IPI ends at the target's
+// next instruction boundary, and its completion is observed by the writer),
+// or before its thread gave up its CPU (sched's runqueue lock, which the IPI
+// takes too); every later read must translate again, which needs the PTE,
+// which the writer sets after the write (or a fault, which needs the mmap
+// lock the writer holds).
+type Machine struct {
+	Sys *sched.System
+	// Traps handles int3 and single-step traps (package uprobes). Set
+	// before any task runs.
+	Traps Traps
+
+	percpu []machineCPU // indexed by model CPU id
+}
+
+// machineCPU is one model CPU's state in the Machine.
+type machineCPU struct {
+	// curr is the Runner whose thread last started running model code on
+	// this CPU. Written only by a thread of this CPU while it is current,
+	// read by IPI handlers on this CPU (ordered by sched's run token); it
+	// may be stale, so readers check that its thread is the running one.
+	curr *Runner
+	_    [56]byte
+}
+
+// Traps are the kernel's handlers for the traps of user code that uprobes
+// claims: the DIE_INT3 and DIE_DEBUG notifier chains.
+type Traps interface {
+	// Int3 is called after an int3 executed (r.Regs.RIP after the 0xCC).
+	// It returns 0 to resume the task, or the signal to deliver (SIGTRAP
+	// for a breakpoint nobody claims, SIGILL for a bad uretprobe return).
+	Int3(r *Runner) Signal
+	// SingleStep is called after a single-stepped instruction; it returns
+	// 0 to resume or the signal to deliver (SIGTRAP).
+	SingleStep(r *Runner) Signal
+	// Fault is called before a fault's signal is delivered (the
+	// out-of-line step is aborted: arch_uprobe_abort_xol).
+	Fault(r *Runner)
+	// TaskExit is called on the task's thread when the Runner ends
+	// (uprobe_free_utask at exit).
+	TaskExit(r *Runner)
+}
+
+// NewMachine returns a machine of ncpu model CPUs.
+func NewMachine(ncpu int) *Machine {
+	return &Machine{Sys: sched.NewSystem(ncpu), percpu: make([]machineCPU, ncpu)}
+}
+
+// Stop asks every thread to finish and waits until all have.
+func (m *Machine) Stop() { m.Sys.Stop() }
+
+// Runner runs one task's code on its model CPU: it is the task's user
+// context (its registers) plus the CPU's view of its memory. It implements
+// cpu.Memory and cpu.Hooks for the interpreter, and locking.Waiter and
+// locking.Blocker for the locks the task takes in the kernel, so that it
+// knows when the task slept.
+type Runner struct {
+	Task *Task
+	// Regs is the task's user register state (pt_regs). Only the task's
+	// thread touches it.
+	Regs cpu.Regs
+	// Utask is uprobes' per-task state (current->utask); owned by Traps.
+	Utask any
+
+	m        *Machine
+	interp   cpu.CPU
+	switched bool // slept since the interpreter's TLB was last checked
+	done     chan struct{}
+}
+
+var (
+	_ cpu.Memory     = (*Runner)(nil)
+	_ cpu.Hooks      = (*Runner)(nil)
+	_ locking.Waiter = (*Runner)(nil)
+)
+
+// Start runs body as task t on model CPU cpuID with priority prio: t gets a
+// model thread of its own (t.Thread) and body a Runner for it. When body
+// returns, Traps.TaskExit runs and the thread exits; Done is closed after.
+func (m *Machine) Start(t *Task, cpuID, prio int, body func(r *Runner)) *Runner {
+	r := &Runner{Task: t, m: m, done: make(chan struct{})}
+	m.Sys.Spawn(cpuID, prio, func(th *sched.Thread) {
+		defer close(r.done)
+		t.Thread = th
+		body(r)
+		if m.Traps != nil {
+			m.Traps.TaskExit(r)
+		}
+	})
+	return r
+}
+
+// Done returns a channel closed when the Runner's body has returned.
+func (r *Runner) Done() <-chan struct{} { return r.done }
+
+// Machine returns the machine the Runner runs on.
+func (r *Runner) Machine() *Machine { return r.m }
+
+// Thread returns the task's model thread.
+func (r *Runner) Thread() *sched.Thread { return r.Task.Thread }
+
+// Interp returns the task's CPU interpreter, for the trap handlers
+// (Emulate, Load64, Store64). Use it only on the task's thread.
+func (r *Runner) Interp() *cpu.CPU { return &r.interp }
+
+// Run executes the task's code from r.Regs until hlt, a trap or fault the
+// kernel does not resume from, a fatal signal, or System.Stop. A fault
+// delivers its signal (SIGSEGV, SIGBUS, SIGILL) and an unclaimed int3 or
+// single-step SIGTRAP, as pending signals of the task.
+func (r *Runner) Run() cpu.Stop {
+	pc := &r.m.percpu[r.Task.Thread.CPU()]
+	pc.curr = r
+	s := r.interp.Run(&r.Regs, r, r)
+	pc.curr = nil
+	return s
+}
+
+// Poll is the instruction boundary: IPIs run and the task may be preempted
+// here (cpu.Hooks).
+func (r *Runner) Poll() bool {
+	th := r.Task.Thread
+	th.Point()
+	if r.switched {
+		r.resumed()
+	}
+	return r.Task.Killed() || th.Stopping()
+}
+
+// Int3 runs Traps.Int3; SIGTRAP if nobody claims the trap (cpu.Hooks).
+func (r *Runner) Int3(*cpu.Regs) bool {
+	sig := SIGTRAP
+	if r.m.Traps != nil {
+		sig = r.m.Traps.Int3(r)
+	}
+	return r.trapped(sig)
+}
+
+// trapped ends a trap handler: resume (sig 0) or deliver sig and stop.
+func (r *Runner) trapped(sig Signal) bool {
+	if r.switched {
+		r.resumed()
+	}
+	if sig != 0 {
+		r.Task.SendSignal(sig)
+		return false
+	}
+	return true
+}
+
+// SingleStep runs Traps.SingleStep; SIGTRAP if nobody claims it.
+func (r *Runner) SingleStep(*cpu.Regs) bool {
+	sig := SIGTRAP
+	if r.m.Traps != nil {
+		sig = r.m.Traps.SingleStep(r)
+	}
+	return r.trapped(sig)
+}
+
+// Syscall stops Run with cpu.StopSyscall: the model has no system calls for
+// user code; the Runner's caller sees the stop and may serve one (cpu.Hooks).
+func (r *Runner) Syscall(*cpu.Regs) bool { return false }
+
+// Fault delivers the fault's signal and stops the task (cpu.Hooks).
+func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
+	if r.m.Traps != nil {
+		r.m.Traps.Fault(r)
+	}
+	r.Task.SendSignal(Signal(f.Signal))
+	return false
+}
+
+// resumed runs after the task slept: its CPU may have run other tasks and
+// missed flush IPIs, so the TLB is flushed, as switch_mm() does.
+func (r *Runner) resumed() {
+	r.switched = false
+	r.interp.Flush()
+	r.m.percpu[r.Task.Thread.CPU()].curr = r
+}
+
+// Page translates addr for the interpreter (cpu.Memory): the VMA must allow
+// the access (exec needs VM_EXEC, write VM_WRITE, read any access bit, as
+// x86 pages without NX-less read protection do), then the page is looked up,
+// faulting it in (breaking copy-on-write for a write) if needed.
+func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
+	m := r.Task.MM
+	if m == nil {
+		return nil, mm.SIGSEGV
+	}
+	defer func() {
+		if r.switched {
+			r.resumed()
+		}
+	}()
+	for {
+		m.MmapReadLock(r)
+		v := m.VMALookup(addr)
+		var need mm.VMFlags
+		switch acc {
+		case cpu.Exec:
+			need = mm.VM_EXEC
+		case cpu.Write:
+			need = mm.VM_WRITE
+		default:
+			need = mm.VM_ACCESS_FLAGS
+		}
+		if v == nil || v.Flags&need == 0 {
+			m.MmapReadUnlock()
+			return nil, mm.SIGSEGV
+		}
+		pte, ok := m.PT.Lookup(addr)
+		m.MmapReadUnlock()
+		if ok && (acc != cpu.Write || pte.Write) {
+			return pte.Page, nil
+		}
+		if err := m.Fault(r, addr, acc == cpu.Write); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Fatal, CPU, Block and RecordBlocked make the Runner the task's
+// locking.Waiter: Block notes that the task slept.
+
+// Fatal returns the task's fatal-signal channel.
+func (r *Runner) Fatal() <-chan struct{} { return r.Task.Fatal() }
+
+// CPU returns the task's model CPU.
+func (r *Runner) CPU() int { return r.Task.CPU() }
+
+// Block sleeps in wait, giving up the CPU; the TLB is flushed on return.
+func (r *Runner) Block(wait func()) {
+	r.Task.Block(wait)
+	r.switched = true
+}
+
+// RecordBlocked accounts a wait to the task.
+func (r *Runner) RecordBlocked(lock string, d time.Duration) { r.Task.RecordBlocked(lock, d) }
+
+// FlushTLB mirrors flush_tlb_mm(): every model CPU running a task of mm
+// drops its cached translations before FlushTLB returns (an IPI to each
+// CPU; see Machine). w is the caller: a model task (a Blocker) sends the
+// IPIs from inside Block, giving up its own CPU meanwhile, as the sched
+// rules require; a plain goroutine sends them directly.
+func (m *Machine) FlushTLB(mmp *mm.MM, w locking.Waiter) {
+	send := func() {
+		for i := range m.percpu {
+			m.Sys.CPU(i).IPI(func(running *sched.Thread) {
+				if running == nil {
+					return
+				}
+				if r := m.percpu[i].curr; r != nil && r.Task.Thread == running && r.Task.MM == mmp {
+					r.interp.Flush()
+				}
+			})
+		}
+	}
+	if b, ok := w.(locking.Blocker); ok {
+		b.Block(send)
+		return
+	}
+	send()
+}
+
+// String returns "comm[tid]@cpuN".
+func (r *Runner) String() string { return fmt.Sprintf("%v@cpu%d", r.Task, r.Task.CPU()) }

@@ -1,0 +1,82 @@
+// Package uprobes models kernel/events/uprobes.c with arch/x86/kernel/uprobes.c:
+// user-space breakpoints on (inode, offset), installed as a real 0xCC byte
+// in a copy-on-write text page of every process that maps the file, hit by
+// the model CPU (package cpu) that runs the task's code, and handled on the
+// task's model thread.
+//
+// # Pieces
+//
+//   - The registry: uprobes keyed by (inode, offset) in a global ordered
+//     structure read without locks (find_uprobe_rcu) under a sequence count
+//     (uprobes_seqcount), written under a tree lock (uprobes_treelock). The
+//     kernel's rb-tree is here an immutable sorted slice replaced as a whole
+//     by writers (copy-on-write), which is what lets lock-free readers be
+//     race-free in Go; a miss is trusted only if the sequence did not move,
+//     as in the kernel.
+//   - Register, UnregisterNosync, UnregisterSync and Apply, with
+//     registerForEachVMA, the one function that walks the file's i_mmap
+//     under dup_mmap_sem (write) and takes each mm's mmap write lock to
+//     install or remove the breakpoint (mm.UprobeWrite: copy-on-write, the
+//     page cache untouched; removal restores the original byte and, as
+//     v6.16+ does, zaps the anonymous copy when it equals the file's page).
+//   - The mm hooks (mm.Hooks): MmapFile (uprobe_mmap: a new mapping of a
+//     probed file gets its breakpoints), Munmap, DupMmap (fork: the
+//     breakpoints come with the copied anonymous text page, fork copies the
+//     page tables of a VMA with an anon_vma), Exit; and StartDupMmap /
+//     EndDupMmap (kernel.DupMmapHooks), dup_mmap_sem for read around fork.
+//   - The hit path (kernel.Traps): int3 → the VMA found without the mmap
+//     lock (mmap_lock speculation, v6.14+) and the uprobe in the registry →
+//     the consumers' handlers under the chosen protection → the original
+//     instruction emulated (nop, push, call, jmp, jcc) or single-stepped out
+//     of line in a slot of the [uprobes] page. A breakpoint with no uprobe
+//     behind it delivers SIGTRAP.
+//   - Uretprobes: the return address is swapped for the trampoline (slot 0
+//     of the XOL page), a per-task stack of return instances records the
+//     original one; nested, recursive and chained (tail) calls.
+//
+// # The switch (seed 004)
+//
+// The hit path's protection is an rcu.Flavor: "srcu" (v6.12: per-CPU
+// counters and two full barriers per read section) or "tasks-trace"
+// (v6.13+: a plain per-task nesting count). UnregisterSync waits for a grace
+// period of that flavour, and then of uretprobes_srcu, the SRCU domain whose
+// read lock a pending return instance holds as its lease on the uprobe
+// (v6.13+ hprobe, without the 100 ms timer that converts long leases to
+// references: a model function that never returns delays UnregisterSync).
+//
+// # Text changes reach the CPUs
+//
+// A breakpoint write clears the PTE, runs a TLB shootdown
+// (kernel.Machine.FlushTLB: an IPI to every model CPU, whose handler flushes
+// the interpreter of a task of that mm), writes, and sets the PTE again. So
+// no interpreter reads a page while it is written, which is also what keeps
+// the model clean for the race detector (see kernel.Machine). A PTE that
+// was not present needs no shootdown: no CPU can have cached it.
+//
+// # Lock order (outermost first), kernel-mechanisms §5.10
+//
+//	Uprobe.registerRwsem      register_rwsem: register, unregister, apply (W)
+//	Uprobes.DupMmapSem        dup_mmap_sem: registerForEachVMA (W), fork (R)
+//	Inode.IMmapRwsem          i_mmap_rwsem (R), dropped before any mmap lock
+//	MM.MmapLock               mmap_lock (W) for every breakpoint write
+//	Uprobes.mmapMutex[i]      uprobes_mmap_mutex (uprobe_mmap)
+//	Uprobe.consumerMu         consumer_rwsem (writers; prepare_uprobe)
+//	Uprobes.treeLock          uprobes_treelock + uprobes_seqcount (writers)
+//	xolArea.mu                the XOL slot bitmap (leaf)
+//
+// The hit path holds none of these across its lookups: it runs inside a
+// read section of the flavour, and may take the mmap lock (read: the slow
+// lookup; write: creating the XOL area, unapply) inside it.
+//
+// # Known model limits
+//
+// The speculative lookup reads vm_pgoff of the VMA it found without a lock,
+// as the kernel does, and discards it if the mm's lock sequence moved; Go's
+// race detector would flag that read only if a probed text VMA were split or
+// merged while it is hit, which no test does. uprobe_mmap's breakpoint
+// write sends its shootdown without knowing the caller; a model task that
+// maps a probed file over pages already present in its own mm would IPI its
+// own CPU (it cannot happen for a fresh mapping, whose PTEs are not
+// present). Optimized uprobes (v6.18+ nop5 → call), ref_ctr (USDT) and
+// session cookies are not modelled.
+package uprobes

@@ -1,0 +1,451 @@
+package uprobes
+
+import (
+	"sync"
+
+	"mmlab/cpu"
+	"mmlab/kernel"
+	"mmlab/locking"
+	"mmlab/mm"
+	"mmlab/mm/pgtable"
+)
+
+// x86 uprobe constants (arch/x86/include/asm/uprobes.h, kernel/events).
+const (
+	xolSlotBytes  = 128 // UPROBE_XOL_SLOT_BYTES
+	xolSlots      = pgtable.PageSize / xolSlotBytes
+	maxURetDepth  = 64 // MAX_URETPROBE_DEPTH
+	sigill        = kernel.Signal(4)
+	xolAreaFlags  = mm.VM_EXEC | mm.VM_MAYEXEC | mm.VM_DONTCOPY | mm.VM_IO
+	xolAreaName   = "[uprobes]"
+	xolVaddrHint  = mm.TaskSize - pgtable.PageSize
+	trampolineOff = 0 // slot 0 holds the uretprobe trampoline
+)
+
+// utask mirrors struct uprobe_task, current->utask: one task's uprobe state.
+// Only the task's own thread touches it.
+type utask struct {
+	// The single-step out of line in progress (state SSTEP).
+	active *Uprobe
+	vaddr  uint64 // the probed address
+	xol    uint64 // the slot's address
+	slot   int
+	userTF bool // TF was set by the task itself
+
+	area *xolArea       // the mm's XOL area, once the task used it
+	ris  []*retInstance // return_instances, innermost last
+}
+
+// retInstance mirrors struct return_instance: a pending return of a
+// function whose entry a uretprobe hit.
+type retInstance struct {
+	up      *Uprobe // leased: uretSRCU is read-locked with srcuIdx
+	srcuIdx int
+	fn      uint64 // the probed address (the function entry)
+	stack   uint64 // sp at the entry: where the return address is
+	origRet uint64
+	chained bool // the return address was already the trampoline (tail call)
+}
+
+// xolArea mirrors struct xol_area: the [uprobes] page of one mm.
+type xolArea struct {
+	vaddr uint64
+	page  *pgtable.Page
+	// mu protects used and freed (the slot bitmap and its wait queue:
+	// xol_area->bitmap and ->wq). A leaf lock.
+	mu    sync.Mutex
+	used  uint32        // bit i: slot i taken; bit 0 is the trampoline
+	freed chan struct{} // closed (and replaced) when a slot is freed
+}
+
+func getUtask(r *kernel.Runner) *utask {
+	ut, _ := r.Utask.(*utask)
+	if ut == nil {
+		ut = &utask{}
+		r.Utask = ut
+	}
+	return ut
+}
+
+// Int3 is the int3 trap of a task (kernel.Traps): uprobe_pre_sstep_notifier()
+// then handle_swbp(). It returns 0 to resume or the signal to deliver.
+func (u *Uprobes) Int3(r *kernel.Runner) kernel.Signal {
+	m := r.Task.MM
+	ut, _ := r.Utask.(*utask)
+	if !m.FlagTest(mm.MMF_HAS_UPROBES) && (ut == nil || len(ut.ris) == 0) {
+		return kernel.SIGTRAP // not ours
+	}
+	bp := r.Regs.RIP - 1 // uprobe_get_swbp_addr
+	if ut != nil && ut.area != nil && bp == ut.area.vaddr+trampolineOff {
+		return u.handleTrampoline(r, ut)
+	}
+	return u.handleSwbp(r, bp)
+}
+
+// handleSwbp mirrors handle_swbp(): the whole hit runs in one read section
+// of the flavour.
+func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
+	th := r.Task.Thread
+	idx := u.flavor.ReadLock(th)
+	defer func() { u.flavor.ReadUnlock(th, idx) }()
+	up, isSwbp := u.findActiveUprobe(r, bp)
+	if up == nil {
+		if isSwbp {
+			return kernel.SIGTRAP // somebody else's int3
+		}
+		r.Regs.RIP = bp // raced with unregister: run the original again
+		return 0
+	}
+	r.Regs.RIP = bp
+	if !up.copied.Load() {
+		return 0
+	}
+	ut := getUtask(r)
+	u.handlerChain(up, r, ut)
+	if r.Regs.RIP != bp {
+		return 0 // a handler moved ip: skip the instruction
+	}
+	// arch_uprobe_skip_sstep(): x86 emulates the simple ones.
+	if up.insn.Class == cpu.Emulate && r.Interp().Emulate(&up.insn, &r.Regs, r) == nil {
+		return 0
+	}
+	u.preSsout(up, r, ut, bp)
+	return 0
+}
+
+// findActiveUprobe mirrors find_active_uprobe_rcu(): first without the
+// mmap lock (find_active_uprobe_speculative, v6.14+: valid only if no
+// mmap write section ran meanwhile), then under the mmap read lock, where a
+// miss also asks whether the byte is a trap (is_trap_at_addr) and
+// recomputes MMF_HAS_UPROBES if asked to.
+func (u *Uprobes) findActiveUprobe(r *kernel.Runner, bp uint64) (*Uprobe, bool) {
+	m := r.Task.MM
+	if seq := m.LockSeq().Raw(); seq&1 == 0 { // mmap_lock_speculate_try_begin
+		start, _, v := m.Tree().Find(bp) // vma_lookup under RCU
+		if v != nil && start <= bp && v.File != nil {
+			up := u.findUprobeRCU(v.File.Inode, v.Pgoff<<pgtable.PageShift+bp-start)
+			if up != nil && !m.LockSeq().ReadRetry(seq) {
+				return up, false
+			}
+		}
+	}
+	m.MmapReadLock(r)
+	defer m.MmapReadUnlock()
+	var up *Uprobe
+	isSwbp := false
+	if v := m.VMALookup(bp); v != nil {
+		if v.File != nil {
+			up = u.findUprobeRCU(v.File.Inode, vaddrToOffset(v, bp))
+		}
+		if up == nil {
+			b, ok := m.PeekByte(bp)
+			if !ok {
+				b, _ = v.FileByte(bp)
+			}
+			isSwbp = b == swbp
+		}
+	}
+	if up == nil && m.FlagTest(mm.MMF_RECALC_UPROBES) {
+		m.FlagClear(mm.MMF_RECALC_UPROBES)
+		u.recalc(m)
+	}
+	return up, isSwbp
+}
+
+// handlerChain mirrors handler_chain(): every consumer's handler once, then
+// the return instance if a consumer with a ret_handler wants it, then, if
+// every handler asked for it, the breakpoint's removal from this mm.
+func (u *Uprobes) handlerChain(up *Uprobe, r *kernel.Runner, ut *utask) {
+	cons := *up.consumers.Load()
+	remove, wantRet := true, false
+	for _, c := range cons {
+		rc := 0
+		if c.Handler != nil {
+			rc = c.Handler(r)
+		}
+		remove = remove && rc == HandlerRemove
+		if c.RetHandler != nil && rc != HandlerRemove && rc != HandlerIgnore {
+			wantRet = true
+		}
+	}
+	if wantRet {
+		u.prepareUretprobe(up, r, ut)
+	}
+	if remove && len(cons) > 0 {
+		up.registerRwsem.DownRead(r)
+		if !up.filterChain(r.Task.MM) {
+			u.unapply(r, up, r.Task.MM)
+		}
+		up.registerRwsem.UpRead()
+	}
+}
+
+// getXolArea mirrors get_xol_area() and xol_add_vma(): the mm's [uprobes]
+// page, mapped on first use at the highest free page below TASK_SIZE, with
+// the uretprobe trampoline in slot 0. The model CPU has no syscall, so the
+// trampoline is the compat one: a bare int3.
+func (u *Uprobes) getXolArea(r *kernel.Runner, ut *utask) (*xolArea, error) {
+	if ut.area != nil {
+		return ut.area, nil
+	}
+	m := r.Task.MM
+	if a, ok := u.xol.Load(m); ok {
+		ut.area = a.(*xolArea)
+		return ut.area, nil
+	}
+	if err := m.MmapWriteLockKillable(r); err != nil {
+		return nil, err
+	}
+	defer m.MmapWriteUnlock()
+	if a, ok := u.xol.Load(m); ok { // -EALREADY: another thread won
+		ut.area = a.(*xolArea)
+		return ut.area, nil
+	}
+	addr, err := m.GetUnmappedArea(xolVaddrHint, pgtable.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	a := &xolArea{vaddr: addr, page: pgtable.NewAnonPage(), used: 1 << 0, freed: make(chan struct{})}
+	a.page.Bytes()[trampolineOff] = swbp
+	if _, err := m.InstallSpecialMapping(addr, pgtable.PageSize, xolAreaFlags, xolAreaName, []*pgtable.Page{a.page}); err != nil {
+		return nil, err
+	}
+	u.xol.Store(m, a)
+	ut.area = a
+	return a, nil
+}
+
+// XolArea returns the address of m's [uprobes] page, if it has one.
+func (u *Uprobes) XolArea(m *mm.MM) (uint64, bool) {
+	a, ok := u.xol.Load(m)
+	if !ok {
+		return 0, false
+	}
+	return a.(*xolArea).vaddr, true
+}
+
+// getSlot mirrors xol_get_insn_slot()'s wait: take a free slot, sleeping
+// (uninterruptibly) while all are busy.
+func (a *xolArea) getSlot(w locking.Waiter) int {
+	for {
+		a.mu.Lock()
+		for i := 1; i < xolSlots; i++ {
+			if a.used&(1<<i) == 0 {
+				a.used |= 1 << i
+				a.mu.Unlock()
+				return i
+			}
+		}
+		ch := a.freed
+		a.mu.Unlock()
+		if b, ok := w.(locking.Blocker); ok {
+			b.Block(func() { <-ch })
+		} else {
+			<-ch
+		}
+	}
+}
+
+// freeSlot mirrors xol_free_insn_slot(): free the slot and wake waiters.
+func (a *xolArea) freeSlot(i int) {
+	a.mu.Lock()
+	a.used &^= 1 << i
+	close(a.freed)
+	a.freed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// preSsout mirrors pre_ssout(), xol_get_insn_slot() and x86's
+// arch_uprobe_pre_xol(): copy the instruction into a slot, point ip at it
+// and set TF; SingleStep finishes. On failure the task restarts at the
+// probe (and hits it again).
+func (u *Uprobes) preSsout(up *Uprobe, r *kernel.Runner, ut *utask, bp uint64) {
+	if !up.tryGet() {
+		return
+	}
+	a, err := u.getXolArea(r, ut)
+	if err != nil {
+		up.put()
+		return
+	}
+	slot := a.getSlot(r)
+	b := a.page.Bytes()[slot*xolSlotBytes : (slot+1)*xolSlotBytes]
+	n := copy(b, up.orig[:up.insn.Len])
+	if up.insn.Op == cpu.OpCall {
+		clear(b[1:n]) // branch_clear_offset(): "call 1f", only to trap
+	}
+	ut.active, ut.vaddr, ut.slot = up, bp, slot
+	ut.xol = a.vaddr + uint64(slot*xolSlotBytes)
+	ut.userTF = r.Regs.Flags&cpu.FlagTF != 0
+	r.Regs.RIP = ut.xol
+	r.Regs.Flags |= cpu.FlagTF
+}
+
+// SingleStep is the #DB after the out-of-line step (kernel.Traps):
+// uprobe_post_sstep_notifier() and handle_singlestep() with x86's
+// arch_uprobe_post_xol(): fix ip up (relative to the original address),
+// clear TF unless the task had set it, free the slot.
+func (u *Uprobes) SingleStep(r *kernel.Runner) kernel.Signal {
+	ut, _ := r.Utask.(*utask)
+	if ut == nil || ut.active == nil {
+		return kernel.SIGTRAP // the task's own TF
+	}
+	up := ut.active
+	_ = up.insn.PostXOL(&r.Regs, ut.vaddr, ut.xol) // ErrRestart: regs reset to the call
+	u.endXol(r, ut)
+	if ut.userTF {
+		return kernel.SIGTRAP
+	}
+	return 0
+}
+
+// endXol ends the single-step: TF as the task had it, slot freed, uprobe
+// reference dropped.
+func (u *Uprobes) endXol(r *kernel.Runner, ut *utask) {
+	if !ut.userTF {
+		r.Regs.Flags &^= cpu.FlagTF
+	}
+	ut.area.freeSlot(ut.slot)
+	up := ut.active
+	ut.active = nil
+	up.put()
+}
+
+// Fault is a fault of the task (kernel.Traps): a fault of the instruction
+// stepped out of line aborts the step, so the signal is delivered at the
+// probed address (arch_uprobe_abort_xol()).
+func (u *Uprobes) Fault(r *kernel.Runner) {
+	ut, _ := r.Utask.(*utask)
+	if ut == nil || ut.active == nil {
+		return
+	}
+	r.Regs.RIP = ut.vaddr
+	u.endXol(r, ut)
+}
+
+// TaskExit frees the task's uprobe state (uprobe_free_utask()): pending return
+// instances give their leases back, a step in progress its slot.
+func (u *Uprobes) TaskExit(r *kernel.Runner) {
+	ut, _ := r.Utask.(*utask)
+	if ut == nil {
+		return
+	}
+	if ut.active != nil {
+		u.endXol(r, ut)
+	}
+	for len(ut.ris) > 0 {
+		u.popRI(r, ut)
+	}
+	r.Utask = nil
+}
+
+// Pending returns the number of the task's pending return instances.
+func Pending(r *kernel.Runner) int {
+	ut, _ := r.Utask.(*utask)
+	if ut == nil {
+		return 0
+	}
+	return len(ut.ris)
+}
+
+// prepareUretprobe mirrors prepare_uretprobe() and x86's
+// arch_uretprobe_hijack_return_addr(): swap the return address at sp for
+// the trampoline and push a return instance that keeps the original. A
+// return address that already is the trampoline (a tail call through
+// another probed function) makes a chained instance, which returns where
+// the one below it returns.
+func (u *Uprobes) prepareUretprobe(up *Uprobe, r *kernel.Runner, ut *utask) {
+	a, err := u.getXolArea(r, ut)
+	if err != nil || len(ut.ris) >= maxURetDepth {
+		return
+	}
+	tramp := a.vaddr + trampolineOff
+	sp := r.Regs.R[cpu.RSP]
+	c := r.Interp()
+	orig, err := c.Load64(r, sp)
+	if err != nil || c.Store64(r, sp, tramp) != nil {
+		return
+	}
+	chained := orig == tramp
+	u.cleanupReturnInstances(r, ut, chained, sp)
+	if chained {
+		if len(ut.ris) == 0 {
+			return // not possible but from an attack
+		}
+		orig = ut.ris[len(ut.ris)-1].origRet
+	}
+	ri := &retInstance{up: up, fn: r.Regs.RIP, stack: sp, origRet: orig, chained: chained}
+	ri.srcuIdx = u.uretSRCU.ReadLock(r.Task.Thread) // the lease survives the return to user
+	ut.ris = append(ut.ris, ri)
+}
+
+// isAlive mirrors x86's arch_uretprobe_is_alive(): an instance is alive
+// while its return address is still on the stack (for a call: strictly
+// above sp, which the call just decremented).
+func isAlive(ri *retInstance, call bool, sp uint64) bool {
+	if call {
+		return sp < ri.stack
+	}
+	return sp <= ri.stack
+}
+
+// cleanupReturnInstances mirrors cleanup_return_instances(): drop the
+// instances a longjmp skipped.
+func (u *Uprobes) cleanupReturnInstances(r *kernel.Runner, ut *utask, chained bool, sp uint64) {
+	for len(ut.ris) > 0 && !isAlive(ut.ris[len(ut.ris)-1], !chained, sp) {
+		u.popRI(r, ut)
+	}
+}
+
+// popRI pops the innermost return instance and ends its lease.
+func (u *Uprobes) popRI(r *kernel.Runner, ut *utask) *retInstance {
+	ri := ut.ris[len(ut.ris)-1]
+	ut.ris[len(ut.ris)-1] = nil
+	ut.ris = ut.ris[:len(ut.ris)-1]
+	u.uretSRCU.ReadUnlock(r.Task.Thread, ri.srcuIdx)
+	return ri
+}
+
+// handleTrampoline mirrors uprobe_handle_trampoline(): a return through the
+// trampoline. Pop the instances of the innermost chain, set ip to their
+// original return address, and run each one's ret_handlers (unless a
+// longjmp made the chain stale). SIGILL if nothing is pending.
+func (u *Uprobes) handleTrampoline(r *kernel.Runner, ut *utask) kernel.Signal {
+	if len(ut.ris) == 0 {
+		return sigill
+	}
+	sp := r.Regs.R[cpu.RSP]
+	for {
+		// find_next_ret_chain: the chain is the top instance and the
+		// chained ones under it.
+		j := len(ut.ris) - 1
+		for ut.ris[j].chained {
+			j--
+		}
+		valid := j == 0 || isAlive(ut.ris[j-1], false, sp)
+		r.Regs.RIP = ut.ris[len(ut.ris)-1].origRet
+		for len(ut.ris) > j {
+			ri := ut.ris[len(ut.ris)-1]
+			if valid {
+				u.handleUretprobeChain(ri, r)
+			}
+			u.popRI(r, ut)
+		}
+		if valid || len(ut.ris) == 0 {
+			return 0
+		}
+	}
+}
+
+// handleUretprobeChain mirrors handle_uretprobe_chain(): every consumer's
+// ret_handler, in a read section of the flavour.
+func (u *Uprobes) handleUretprobeChain(ri *retInstance, r *kernel.Runner) {
+	th := r.Task.Thread
+	idx := u.flavor.ReadLock(th)
+	for _, c := range *ri.up.consumers.Load() {
+		if c.RetHandler != nil {
+			c.RetHandler(ri.fn, r)
+		}
+	}
+	u.flavor.ReadUnlock(th, idx)
+}

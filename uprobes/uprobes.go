@@ -1,0 +1,360 @@
+package uprobes
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"mmlab/cpu"
+	"mmlab/errno"
+	"mmlab/kernel"
+	"mmlab/locking"
+	"mmlab/mm"
+	"mmlab/rcu"
+)
+
+// Handler return values (include/linux/uprobes.h).
+const (
+	HandlerRemove = 1 // UPROBE_HANDLER_REMOVE: remove the breakpoint from this mm
+	HandlerIgnore = 2 // UPROBE_HANDLER_IGNORE: skip this consumer's ret_handler
+)
+
+// Flavour names for New.
+const (
+	SRCU       = "srcu"        // seed 004 before (v6.12)
+	TasksTrace = "tasks-trace" // seed 004 after (v6.13+)
+)
+
+// Consumer mirrors struct uprobe_consumer. At least one of Handler and
+// RetHandler is set. They run on the hitting task's model thread, inside a
+// read section of the protection flavour; they may block only through
+// r.Block.
+type Consumer struct {
+	// Handler runs at the breakpoint, with r.Regs.RIP at the probed
+	// address. It returns 0, HandlerRemove or HandlerIgnore.
+	Handler func(r *kernel.Runner) int
+	// RetHandler runs when the probed function returns, with r.Regs.RIP
+	// at the return address; fn is the probed address (the function's
+	// entry).
+	RetHandler func(fn uint64, r *kernel.Runner)
+	// Filter, if set, says whether the consumer wants the breakpoint in
+	// m (nil: every mm).
+	Filter func(m *mm.MM) bool
+}
+
+// wants mirrors consumer_filter().
+func (c *Consumer) wants(m *mm.MM) bool { return c.Filter == nil || c.Filter(m) }
+
+// Uprobe mirrors struct uprobe: one probed (inode, offset) and its
+// consumers.
+type Uprobe struct {
+	Inode  *mm.Inode
+	Offset uint64
+
+	u *Uprobes
+
+	// registerRwsem is register_rwsem: it serialises register, unregister
+	// and apply of this uprobe, i.e. the consumer set against the
+	// breakpoints installed. Outermost lock of the package.
+	registerRwsem locking.RWSem
+	// consumerMu is consumer_rwsem for writers: it protects changes of
+	// consumers and the one-time instruction analysis (prepare_uprobe).
+	// Order: inside the mmap lock, outside treeLock.
+	consumerMu sync.Mutex
+	// consumers is the RCU-read consumer list: an immutable slice,
+	// replaced under consumerMu, read by the hit path without a lock.
+	consumers atomic.Pointer[[]*Consumer]
+
+	ref    atomic.Int64 // refcount; 0: dying (put_uprobe)
+	copied atomic.Bool  // UPROBE_COPY_INSN: orig and insn are valid
+	freed  atomic.Bool  // the free chain (SRCU, then the flavour) ran
+	// orig is arch.insn, the original bytes (up to 16); insn is their
+	// analysis (arch_uprobe_analyze_insn). Written once, before copied.
+	orig [16]byte
+	insn cpu.Insn
+}
+
+// Freed reports whether the uprobe went through its whole free chain
+// (uprobe_free_rcu_tasks_trace ran): no reader can see it any more.
+func (up *Uprobe) Freed() bool { return up.freed.Load() }
+
+// Refs returns the uprobe's reference count.
+func (up *Uprobe) Refs() int64 { return up.ref.Load() }
+
+// Insn returns the analysed original instruction (valid once a breakpoint
+// was installed).
+func (up *Uprobe) Insn() cpu.Insn { return up.insn }
+
+func (up *Uprobe) String() string {
+	return fmt.Sprintf("uprobe %s:%#x", up.Inode.Name, up.Offset)
+}
+
+// tryGet mirrors try_get_uprobe(): a reference unless the uprobe is dying.
+func (up *Uprobe) tryGet() bool {
+	for {
+		n := up.ref.Load()
+		if n == 0 {
+			return false
+		}
+		if up.ref.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// put mirrors put_uprobe() and uprobe_free_deferred(): the last reference
+// erases the uprobe from the tree (if it is still there) and frees it after
+// a grace period of uretprobes_srcu and then one of the hit path's flavour
+// (U5).
+func (up *Uprobe) put() {
+	if up.ref.Add(-1) != 0 {
+		return
+	}
+	u := up.u
+	u.treeLock.Lock()
+	u.treeSeq.WriteBegin()
+	t := *u.tree.Load()
+	if i, ok := search(t, up.Inode.Ino, up.Offset); ok && t[i] == up {
+		u.tree.Store(ptr(slices.Delete(slices.Clone(t), i, i+1)))
+	}
+	u.treeSeq.WriteEnd()
+	u.treeLock.Unlock()
+	u.uretSRCU.Call(func() { u.flavor.Call(func() { up.freed.Store(true) }) })
+}
+
+// filterChain mirrors filter_chain(): does any consumer want m?
+func (up *Uprobe) filterChain(m *mm.MM) bool {
+	for _, c := range *up.consumers.Load() {
+		if c.wants(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasConsumer reports whether c is a consumer of up.
+func (up *Uprobe) hasConsumer(c *Consumer) bool {
+	return slices.Contains(*up.consumers.Load(), c)
+}
+
+// consumerAdd mirrors consumer_add(): list_add_rcu under consumer_rwsem.
+func (up *Uprobe) consumerAdd(c *Consumer) {
+	up.consumerMu.Lock()
+	defer up.consumerMu.Unlock()
+	up.consumers.Store(ptr(append([]*Consumer{c}, *up.consumers.Load()...)))
+}
+
+// consumerDel mirrors consumer_del(): list_del_rcu.
+func (up *Uprobe) consumerDel(c *Consumer) {
+	up.consumerMu.Lock()
+	defer up.consumerMu.Unlock()
+	cs := *up.consumers.Load()
+	if i := slices.Index(cs, c); i >= 0 {
+		up.consumers.Store(ptr(slices.Delete(slices.Clone(cs), i, i+1)))
+	}
+}
+
+// Uprobes is the uprobes subsystem of one model kernel: the registry,
+// dup_mmap_sem, the protection flavour of the hit path and the machine whose
+// CPUs run the probed tasks. It implements mm.Hooks (set it as the Hooks
+// of every MM), kernel.DupMmapHooks and kernel.Traps (New installs it as
+// the machine's).
+type Uprobes struct {
+	machine  *kernel.Machine
+	flavor   rcu.Flavor // the hit path's protection (the switch)
+	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases
+
+	// DupMmapSem is dup_mmap_sem: held for write by registerForEachVMA
+	// and for read by fork around dup_mmap. Order: inside registerRwsem,
+	// outside every mmap lock.
+	DupMmapSem locking.PercpuRWSem
+
+	// treeLock is uprobes_treelock for writers of tree; treeSeq is
+	// uprobes_seqcount, written inside it. Order: innermost but xolArea.mu.
+	treeLock sync.Mutex
+	treeSeq  locking.SeqCount
+	// tree is uprobes_tree: the uprobes sorted by (inode, offset), an
+	// immutable slice replaced under treeLock (see the package comment).
+	tree atomic.Pointer[[]*Uprobe]
+
+	// mmapMutex is uprobes_mmap_mutex[]: it serialises uprobe_mmap per
+	// inode hash. Order: inside the mmap lock, outside consumerMu.
+	mmapMutex [13]locking.RWSem
+
+	// xol maps *mm.MM to its *xolArea (mm->uprobes_state.xol_area).
+	xol sync.Map
+}
+
+var (
+	_ mm.Hooks            = (*Uprobes)(nil)
+	_ kernel.DupMmapHooks = (*Uprobes)(nil)
+	_ kernel.Traps        = (*Uprobes)(nil)
+)
+
+// New returns the uprobes of machine m with the hit path protected by
+// flavor (SRCU or TasksTrace), and installs it as m's trap handler.
+func New(m *kernel.Machine, flavor string) (*Uprobes, error) {
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys)}
+	switch flavor {
+	case SRCU:
+		u.flavor = rcu.NewSRCU(m.Sys)
+	case TasksTrace:
+		u.flavor = rcu.NewTasksTrace(m.Sys)
+	default:
+		return nil, fmt.Errorf("uprobes: unknown flavour %q (want %s or %s)", flavor, SRCU, TasksTrace)
+	}
+	u.tree.Store(new([]*Uprobe))
+	u.DupMmapSem.SetName("dup_mmap_sem")
+	for i := range u.mmapMutex {
+		u.mmapMutex[i].SetName("uprobes_mmap_mutex")
+	}
+	m.Traps = u
+	return u, nil
+}
+
+// Flavor returns the hit path's protection.
+func (u *Uprobes) Flavor() rcu.Flavor { return u.flavor }
+
+// Machine returns the machine.
+func (u *Uprobes) Machine() *kernel.Machine { return u.machine }
+
+func ptr[T any](v T) *T { return &v }
+
+// search finds (ino, off) in the sorted t: its index, or where it would go.
+func search(t []*Uprobe, ino, off uint64) (int, bool) {
+	lo, hi := 0, len(t)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		p := t[mid]
+		if p.Inode.Ino < ino || p.Inode.Ino == ino && p.Offset < off {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, lo < len(t) && t[lo].Inode.Ino == ino && t[lo].Offset == off
+}
+
+// findUprobeRCU mirrors find_uprobe_rcu(): a lockless lookup. A uprobe found
+// is trusted; a miss only if no writer changed the tree meanwhile. The
+// caller is inside a read section (or holds a reference it got here).
+func (u *Uprobes) findUprobeRCU(in *mm.Inode, off uint64) *Uprobe {
+	for {
+		seq := u.treeSeq.ReadBegin()
+		t := *u.tree.Load()
+		if i, ok := search(t, in.Ino, off); ok {
+			return t[i]
+		}
+		if !u.treeSeq.ReadRetry(seq) {
+			return nil
+		}
+	}
+}
+
+// Lookup returns the uprobe at (in, off) if there is one (for tests and
+// tools: find_uprobe_rcu outside the hit path).
+func (u *Uprobes) Lookup(in *mm.Inode, off uint64) *Uprobe { return u.findUprobeRCU(in, off) }
+
+// Len returns the number of uprobes in the tree.
+func (u *Uprobes) Len() int { return len(*u.tree.Load()) }
+
+// noEvents mirrors no_uprobe_events().
+func (u *Uprobes) noEvents() bool { return len(*u.tree.Load()) == 0 }
+
+// alloc mirrors alloc_uprobe() and insert_uprobe(): the uprobe at (in,
+// off) with a reference for the caller, inserted if there is none; a dying
+// one in its place is replaced.
+func (u *Uprobes) alloc(in *mm.Inode, off uint64) *Uprobe {
+	nu := &Uprobe{Inode: in, Offset: off, u: u}
+	nu.ref.Store(1)
+	nu.consumers.Store(new([]*Consumer))
+	nu.registerRwsem.SetName("register_rwsem")
+	u.treeLock.Lock()
+	defer u.treeLock.Unlock()
+	t := *u.tree.Load()
+	i, ok := search(t, in.Ino, off)
+	if ok && t[i].tryGet() {
+		return t[i]
+	}
+	u.treeSeq.WriteBegin()
+	if ok {
+		nt := slices.Clone(t)
+		nt[i] = nu // the dying one is erased, its put finds it gone
+		u.tree.Store(&nt)
+	} else {
+		u.tree.Store(ptr(slices.Insert(slices.Clone(t), i, nu)))
+	}
+	u.treeSeq.WriteEnd()
+	return nu
+}
+
+// Register mirrors uprobe_register(): add consumer c to the uprobe at
+// (in, offset), creating it, and install the breakpoint in every mm that
+// maps that file page and that c's filter accepts. w is the registering
+// task (nil for a plain goroutine). On error nothing stays registered.
+func (u *Uprobes) Register(w locking.Waiter, in *mm.Inode, offset uint64, c *Consumer) (*Uprobe, error) {
+	if c == nil || c.Handler == nil && c.RetHandler == nil {
+		return nil, errno.EINVAL
+	}
+	if offset > in.Size {
+		return nil, errno.EINVAL
+	}
+	up := u.alloc(in, offset)
+	up.registerRwsem.DownWrite(w)
+	up.consumerAdd(c)
+	err := u.registerForEachVMA(w, up, c)
+	up.registerRwsem.UpWrite()
+	if err != nil {
+		_ = u.UnregisterNosync(w, up, c)
+		u.UnregisterSync(w)
+		return nil, err
+	}
+	return up, nil
+}
+
+// UnregisterNosync mirrors uprobe_unregister_nosync(): remove c and the
+// breakpoint from every mm no remaining consumer wants, and drop c's
+// reference. c's handlers may still be running; UnregisterSync waits for
+// them. If a removal fails the uprobe is leaked, as the kernel does
+// ("unregister, leaking uprobe"), and the error returned.
+func (u *Uprobes) UnregisterNosync(w locking.Waiter, up *Uprobe, c *Consumer) error {
+	up.registerRwsem.DownWrite(w)
+	up.consumerDel(c)
+	err := u.registerForEachVMA(w, up, nil)
+	up.registerRwsem.UpWrite()
+	if err != nil {
+		return fmt.Errorf("uprobes: unregister %v, leaking uprobe: %w", up, err)
+	}
+	up.put()
+	return nil
+}
+
+// UnregisterSync mirrors uprobe_unregister_sync(): after it returns no
+// handler of a consumer removed before it runs (U4). A model task (a
+// locking.Blocker) waits inside Block, giving up its CPU.
+func (u *Uprobes) UnregisterSync(w locking.Waiter) {
+	wait := func() {
+		u.flavor.Synchronize()
+		u.uretSRCU.Synchronize()
+	}
+	if b, ok := w.(locking.Blocker); ok {
+		b.Block(wait)
+		return
+	}
+	wait()
+}
+
+// Apply mirrors uprobe_apply(): if c is still a consumer of up, install
+// (add) or remove (!add) the breakpoints as c's filter now says.
+func (u *Uprobes) Apply(w locking.Waiter, up *Uprobe, c *Consumer, add bool) error {
+	up.registerRwsem.DownWrite(w)
+	defer up.registerRwsem.UpWrite()
+	if !up.hasConsumer(c) {
+		return nil
+	}
+	if add {
+		return u.registerForEachVMA(w, up, c)
+	}
+	return u.registerForEachVMA(w, up, nil)
+}
