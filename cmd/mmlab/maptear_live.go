@@ -38,7 +38,8 @@ func init() {
 }
 
 const maptearUsage = `usage: mmlab run maptear [--target model|live|both] [--variant before|after]
-                        [--cases split,resize,remap] [--duration D] [--reads N] [--pin] [--json]
+                        [--cases split,resize,remap] [--duration D] [--reads N]
+                        [--file maps|smaps] [--pin] [--json]
 
 The tearing check of the kernel's proc-maps-race.c. A process keeps changing
 a VMA that straddles the boundary between two read() chunks of its
@@ -51,6 +52,9 @@ the old or new form (unexpected), and the query must find the old or the new
 VMA (query_gaps, query_wrong). All four must be 0; the exit status is 1 if
 not. modified counts the reads that saw the change, showing that the race
 ran. Each case runs for --duration or --reads reads, whichever ends first.
+--file smaps reads /proc/PID/smaps instead (each VMA's line is followed by
+its counters), the other variant of proc-maps-race.c; the query is the same.
+--pin keeps the reader on CPU 0 and the modifier on CPU 1, so they overlap.
 The live target needs Linux 6.11+ (PROCMAP_QUERY).
 
 `
@@ -64,6 +68,7 @@ func runMaptear(ctx context.Context, args []string) int {
 	reads := fs.Int("reads", 0, "reads per case (0: as many as --duration allows)")
 	asJSON := fs.Bool("json", false, "print one JSON document in the common schema instead of the table")
 	pin := fs.Bool("pin", false, "live: run the reader on CPU 0 and the modifier on CPU 1")
+	file := fs.String("file", "maps", "live: the file read, maps or smaps")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), maptearUsage)
 		fs.PrintDefaults()
@@ -81,7 +86,10 @@ func runMaptear(ctx context.Context, args []string) int {
 	if err == nil && *variant != "" && *variant != "before" && *variant != "after" {
 		err = fmt.Errorf("--variant %q: want before or after", *variant)
 	}
-	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads, Pin: *pin}
+	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads, Pin: *pin, File: *file}
+	if *file != "maps" && *file != "smaps" {
+		err = fmt.Errorf("--file %q: want maps or smaps", *file)
+	}
 	for _, c := range opts.Cases {
 		if err == nil && !slices.Contains(maptear.Cases, c) {
 			err = fmt.Errorf("--cases: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
@@ -91,7 +99,7 @@ func runMaptear(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab run maptear: %v\n", err)
 		return 2
 	}
-	doc := report.New("maptear", map[string]any{"cases": opts.Cases, "duration_ms": duration.Milliseconds(), "reads": *reads, "pin": *pin})
+	doc := report.New("maptear", map[string]any{"cases": opts.Cases, "duration_ms": duration.Milliseconds(), "reads": *reads, "pin": *pin, "file": *file})
 	status := 0
 	add := func(target, variant string, res []maptear.CaseResult) {
 		for _, r := range res {
@@ -149,9 +157,9 @@ func printMaptear(doc *report.Document) {
 	fmt.Printf("maptear: /proc/PID/maps tearing check (%s)\n", doc.Machine.Kernel)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"reads", "modified", "duplicates", "gaps", "unexpected", "queries", "query_gaps", "query_wrong"}
-	fmt.Fprintf(w, "target\tvariant\tcase\t%s\tverdict\t\n", strings.Join(cols, "\t"))
+	fmt.Fprintf(w, "target\tvariant\tfile\tcase\t%s\tverdict\t\n", strings.Join(cols, "\t"))
 	for _, r := range doc.Results {
-		fmt.Fprintf(w, "%s\t%s\t%s\t", r["target"], r["variant"], r["case"])
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t", r["target"], r["variant"], r["file"], r["case"])
 		bad := 0
 		for _, c := range cols {
 			fmt.Fprintf(w, "%d\t", r[c])

@@ -20,7 +20,10 @@ var Cases = []string{"split", "resize", "remap"}
 // Options sets how long each case runs: until Reads observations, or for
 // Duration, whichever comes first; with neither set, for one second.
 type Options struct {
-	Cases    []string // default: all of Cases
+	Cases []string // default: all of Cases
+	// File is the file read: "maps" (the default), or "smaps", whose text
+	// has each VMA's counters after its line (proc-maps-race.c has both).
+	File     string
 	Reads    int
 	Duration time.Duration
 	// Pin runs the reader on CPU 0 and the modifier on CPU 1, so that they
@@ -36,6 +39,7 @@ type Options struct {
 // QueryWrong must all be 0.
 type CaseResult struct {
 	Case string `json:"case"`
+	File string `json:"file"` // maps or smaps
 	// Reads is the number of observations: the two lines on either side of
 	// the chunk boundary, each from its own read().
 	Reads int `json:"reads"`
@@ -65,11 +69,12 @@ func (r CaseResult) Failed() bool {
 }
 
 // Fields returns r as the key field and metrics of a report.Result row:
-// "case", "reads", "modified", "duplicates", "gaps", "unexpected",
+// "case", "file", "reads", "modified", "duplicates", "gaps", "unexpected",
 // "queries", "query_gaps", "query_wrong".
 func (r CaseResult) Fields() map[string]any {
 	return map[string]any{
 		"case":        r.Case,
+		"file":        r.File,
 		"reads":       r.Reads,
 		"modified":    r.Modified,
 		"duplicates":  r.Duplicates,

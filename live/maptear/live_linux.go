@@ -36,6 +36,13 @@ func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
 			return nil, fmt.Errorf("maptear: unknown case %q (cases: %s)", c, strings.Join(Cases, ", "))
 		}
 	}
+	switch opts.File {
+	case "":
+		opts.File = "maps"
+	case "maps", "smaps":
+	default:
+		return nil, fmt.Errorf("maptear: file %q: want maps or smaps", opts.File)
+	}
 	if opts.Reads == 0 && opts.Duration == 0 {
 		opts.Duration = time.Second
 	}
@@ -52,7 +59,7 @@ func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
 		return nil, err
 	}
 	defer ch.stop()
-	rd, err := newBoundaryReader(ch)
+	rd, err := newBoundaryReader(ch, opts.File)
 	if err != nil {
 		return nil, err
 	}
@@ -164,16 +171,17 @@ func (c *child) stop() {
 // holds the first piece, and returns the last line of that chunk and the
 // first line of the next.
 type boundaryReader struct {
-	ch   *child
-	fd   int
-	maps *procmaps.Reader // for PROCMAP_QUERY
-	buf  []byte
-	skip int
+	ch    *child
+	fd    int
+	maps  *procmaps.Reader // for PROCMAP_QUERY
+	smaps bool             // reading smaps, not maps
+	buf   []byte
+	skip  int
 }
 
-func newBoundaryReader(ch *child) (*boundaryReader, error) {
+func newBoundaryReader(ch *child, file string) (*boundaryReader, error) {
 	pid := ch.cmd.Process.Pid
-	path := "/proc/" + strconv.Itoa(pid) + "/maps"
+	path := "/proc/" + strconv.Itoa(pid) + "/" + file
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("maptear: open %s: %s", path, unix.ErrnoName(err.(unix.Errno)))
@@ -183,7 +191,7 @@ func newBoundaryReader(ch *child) (*boundaryReader, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	b := &boundaryReader{ch: ch, fd: fd, maps: maps, buf: make([]byte, os.Getpagesize())}
+	b := &boundaryReader{ch: ch, fd: fd, maps: maps, smaps: file == "smaps", buf: make([]byte, os.Getpagesize())}
 	// Find the chunk holding the first piece.
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
 		b.close()
@@ -251,25 +259,65 @@ func (b *boundaryReader) observeDropping(dropNext bool) (last, first Span, err e
 	if err != nil {
 		return last, first, err
 	}
-	chunk = chunk[:len(chunk)-1]
-	var v procmaps.VMA
-	if err := procmaps.ParseLine(chunk[bytes.LastIndexByte(chunk, '\n')+1:], &v); err != nil {
-		return last, first, err
+	last, ok := b.header(chunk, -1)
+	if !ok {
+		return last, first, fmt.Errorf("no VMA line at the end of chunk %d: %q", b.skip, lastLine(chunk))
 	}
-	last = SpanOf(&v)
 	if chunk, err = b.readChunk(); err != nil {
 		return last, first, err
 	}
+	n := 0
 	if dropNext {
-		chunk = chunk[bytes.IndexByte(chunk, '\n')+1:]
-		if len(chunk) == 0 {
-			return last, first, errors.New("dropping a line: the chunk has only one")
+		n = 1
+	}
+	if first, ok = b.header(chunk, n); !ok {
+		return last, first, fmt.Errorf("no VMA line %d in chunk %d: %q", n, b.skip+1, chunk)
+	}
+	return last, first, nil
+}
+
+// header finds the VMA line number n of chunk (-1: the last). In maps every
+// line is one and must parse; in smaps a VMA's record is its header line
+// followed by lines of counters, and only the headers parse.
+func (b *boundaryReader) header(chunk []byte, n int) (Span, bool) {
+	var v procmaps.VMA
+	if !b.smaps {
+		line := lastLine(chunk)
+		for l := range bytes.Lines(chunk) {
+			if n < 0 {
+				break
+			}
+			if n == 0 {
+				line = l[:len(l)-1]
+				break
+			}
+			n--
 		}
+		if n > 0 {
+			return Span{}, false
+		}
+		err := procmaps.ParseLine(line, &v)
+		return SpanOf(&v), err == nil
 	}
-	if err := procmaps.ParseLine(chunk[:bytes.IndexByte(chunk, '\n')], &v); err != nil {
-		return last, first, err
+	var last Span
+	found := false
+	for line := range bytes.Lines(chunk) {
+		if procmaps.ParseLine(line[:len(line)-1], &v) != nil {
+			continue
+		}
+		if n == 0 {
+			return SpanOf(&v), true
+		}
+		n--
+		last, found = SpanOf(&v), true
 	}
-	return last, SpanOf(&v), nil
+	return last, n < 0 && found
+}
+
+// lastLine returns the last line of chunk, without its newline.
+func lastLine(chunk []byte) []byte {
+	chunk = chunk[:len(chunk)-1]
+	return chunk[bytes.LastIndexByte(chunk, '\n')+1:]
 }
 
 // query asks PROCMAP_QUERY for the VMA covering addr; found is false on ENOENT.
@@ -302,7 +350,7 @@ func unixProt(p procmaps.Perm) int {
 // restored boundary), then lets the child modify and restore freely while
 // it observes.
 func (b *boundaryReader) runCase(ctx context.Context, name string, opts Options) (CaseResult, error) {
-	res := CaseResult{Case: name}
+	res := CaseResult{Case: name, File: opts.File}
 	page := uint64(os.Getpagesize())
 	last0, first0, err := b.observe()
 	if err != nil {

@@ -9,13 +9,20 @@ import (
 // duplicates but never a gap, never a line that is neither the old nor the
 // new form, and PROCMAP_QUERY always finds the old or the new VMA.
 func TestLiveNoGaps(t *testing.T) {
-	for _, pin := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unpinned", true: "pinned"}[pin], func(t *testing.T) { testLiveNoGaps(t, pin) })
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{
+		{"maps", Options{Reads: 3000}},
+		{"maps/pinned", Options{Reads: 3000, Pin: true}},
+		{"smaps", Options{Reads: 3000, File: "smaps"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testLiveNoGaps(t, c.o) })
 	}
 }
 
-func testLiveNoGaps(t *testing.T, pin bool) {
-	res, err := RunLive(context.Background(), Options{Reads: 3000, Pin: pin})
+func testLiveNoGaps(t *testing.T, o Options) {
+	res, err := RunLive(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
