@@ -400,6 +400,25 @@ func BenchmarkStoreErase30000(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkStoreEraseBatch30000 is the same pair in one Batch, as a VMA
+// split or merge would make it: the path is copied once.
+func BenchmarkStoreEraseBatch30000(b *testing.B) {
+	tr := build(30000)
+	rng := rand.New(rand.NewPCG(5, 6))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	v := new(int)
+	for i := 0; i < b.N; i++ {
+		s := uint64(rng.IntN(30000))<<16 + 0x9000
+		bt := tr.Batch()
+		bt.Store(s, s+0x1000, v)
+		bt.Erase(s)
+		bt.Commit()
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 func BenchmarkIterate30000(b *testing.B) {
 	tr := build(30000)
 	b.ReportAllocs()
