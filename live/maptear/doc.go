@@ -33,6 +33,8 @@ type Options struct {
 	// dropNext is a test hook: during the free run, report the second line
 	// of the second chunk as its first, as a reader that skips a VMA would.
 	dropNext bool
+	// afterRead is a test hook called after each observation.
+	afterRead func()
 }
 
 // CaseResult is what one case saw. Gaps, Unexpected, QueryGaps and

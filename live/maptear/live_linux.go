@@ -428,6 +428,9 @@ func (b *boundaryReader) runCase(ctx context.Context, name string, opts Options)
 			break
 		}
 		c.ObserveQuery(&res, v, found)
+		if opts.afterRead != nil {
+			opts.afterRead()
+		}
 	}
 	// "s" stops the child; its answer to "g" comes then.
 	if err := b.ch.do("s"); err != nil && runErr == nil {

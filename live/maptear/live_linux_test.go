@@ -2,7 +2,10 @@ package maptear
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The live kernel keeps the promise: in every case, reads may see
@@ -56,5 +59,34 @@ func TestLiveCatchesSkippedVMA(t *testing.T) {
 		if r.Gaps != r.Reads {
 			t.Errorf("%s: %d gaps in %d reads, want every read", r.Case, r.Gaps, r.Reads)
 		}
+	}
+}
+
+func TestRunLiveBadOptions(t *testing.T) {
+	for _, o := range []Options{{Cases: []string{"nope"}}, {File: "status"}} {
+		if _, err := RunLive(context.Background(), o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// Cancelled in the middle of a case's free run, RunLive stops, returns the
+// case so far and why, and leaves no child behind.
+func TestRunLiveCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	res, err := RunLive(ctx, Options{Reads: 1 << 30, afterRead: func() {
+		if n++; n == 100 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || len(res) != 1 || res[0].Reads != 100 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	// Every child of this process has been reaped.
+	var ru unix.Rusage
+	if pid, err := unix.Wait4(-1, nil, unix.WNOHANG, &ru); !errors.Is(err, unix.ECHILD) {
+		t.Errorf("a child is left: wait4 = %d, %v", pid, err)
 	}
 }

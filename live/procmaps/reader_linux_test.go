@@ -675,3 +675,46 @@ func TestBuildID(t *testing.T) {
 		t.Errorf("BuildID of a hole: %v", err)
 	}
 }
+
+// The kernel's answers to malformed queries, as fs/proc/task_mmu.c's
+// do_procmap_query gives them (and as research/kernel-mechanisms.md §6.5
+// lists them): the model's PROCMAP_QUERY must give the same.
+func TestRawQueryErrors(t *testing.T) {
+	r := open(t, os.Getpid())
+	base := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
+	for _, c := range []struct {
+		name   string
+		modify func(q *ProcmapQuery)
+		want   error
+	}{
+		{"fine", func(q *ProcmapQuery) {}, nil},
+		{"size > PAGE_SIZE", func(q *ProcmapQuery) { q.Size = uint64(os.Getpagesize()) + 1 }, unix.E2BIG},
+		{"size short of query_addr", func(q *ProcmapQuery) { q.Size = 23 }, unix.EINVAL},
+		{"unknown flag", func(q *ProcmapQuery) { q.QueryFlags |= 0x40 }, unix.EINVAL},
+		{"name size without address", func(q *ProcmapQuery) { q.VMANameSize = 16 }, unix.EINVAL},
+		{"build ID address without size", func(q *ProcmapQuery) { q.BuildIDAddr = 0x1000 }, unix.EINVAL},
+		{"no VMA above", func(q *ProcmapQuery) { q.QueryAddr = 1 << 47 }, unix.ENOENT},
+		{"no covering VMA", func(q *ProcmapQuery) { q.QueryFlags = 0; q.QueryAddr = 0 }, unix.ENOENT},
+		{"file-backed only", func(q *ProcmapQuery) { q.QueryFlags |= PROCMAP_QUERY_FILE_BACKED_VMA }, nil},
+	} {
+		q := base
+		c.modify(&q)
+		if err := r.RawQuery(&q); err != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	// A struct of 24 bytes (up to query_addr) is accepted, and only those
+	// bytes are written back: the rest of ours stays as it was.
+	q := base
+	q.Size = 24
+	q.VMAStart = 0xdead
+	if err := r.RawQuery(&q); err != nil || q.VMAStart != 0xdead {
+		t.Errorf("24-byte query: %v, vma_start %#x (want untouched 0xdead)", err, q.VMAStart)
+	}
+	// Asked for file-backed VMAs only, it finds one with an inode.
+	q = base
+	q.QueryFlags |= PROCMAP_QUERY_FILE_BACKED_VMA
+	if err := r.RawQuery(&q); err != nil || q.Inode == 0 || q.VMAPageSize != uint64(os.Getpagesize()) {
+		t.Errorf("file-backed query: %v, %+v", err, q)
+	}
+}
