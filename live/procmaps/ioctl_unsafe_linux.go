@@ -12,7 +12,7 @@ import (
 // the Go runtime only sees as an integer.
 func procmapQuery(fd int, q *ProcmapQuery, name []byte) error {
 	if len(name) > 0 {
-		q.VMANameAddr = uint64(uintptr(unsafe.Pointer(&name[0])))
+		q.VMANameAddr = bufAddr(name)
 		q.VMANameSize = uint32(len(name))
 	}
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), PROCMAP_QUERY, uintptr(unsafe.Pointer(q)))
@@ -21,3 +21,7 @@ func procmapQuery(fd int, q *ProcmapQuery, name []byte) error {
 	}
 	return nil
 }
+
+// bufAddr is the user address of b's first byte, for a buffer field of
+// struct procmap_query. The caller pins b while the kernel may write it.
+func bufAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }

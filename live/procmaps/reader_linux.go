@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -368,7 +367,7 @@ func (r *Reader) BuildID(addr uint64) ([]byte, error) {
 	defer pin.Unpin()
 	r.q = ProcmapQuery{
 		Size: SizeofProcmapQuery, QueryAddr: addr,
-		BuildIDSize: buildIDSizeMax, BuildIDAddr: uint64(uintptr(unsafe.Pointer(&buf[0]))),
+		BuildIDSize: buildIDSizeMax, BuildIDAddr: bufAddr(buf[:]),
 	}
 	switch err := r.ioctl(&r.q, nil); err {
 	case nil:
