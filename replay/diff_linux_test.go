@@ -1,9 +1,9 @@
 package replay
 
 import (
-	"errors"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"testing"
