@@ -164,8 +164,7 @@ func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
 //
 // The gap check: a VMA found above fromAddr may have been shrunk, or another
 // installed below it, after the lookup; unless mmap_lock speculation shows
-// no write section ran in between, it looks again and falls back to the mmap
-// lock if the answer changed.
+// that no write section ran in between, the walk falls back to the mmap lock.
 func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool)) *VMA {
 	for {
 		seq := m.lockSeq.Raw() // mmap_lock_speculate_try_begin
@@ -186,10 +185,13 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			break
 		}
 		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
-			if _, _, again := m.mt.Find(fromAddr); again != v {
-				m.VMAEndRead(v)
-				break
-			}
+			// The kernel walks again and falls back only if it finds
+			// another VMA. Its maple tree shows a split or merge whole;
+			// the model's tree shows a write section's stores one by
+			// one, so a second walk could see the same transient hole.
+			// The model falls back whenever a writer may have run.
+			m.VMAEndRead(v)
+			break
 		}
 		return v
 	}

@@ -190,7 +190,7 @@ func (lc *queryLock) find(addr uint64) *mm.VMA {
 			return nil
 		}
 		lc.locked = v
-		if lc.f.opt.BrokenSkip != nil && lc.f.opt.BrokenSkip(v.Start) {
+		if lc.f.opt.BrokenSkip != nil && lc.f.opt.BrokenSkip(v.Start, true) {
 			addr = v.End
 			m.VMAEndRead(v)
 			lc.locked = nil

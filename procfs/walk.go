@@ -36,10 +36,10 @@ type Options struct {
 	Point func()
 
 	// BrokenSkip is a test hook for the tearing checks, never set
-	// otherwise: the After walk and query pass over the VMA it names (by
-	// its start) as a reader with a broken walk would, so that a checker
-	// can prove it reports the gap.
-	BrokenSkip func(start uint64) bool
+	// otherwise: the After text walk (query false) and query (query true)
+	// pass over the VMAs it names by their start, as a reader with a broken
+	// walk would, so that a checker can prove it reports the gap.
+	BrokenSkip func(start uint64, query bool) bool
 }
 
 // MapsFile is an open /proc/PID/maps of a model address space: a seq_file
@@ -134,7 +134,7 @@ func (f *MapsFile) readVMALocked() {
 			f.done = true
 			return
 		}
-		if f.opt.BrokenSkip != nil && f.opt.BrokenSkip(v.Start) {
+		if f.opt.BrokenSkip != nil && f.opt.BrokenSkip(v.Start, false) {
 			f.pos = v.End
 			f.m.VMAEndRead(v)
 			continue
