@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	live "mmlab/live/replay"
@@ -30,9 +31,14 @@ func TestDifferential(t *testing.T) {
 		*seeds = min(*seeds, 20)
 	}
 	ctx := context.Background()
-	failed := 0
+	failed, ops, lines := 0, 0, 0
+	defer func() {
+		t.Logf("seeds %d..%d: %d ops, %d output lines compared, %d traces differ",
+			*seedLo, *seedLo+int64(*seeds)-1, ops, lines, failed)
+	}()
 	for s := *seedLo; s < *seedLo+int64(*seeds); s++ {
 		p := trace.Generate(s, trace.GenOptions{Ops: *genOps, Pages: *genPages})
+		ops += len(p.Ops)
 		var want, got bytes.Buffer
 		if err := live.Run(ctx, p, &want); err != nil {
 			if errors.Is(err, live.ErrNoCompiler) {
@@ -43,6 +49,7 @@ func TestDifferential(t *testing.T) {
 		if err := Run(ctx, p, &got); err != nil {
 			t.Fatalf("seed %d: model: %v", s, err)
 		}
+		lines += strings.Count(want.String(), "\n")
 		if d := trace.Diff(want.String(), got.String()); d != "" {
 			failed++
 			t.Errorf("seed %d: model differs from live:\n%s\ntrace:\n%s", s, d, p.String())
