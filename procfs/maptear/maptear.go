@@ -65,6 +65,9 @@ func run(ctx context.Context, variant procfs.Variant, opts maptear.Options, brok
 			return nil, fmt.Errorf("maptear: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
 		}
 	}
+	if opts.File != "" && opts.File != "maps" {
+		return nil, fmt.Errorf("maptear: the model has no %s file, only maps", opts.File)
+	}
 	if opts.Reads == 0 && opts.Duration == 0 {
 		opts.Duration = time.Second
 	}
@@ -254,7 +257,7 @@ func (c *checker) observeQuery(r *maptear.CaseResult, v span, found bool) {
 // restored), then lets a modifier goroutine modify and restore back to back
 // while it observes.
 func runCase(ctx context.Context, m *mm.MM, variant procfs.Variant, name string, opts maptear.Options, broken bool) (maptear.CaseResult, error) {
-	res := maptear.CaseResult{Case: name}
+	res := maptear.CaseResult{Case: name, File: "maps"}
 	rd := &reader{f: procfs.OpenMaps(m, procfs.Options{Variant: variant})}
 	last0, first0, err := rd.observe()
 	if err != nil {
