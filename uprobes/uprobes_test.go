@@ -1,0 +1,464 @@
+package uprobes
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"mmlab/cpu"
+	"mmlab/kernel"
+	"mmlab/mm"
+	"mmlab/rcu"
+)
+
+var flavors = []string{SRCU, TasksTrace}
+
+// loopProg: main calls f RCX times; f = "nop; inc eax; ret", so RAX counts
+// the calls that really ran. g = "push rbp; mov rbp,rsp; pop rbp; ret" for
+// probes that must be single-stepped (pop, ret).
+func loopProg(a *cpu.Asm) {
+	a.Label("main").Label("loop").Call("f").Dec32(cpu.RCX).Jnz("loop").Hlt()
+	a.Label("main_g").Label("loop_g").Call("g").Dec32(cpu.RCX).Jnz("loop_g").Hlt()
+	a.Label("trap").Int3().Hlt()
+	a.Label("f").Nop().Inc32(cpu.RAX).Label("f_ret").Ret()
+	a.Label("g").Push(cpu.RBP).Mov(cpu.RBP, cpu.RSP).Label("g_pop").Pop(cpu.RBP).Label("g_ret").Ret()
+}
+
+func calls(n uint64) func(r *cpu.Regs) {
+	return func(r *cpu.Regs) { r.R[cpu.RCX] = n; r.R[cpu.RBP] = 0xb0b0 }
+}
+
+func mustRegister(t testing.TB, e *env, label string, c *Consumer) *Uprobe {
+	t.Helper()
+	up, err := e.u.Register(nil, e.inode, e.off(label), c)
+	if err != nil {
+		t.Fatalf("register %s: %v", label, err)
+	}
+	return up
+}
+
+func wantHalt(t testing.TB, res result) {
+	t.Helper()
+	if res.stop.Reason != cpu.StopHalt || len(res.sigs) != 0 {
+		t.Fatalf("stopped with %v, signals %v (regs %v)", res.stop, res.sigs, &res.regs)
+	}
+}
+
+// A hit runs every consumer's handler exactly once; the breakpoint is a
+// 0xCC in the process's own copy of the page, the page cache keeps the nop.
+func TestHitRunsEveryConsumerOnce(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 1, fl, loopProg)
+			p := e.newProc(t, "p")
+			k1, k2 := newCounter(true, false, nil), newCounter(true, false, nil)
+			mustRegister(t, e, "f", &k1.c)
+			mustRegister(t, e, "f", &k2.c)
+			if e.u.Len() != 1 {
+				t.Fatalf("%d uprobes for one (inode, offset)", e.u.Len())
+			}
+			res := e.run(t, p, 0, "main", calls(100))
+			wantHalt(t, res)
+			if k1.hits != 100 || k2.hits != 100 || res.regs.R[cpu.RAX] != 100 {
+				t.Errorf("hits %d and %d, calls run %d; want 100 each", k1.hits, k2.hits, res.regs.R[cpu.RAX])
+			}
+			if b := byteAt(t, p.MM, e.addr("f")); b != swbp {
+				t.Errorf("mm maps %#x at the probe, want int3", b)
+			}
+			if b := e.inode.Cache.Get(0).ByteAt(int(e.off("f"))); b != 0x90 {
+				t.Errorf("page cache has %#x at the probe, want the nop", b)
+			}
+			if !p.MM.FlagTest(mm.MMF_HAS_UPROBES) {
+				t.Error("MMF_HAS_UPROBES not set")
+			}
+		})
+	}
+}
+
+// A filter decides which mms get the breakpoint, and so which hit.
+func TestFilter(t *testing.T) {
+	e := newEnv(t, 1, TasksTrace, loopProg)
+	a, b := e.newProc(t, "a"), e.newProc(t, "b")
+	k := newCounter(true, false, func(m *mm.MM) bool { return m == a.MM })
+	mustRegister(t, e, "f", &k.c)
+	if byteAt(t, a.MM, e.addr("f")) != swbp || byteAt(t, b.MM, e.addr("f")) != 0x90 {
+		t.Fatal("breakpoint not only in the filtered-in mm")
+	}
+	wantHalt(t, e.run(t, a, 0, "main", calls(10)))
+	res := e.run(t, b, 0, "main", calls(7))
+	wantHalt(t, res)
+	if k.hits != 10 || res.regs.R[cpu.RAX] != 7 {
+		t.Errorf("hits %d, want 10 (a only); b ran %d calls", k.hits, res.regs.R[cpu.RAX])
+	}
+}
+
+// Unregistering removes the breakpoint from every mm, restoring the
+// original byte; the anonymous copy, now equal to the file's page, is
+// zapped, so the mm maps the page cache page again; the uprobe is freed
+// after the grace periods.
+func TestUnregisterRestores(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 1, fl, loopProg)
+			a, b := e.newProc(t, "a"), e.newProc(t, "b")
+			k := newCounter(true, false, nil)
+			up := mustRegister(t, e, "f", &k.c)
+			wantHalt(t, e.run(t, a, 0, "main", calls(5)))
+			wantHalt(t, e.run(t, b, 0, "main", calls(5)))
+			for _, p := range []*kernel.Task{a, b} {
+				if pte, ok := p.MM.PT.Lookup(e.addr("f")); !ok || !pte.Page.IsAnon() || byteAt(t, p.MM, e.addr("f")) != swbp {
+					t.Fatalf("%v: no anonymous copy with the breakpoint", p)
+				}
+			}
+			if err := e.u.UnregisterNosync(nil, up, &k.c); err != nil {
+				t.Fatal(err)
+			}
+			e.u.UnregisterSync(nil)
+			for _, p := range []*kernel.Task{a, b} {
+				if pte, ok := p.MM.PT.Lookup(e.addr("f")); ok && pte.Page.IsAnon() {
+					t.Errorf("%v: the anonymous copy was not zapped", p)
+				}
+				if got := readBytes(t, p.MM, textAddr, len(e.code)); !slices.Equal(got, e.code) {
+					t.Errorf("%v: text after unregister differs from the file", p)
+				}
+			}
+			if e.u.Len() != 0 || e.u.Lookup(e.inode, e.off("f")) != nil {
+				t.Error("uprobe still in the tree")
+			}
+			e.u.uretSRCU.Barrier()
+			e.u.flavor.Barrier()
+			if !up.Freed() {
+				t.Error("uprobe not freed after both grace periods")
+			}
+			res := e.run(t, a, 0, "main", calls(5))
+			wantHalt(t, res)
+			if k.hits != 10 || res.regs.R[cpu.RAX] != 5 {
+				t.Errorf("hits %d after unregister, want 10", k.hits)
+			}
+		})
+	}
+}
+
+// A process that maps the file after registration gets the breakpoint
+// (uprobe_mmap).
+func TestNewMappingGetsBreakpoint(t *testing.T) {
+	e := newEnv(t, 1, SRCU, loopProg)
+	k := newCounter(true, false, nil)
+	mustRegister(t, e, "g_ret", &k.c)
+	p := e.newProc(t, "late")
+	if byteAt(t, p.MM, e.addr("g_ret")) != swbp || !p.MM.FlagTest(mm.MMF_HAS_UPROBES) {
+		t.Fatal("new mapping has no breakpoint")
+	}
+	wantHalt(t, e.run(t, p, 0, "main_g", calls(3)))
+	if k.hits != 3 {
+		t.Errorf("hits %d, want 3", k.hits)
+	}
+}
+
+// A forked child keeps the breakpoint: it comes with the anonymous text
+// page that fork copies; unregistering then restores both.
+func TestForkKeepsBreakpoint(t *testing.T) {
+	e := newEnv(t, 1, TasksTrace, loopProg)
+	p := e.newProc(t, "parent")
+	k := newCounter(true, false, nil)
+	up := mustRegister(t, e, "f", &k.c)
+	var child *kernel.Task
+	var ferr error
+	r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) { child, ferr = r.Task.Fork() })
+	<-r.Done()
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if byteAt(t, child.MM, e.addr("f")) != swbp || !child.MM.FlagTest(mm.MMF_HAS_UPROBES) {
+		t.Fatal("child lost the breakpoint")
+	}
+	wantHalt(t, e.run(t, child, 0, "main", calls(4)))
+	if k.hits != 4 {
+		t.Errorf("child hits %d, want 4", k.hits)
+	}
+	if err := e.u.UnregisterNosync(nil, up, &k.c); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*kernel.Task{p, child} {
+		if byteAt(t, q.MM, e.addr("f")) != 0x90 {
+			t.Errorf("%v keeps the breakpoint after unregister", q)
+		}
+	}
+}
+
+// Probes on pop and ret are single-stepped out of line in the [uprobes]
+// page (--xp) and leave registers and stack exactly as unprobed runs do.
+func TestSingleStepLikeUnprobed(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 1, fl, loopProg)
+			plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
+			k := newCounter(true, false, func(m *mm.MM) bool { return m == probed.MM })
+			for _, l := range []string{"g_pop", "g_ret"} {
+				up := mustRegister(t, e, l, &k.c)
+				if up.Insn().Class != cpu.XOL {
+					t.Fatalf("%s: class %v, want xol", l, up.Insn().Class)
+				}
+			}
+			want := e.run(t, plain, 0, "main_g", calls(20))
+			got := e.run(t, probed, 0, "main_g", calls(20))
+			wantHalt(t, got)
+			if got.regs != want.regs || !slices.Equal(got.stack, want.stack) {
+				t.Errorf("probed run\n %v\nunprobed\n %v (stacks equal: %v)", &got.regs, &want.regs, slices.Equal(got.stack, want.stack))
+			}
+			if k.hits != 40 {
+				t.Errorf("hits %d, want 40", k.hits)
+			}
+			xol, ok := e.u.XolArea(probed.MM)
+			v := probed.MM.VMALookup(xol)
+			if !ok || xol != 0x7fffffffe000 || v == nil || v.Name != "[uprobes]" || v.Flags.String() != "--xp" {
+				t.Errorf("XOL area %#x %v: %+v", xol, ok, v)
+			}
+			if _, ok := e.u.XolArea(plain.MM); ok {
+				t.Error("unprobed process got an XOL area")
+			}
+		})
+	}
+}
+
+// retProg: nested calls, recursion and a tail call, each function
+// starting with a nop.
+func retProg(a *cpu.Asm) {
+	a.Label("nest").Call("f1").Label("nest_ret").Hlt()
+	a.Label("f1").Nop().Call("g1").Label("f1_ret").Ret()
+	a.Label("g1").Nop().Ret()
+	a.Label("rec").Call("r1").Label("rec_ret").Hlt()
+	a.Label("r1").Nop().Dec32(cpu.RCX).Jz("r1_out").Call("r1").Label("r1_ret").Label("r1_out").Ret()
+	a.Label("tail").Call("t1").Label("tail_ret").Hlt()
+	a.Label("t1").Nop().Jmp("t2")
+	a.Label("t2").Nop().Ret()
+}
+
+// A uretprobe's ret_handler gets the function's entry and runs with ip at
+// the right return address, innermost first, for nested, recursive and
+// chained (tail) calls; the task's registers end as without probes.
+func TestUretprobeNestedRecursive(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 1, fl, retProg)
+			names := map[uint64]string{}
+			var log []string
+			for _, l := range []string{"f1", "g1", "r1", "t1", "t2", "nest_ret", "f1_ret", "rec_ret", "r1_ret", "tail_ret"} {
+				names[e.addr(l)] = l
+			}
+			plain := e.newProc(t, "plain")
+			p := e.newProc(t, "p")
+			for _, l := range []string{"f1", "g1", "r1", "t1", "t2"} {
+				mustRegister(t, e, l, &Consumer{RetHandler: func(fn uint64, r *kernel.Runner) {
+					log = append(log, names[fn]+"@"+names[r.Regs.RIP])
+				}, Filter: func(m *mm.MM) bool { return m == p.MM }})
+			}
+			for _, tc := range []struct {
+				entry string
+				rcx   uint64
+				want  []string
+			}{
+				{"nest", 0, []string{"g1@f1_ret", "f1@nest_ret"}},
+				{"rec", 3, []string{"r1@r1_ret", "r1@r1_ret", "r1@rec_ret"}},
+				{"tail", 0, []string{"t2@tail_ret", "t1@tail_ret"}},
+			} {
+				log = nil
+				setup := func(r *cpu.Regs) { r.R[cpu.RCX] = tc.rcx }
+				want := e.run(t, plain, 0, tc.entry, setup)
+				got := e.run(t, p, 0, tc.entry, setup)
+				wantHalt(t, got)
+				if !slices.Equal(log, tc.want) {
+					t.Errorf("%s: ret handlers %v, want %v", tc.entry, log, tc.want)
+				}
+				if got.regs != want.regs {
+					t.Errorf("%s: regs %v, unprobed %v", tc.entry, &got.regs, &want.regs)
+				}
+			}
+		})
+	}
+}
+
+// A grace period (UnregisterSync) waits for a reader inside a handler.
+func TestGracePeriodWaitsForHandler(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 1, fl, loopProg)
+			p := e.newProc(t, "p")
+			entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			c := &Consumer{Handler: func(r *kernel.Runner) int {
+				once.Do(func() { close(entered); r.Block(func() { <-release }) })
+				return 0
+			}}
+			switch f := e.u.flavor.(type) {
+			case *rcu.SRCU:
+				f.SetWaitHook(func() { close(waiting) })
+			case *rcu.TasksTrace:
+				f.SetWaitHook(func() { close(waiting) })
+			}
+			up := mustRegister(t, e, "f", c)
+			r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) {
+				r.Regs.RIP, r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = e.addr("main"), stackTop-64, 1
+				r.Run()
+			})
+			<-entered
+			if err := e.u.UnregisterNosync(nil, up, c); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { e.u.UnregisterSync(nil); close(done) }()
+			select {
+			case <-done:
+				t.Fatal("UnregisterSync returned while a handler was running")
+			case <-waiting:
+			}
+			select {
+			case <-done:
+				t.Fatal("UnregisterSync returned while a handler was running")
+			default:
+			}
+			close(release)
+			<-done
+			<-r.Done()
+		})
+	}
+}
+
+// An int3 with no uprobe behind it delivers SIGTRAP: the program's own, and
+// one a uprobe left behind when it vanished from the registry.
+func TestStrayBreakpointSIGTRAP(t *testing.T) {
+	e := newEnv(t, 1, TasksTrace, loopProg)
+	p := e.newProc(t, "p")
+	res := e.run(t, p, 0, "trap", nil)
+	if res.stop.Reason != cpu.StopInt3 || !slices.Equal(res.sigs, []kernel.Signal{kernel.SIGTRAP}) {
+		t.Fatalf("own int3 without uprobes: %v %v", res.stop, res.sigs)
+	}
+	p.DequeueSignal()
+	k := newCounter(true, false, nil)
+	mustRegister(t, e, "f", &k.c) // MMF_HAS_UPROBES: the hit path looks
+	res = e.run(t, p, 0, "trap", nil)
+	if res.stop.Reason != cpu.StopInt3 || !slices.Equal(res.sigs, []kernel.Signal{kernel.SIGTRAP}) {
+		t.Fatalf("own int3 in a probed mm: %v %v", res.stop, res.sigs)
+	}
+	p.DequeueSignal()
+	e.u.treeLock.Lock() // the uprobe vanishes, its breakpoint stays
+	e.u.tree.Store(new([]*Uprobe))
+	e.u.treeLock.Unlock()
+	res = e.run(t, p, 0, "main", calls(1))
+	if res.stop.Reason != cpu.StopInt3 || !slices.Equal(res.sigs, []kernel.Signal{kernel.SIGTRAP}) || res.regs.RIP != e.addr("f")+1 {
+		t.Fatalf("left-behind breakpoint: %v %v at %#x", res.stop, res.sigs, res.regs.RIP)
+	}
+	if k.hits != 0 {
+		t.Errorf("%d handler calls for a vanished uprobe", k.hits)
+	}
+}
+
+// Registration errors: an int3 cannot be probed; offsets past the file are
+// refused; a failed registration leaves nothing behind.
+func TestRegisterErrors(t *testing.T) {
+	e := newEnv(t, 1, SRCU, loopProg)
+	p := e.newProc(t, "p")
+	c := &Consumer{Handler: func(*kernel.Runner) int { return 0 }}
+	if _, err := e.u.Register(nil, e.inode, e.off("trap"), c); err == nil || err.Error() != "ENOTSUPP" {
+		t.Errorf("probe on int3: %v, want ENOTSUPP", err)
+	}
+	if _, err := e.u.Register(nil, e.inode, uint64(len(e.code))+1, c); err == nil {
+		t.Error("probe past EOF accepted")
+	}
+	if _, err := e.u.Register(nil, e.inode, 0, &Consumer{}); err == nil {
+		t.Error("consumer without handlers accepted")
+	}
+	if e.u.Len() != 0 || byteAt(t, p.MM, e.addr("trap")) != 0xcc || p.MM.FlagTest(mm.MMF_HAS_UPROBES) {
+		t.Error("failed registration left state behind")
+	}
+}
+
+// Stress for the race detector: tasks on two CPUs call probed functions in
+// a loop while probes are registered and unregistered; after each completed
+// register or unregister, every mm that maps the file agrees with the
+// registry, and every batch of calls ran exactly.
+func TestStressRegisterWhileHitting(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 2, fl, loopProg)
+			var stop atomic.Bool
+			var hits atomic.Int64
+			errs := make(chan error, 2)
+			var procs []*kernel.Task
+			var runners []*kernel.Runner
+			for i := range 2 {
+				p := e.newProc(t, fmt.Sprint("p", i))
+				procs = append(procs, p)
+				runners = append(runners, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
+					for n := 0; !stop.Load(); n++ {
+						entry := "main"
+						if n%2 == 1 {
+							entry = "main_g"
+						}
+						r.Regs = cpu.Regs{RIP: e.addr(entry)}
+						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.RBP] = stackTop-64, 50, 7
+						s := r.Run()
+						ok := s.Reason == cpu.StopHalt && r.Regs.R[cpu.RSP] == stackTop-64 && r.Regs.R[cpu.RBP] == 7
+						if entry == "main" && r.Regs.R[cpu.RAX] != 50 {
+							ok = false
+						}
+						if !ok {
+							errs <- fmt.Errorf("%v batch %d (%s): %v, regs %v, signals %v", r.Task, n, entry, s, &r.Regs, r.Task.PendingSignals())
+							return
+						}
+					}
+				}))
+			}
+			labels := []string{"f", "f_ret", "g_pop", "g_ret"}
+			registered := map[string]bool{}
+			check := func(when string) {
+				t.Helper()
+				ps := append(procs, e.newProc(t, "late"))
+				for _, p := range ps {
+					for _, l := range labels {
+						p.MM.MmapReadLock(nil)
+						b, _ := p.MM.PeekByte(e.addr(l))
+						p.MM.MmapReadUnlock()
+						if (b == swbp) != registered[l] {
+							t.Fatalf("%s: %v maps %#x at %s, registered %v", when, p, b, l, registered[l])
+						}
+					}
+				}
+				ps[len(ps)-1].ExitMM()
+			}
+			type reg struct {
+				up *Uprobe
+				c  *Consumer
+			}
+			regs := map[string]reg{}
+			for round := range 12 {
+				for _, l := range labels {
+					c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+					regs[l] = reg{mustRegister(t, e, l, c), c}
+					registered[l] = true
+					check(fmt.Sprintf("round %d register %s", round, l))
+				}
+				for _, l := range labels {
+					if err := e.u.UnregisterNosync(nil, regs[l].up, regs[l].c); err != nil {
+						t.Fatal(err)
+					}
+					registered[l] = false
+					check(fmt.Sprintf("round %d unregister %s", round, l))
+				}
+				e.u.UnregisterSync(nil)
+			}
+			stop.Store(true)
+			for _, r := range runners {
+				<-r.Done()
+			}
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			default:
+			}
+			t.Logf("%d hits", hits.Load())
+		})
+	}
+}
