@@ -245,25 +245,8 @@ func (c *CPU) fill(e *tlbEntry, mem Memory, addr uint64, acc Access) error {
 // hlt, a trap or fault the hooks do not resume from, or Poll asks to stop.
 func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
 	c.Flush()
-	for {
-		if h.Poll() {
-			return Stop{Reason: StopPoll}
-		}
-		tf := r.Flags&FlagTF != 0
-		ev := evFault
-		in := c.cached(r.RIP)
-		if in == nil {
-			in = c.fetch(r, mem)
-		}
-		if in != nil {
-			ev = c.exec(in, r, mem)
-		}
-		if ev != evNext || tf {
-			if s := c.trap(ev, r, h); s != Stepped {
-				return c.stop(s)
-			}
-		}
-	}
+	s, _ := c.run(r, mem, h, false, nil)
+	return c.stop(s)
 }
 
 // Step executes exactly one instruction at r.RIP, with the same trap and
@@ -271,7 +254,8 @@ func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
 // can be driven directly: put the copied instruction in the XOL slot, point
 // r.RIP at it, set TF, Step, and fix up in the SingleStep hook (PostXOL).
 func (c *CPU) Step(r *Regs, mem Memory, h Hooks) Stop {
-	return c.stop(c.step(r, mem, h))
+	s, _ := c.run(r, mem, h, true, nil)
+	return c.stop(s)
 }
 
 func (c *CPU) stop(s Reason) Stop {
@@ -293,7 +277,7 @@ func (c *CPU) Emulate(in *Insn, r *Regs, mem Memory) error {
 	if in.Class != Emulate {
 		return fmt.Errorf("cpu: %v is not emulated (class %v)", in, in.Class)
 	}
-	if c.exec(in, r, mem) == evFault {
+	if _, ev := c.run(r, mem, nil, true, in); ev == evFault {
 		f := c.fault
 		return &f
 	}
@@ -314,19 +298,6 @@ func (c *CPU) Load(mem Memory, addr uint64) (uint64, error) {
 func (c *CPU) Store(mem Memory, addr, v uint64) error {
 	_, err := c.store64(mem, addr, v)
 	return err
-}
-
-// step executes one instruction and runs the hooks of its traps.
-func (c *CPU) step(r *Regs, mem Memory, h Hooks) Reason {
-	tf := r.Flags&FlagTF != 0
-	ev := evFault
-	if in := c.fetch(r, mem); in != nil {
-		ev = c.exec(in, r, mem)
-	}
-	if ev != evNext || tf {
-		return c.trap(ev, r, h)
-	}
-	return Stepped
 }
 
 // trap runs the hook for how an instruction ended: ev, or the single-step
