@@ -16,13 +16,24 @@
 //
 //	dup_mmap_sem (uprobes, outside this package)
 //	  MM.MmapLock ("mmap_lock"; a child's lock nests inside its parent's in Fork)
-//	    per-VMA write lock (vma_start_write; issue 4 adds it, the fields are here)
+//	    per-VMA lock (vma_start_write / vma_start_read, vma_lock.go)
 //	      Inode.IMmapRwsem ("i_mmap_rwsem")
 //	        MM.ptLock (page_table_lock: anon_vma_prepare under the read lock)
-//	          pgtable split PTE locks (inside mm/pgtable)
+//	          AnonVMA root mu (anon_vma->root->rwsem: the counters of an
+//	          anon_vma tree, which spans forked address spaces)
+//	            pgtable split PTE locks (inside mm/pgtable)
 //
 // Writers of the VMA tree and of VMA fields hold MmapLock for write. Faults
-// and user accesses hold it for read. Lock-free readers of the tree (RCU
-// walkers, issue 4) see one immutable snapshot of mm/mt but must validate the
-// VMA they find, as the kernel's do.
+// and user accesses hold it for read (or a VMA read lock). Lock-free readers
+// of the tree (RCU walkers) see one immutable snapshot of mm/mt but must
+// validate the VMA they find, as the kernel's do.
+//
+// What the live kernel showed and the model pins (testdata/traces, each
+// recorded live): a COW write fault past EOF leaves an anon_vma behind
+// (do_cow_fault prepares it first); a read fault on private anonymous memory
+// maps the zero page and creates no anon_vma, so mremap still resets such a
+// VMA's pgoff; an inherited faulted VMA in a fork child does not merge with
+// new neighbours (vma_is_fork_child, as in v6.19); mprotect of a never-written
+// anonymous VMA to read-only drops VM_ACCOUNT; mremap with old length 0
+// duplicates a shared mapping.
 package mm
