@@ -24,3 +24,42 @@ func BenchmarkCallNopLoop(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(5*b.N), "ns/insn")
 }
+
+// BenchmarkInt3Emulate is the CPU's part of a uprobe hit on the nop of the
+// called function: the int3 traps, the hook rewinds RIP and emulates the
+// original nop (no handlers, no lookup). It reports hits per second.
+func BenchmarkInt3Emulate(b *testing.B) {
+	code := callNopLoop(b, uint32(b.N))
+	f := uint64(textBase + len(code) - 2)
+	m, r := newTask(b, code)
+	m.poke(f, []byte{0xcc})
+	nop, err := Decode([]byte{0x90})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c CPU
+	h := &emulateHooks{c: &c, mem: m, in: nop}
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := cpuTime()
+	if s := c.Run(r, m, h); s.Reason != StopHalt {
+		b.Fatal(s)
+	}
+	cpu := cpuTime() - t0
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mhits/s")
+	if cpu > 0 {
+		b.ReportMetric(float64(b.N)/cpu.Seconds()/1e6, "Mhits/cpu-s")
+	}
+}
+
+type emulateHooks struct {
+	NoHooks
+	c   *CPU
+	mem Memory
+	in  Insn
+}
+
+func (h *emulateHooks) Int3(r *Regs) bool {
+	r.RIP--
+	return h.c.Emulate(&h.in, r, h.mem) == nil
+}

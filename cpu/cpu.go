@@ -80,12 +80,20 @@ func (a Access) String() string {
 
 // Memory is a task's address space as the CPU sees it. It is implemented by
 // the kernel glue over mm.
+//
+// The CPU caches what Page returns (see "What the CPU caches"), so whoever
+// changes a PTE of an address space must Flush every CPU running it before
+// relying on the change, as the kernel's TLB shootdown does: breakpoint
+// install and removal, fork's write-protection of the parent's private pages
+// (dup_mmap's flush_tlb_mm), munmap, mprotect, mremap, and COW breaks by
+// other threads.
 type Memory interface {
 	// Page returns the page that holds addr for an access, faulting it in
-	// if needed (for Write: breaking copy-on-write, so the page returned is
-	// the task's private writable copy). A non-nil error is the fault to
-	// deliver; SIGSEGV or SIGBUS (type Signal) says which, any other error
-	// means SIGSEGV.
+	// if needed: Exec needs an executable mapping, Read a readable one and
+	// Write a writable one, whose copy-on-write Page breaks, so the page it
+	// returns for Write is the task's private copy. A non-nil error is the
+	// fault to deliver; SIGSEGV or SIGBUS (type Signal) says which, any
+	// other error means SIGSEGV.
 	Page(addr uint64, access Access) (Page, error)
 }
 
