@@ -187,7 +187,7 @@ type CPU struct {
 	itlb, dtlb tlb
 	decoded    [decodedSize]decodedInsn
 	scratch    Insn  // an instruction fetched across a page boundary
-	fault      Fault // the fault of the last instruction, when exec says evFault
+	fault      Fault // the fault of the last instruction that ended in evFault
 }
 
 // decodedSize entries in the decoded-instruction cache, direct-mapped by

@@ -200,6 +200,23 @@ func decode(in *Insn, b []byte) error {
 		default:
 			return ErrUndefined
 		}
+	case op == 0xc7: // mov $imm32,%r32 or, with REX.W, sign-extended to %r64
+		if p66 {
+			return ErrUndefined
+		}
+		if i+5 > len(b) {
+			if i < len(b) && (b[i]>>6 != 3 || (b[i]>>3)&7 != 0) {
+				return ErrUndefined
+			}
+			return ErrTruncated
+		}
+		if modrm := b[i]; modrm>>6 != 3 || (modrm>>3)&7 != 0 {
+			return ErrUndefined
+		}
+		in.Op, in.Class, in.Reg = OpMovImm, XOL, b[i]&7|rexB
+		imm := int32(uint32(b[i+1]) | uint32(b[i+2])<<8 | uint32(b[i+3])<<16 | uint32(b[i+4])<<24)
+		in.Imm = int64(imm) // sign-extended for REX.W; run zero-extends the 32-bit form
+		i += 5
 	case op >= 0xb8 && op <= 0xbf:
 		if p66 {
 			return ErrUndefined
