@@ -41,6 +41,8 @@ func TestDecode(t *testing.T) {
 		{[]byte{0x4c, 0x89, 0xc7}, OpMov, XOL, 3, func(in Insn) bool { return in.Reg == RDI && in.Src == R8 }},
 		{[]byte{0xb9, 0x78, 0x56, 0x34, 0x12}, OpMovImm, XOL, 5, func(in Insn) bool { return in.Reg == RCX && in.Imm == 0x12345678 && !in.Wide }},
 		{[]byte{0x49, 0xbb, 8, 7, 6, 5, 4, 3, 2, 1}, OpMovImm, XOL, 10, func(in Insn) bool { return in.Reg == R11 && in.Imm == 0x0102030405060708 }},
+		{[]byte{0x48, 0xc7, 0xc0, 0x4f, 0x01, 0, 0}, OpMovImm, XOL, 7, func(in Insn) bool { return in.Reg == RAX && in.Imm == 335 && in.Wide }},
+		{[]byte{0xc7, 0xc1, 1, 0, 0, 0x80}, OpMovImm, XOL, 6, func(in Insn) bool { return in.Reg == RCX && !in.Wide }},
 		{[]byte{0xe8, 0xfb, 0xff, 0xff, 0xff}, OpCall, Emulate, 5, func(in Insn) bool { return in.Imm == -5 }},
 		{[]byte{0xc3}, OpRet, XOL, 1, nil},
 		{[]byte{0xe9, 0x00, 0x01, 0x00, 0x00}, OpJmp, Emulate, 5, func(in Insn) bool { return in.Imm == 0x100 }},
@@ -84,6 +86,8 @@ func TestDecode(t *testing.T) {
 		{0x0f, 0x1f, 0x48, 0x00}, // 0f 1f /1: a hint NOP, not /0
 		{0xff, 0x45, 0x00},       // inc 0(%rbp): memory operand
 		{0xff, 0xd0},             // call *%rax
+		{0xc7, 0x00, 0, 0, 0, 0}, // movl $0,(%rax)
+		{0xc7, 0xc8, 0, 0, 0, 0}, // c7 /1 is not mov
 		{0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0},
 	} {
 		if in, err := Decode(code); !errors.Is(err, ErrUndefined) {
