@@ -95,7 +95,8 @@ type Runner struct {
 
 	m        *Machine
 	interp   cpu.CPU
-	switched bool // slept since the interpreter's TLB was last checked
+	switched bool   // slept since the interpreter's TLB was last checked
+	polls    uint32 // instruction boundaries, to look for stop requests now and then
 	done     chan struct{}
 }
 
@@ -146,6 +147,12 @@ func (r *Runner) Run() cpu.Stop {
 	return s
 }
 
+// pollStopEvery is how many instruction boundaries pass between two looks
+// at the task's fatal signal and System.Stop: a kill takes effect within
+// that many instructions, as one takes effect at the next interrupt or
+// return to user space in the kernel.
+const pollStopEvery = 64
+
 // Poll is the instruction boundary: IPIs run and the task may be preempted
 // here (cpu.Hooks).
 func (r *Runner) Poll() bool {
@@ -154,7 +161,8 @@ func (r *Runner) Poll() bool {
 	if r.switched {
 		r.resumed()
 	}
-	return r.Task.Killed() || th.Stopping()
+	r.polls++
+	return r.polls%pollStopEvery == 0 && (r.Task.Killed() || th.Stopping())
 }
 
 // Int3 runs Traps.Int3; SIGTRAP if nobody claims the trap (cpu.Hooks).

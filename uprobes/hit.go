@@ -32,8 +32,8 @@ type utask struct {
 	slot   int
 	userTF bool // TF was set by the task itself
 
-	area *xolArea       // the mm's XOL area, once the task used it
-	ris  []*retInstance // return_instances, innermost last
+	area *xolArea      // the mm's XOL area, once the task used it
+	ris  []retInstance // return_instances, innermost last (reused: ri_pool)
 }
 
 // retInstance mirrors struct return_instance: a pending return of a
@@ -374,15 +374,14 @@ func (u *Uprobes) prepareUretprobe(up *Uprobe, r *kernel.Runner, ut *utask) {
 		}
 		orig = ut.ris[len(ut.ris)-1].origRet
 	}
-	ri := &retInstance{up: up, fn: r.Regs.RIP, stack: sp, origRet: orig, chained: chained}
-	ri.srcuIdx = u.uretSRCU.ReadLock(r.Task.Thread) // the lease survives the return to user
-	ut.ris = append(ut.ris, ri)
+	ut.ris = append(ut.ris, retInstance{up: up, fn: r.Regs.RIP, stack: sp, origRet: orig, chained: chained,
+		srcuIdx: u.uretSRCU.ReadLock(r.Task.Thread)}) // the lease survives the return to user
 }
 
 // isAlive mirrors x86's arch_uretprobe_is_alive(): an instance is alive
 // while its return address is still on the stack (for a call: strictly
 // above sp, which the call just decremented).
-func isAlive(ri *retInstance, call bool, sp uint64) bool {
+func isAlive(ri retInstance, call bool, sp uint64) bool {
 	if call {
 		return sp < ri.stack
 	}
@@ -398,12 +397,11 @@ func (u *Uprobes) cleanupReturnInstances(r *kernel.Runner, ut *utask, chained bo
 }
 
 // popRI pops the innermost return instance and ends its lease.
-func (u *Uprobes) popRI(r *kernel.Runner, ut *utask) *retInstance {
-	ri := ut.ris[len(ut.ris)-1]
-	ut.ris[len(ut.ris)-1] = nil
-	ut.ris = ut.ris[:len(ut.ris)-1]
+func (u *Uprobes) popRI(r *kernel.Runner, ut *utask) {
+	ri := &ut.ris[len(ut.ris)-1]
 	u.uretSRCU.ReadUnlock(r.Task.Thread, ri.srcuIdx)
-	return ri
+	*ri = retInstance{}
+	ut.ris = ut.ris[:len(ut.ris)-1]
 }
 
 // handleTrampoline mirrors uprobe_handle_trampoline(): a return through the
@@ -425,9 +423,8 @@ func (u *Uprobes) handleTrampoline(r *kernel.Runner, ut *utask) kernel.Signal {
 		valid := j == 0 || isAlive(ut.ris[j-1], false, sp)
 		r.Regs.RIP = ut.ris[len(ut.ris)-1].origRet
 		for len(ut.ris) > j {
-			ri := ut.ris[len(ut.ris)-1]
 			if valid {
-				u.handleUretprobeChain(ri, r)
+				u.handleUretprobeChain(&ut.ris[len(ut.ris)-1], r)
 			}
 			u.popRI(r, ut)
 		}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package uprobes
+
+import "time"
+
+// threadCPUTime is not available here: rates are given in wall time only.
+func threadCPUTime() (time.Duration, bool) { return 0, false }
