@@ -116,6 +116,15 @@ func (m *MM) vmaStartRead(v *VMA) (*VMA, error) {
 	return v, nil
 }
 
+// retryDetached: a VMA is marked detached (vma_mark_detached) while it is
+// still in the tree, until its writer publishes the tree without it. The
+// kernel's readers look again until it is gone, spinning while its writer
+// runs on another CPU. A model reader spinning on its model CPU could keep a
+// task of that CPU which the writer waits for from running, so a model
+// reader that finds the same detached VMA twice gives up instead (the
+// false "locked" result the kernel allows): the caller falls back to the
+// mmap lock, whose wait gives up the CPU.
+
 // VMAEndRead mirrors vma_end_read(): drop a VMA read lock.
 func (m *MM) VMAEndRead(v *VMA) { m.vmaRefcountPut(v) }
 
@@ -132,14 +141,19 @@ func (m *MM) VMAStartReadLocked(v *VMA) bool {
 // (no VMA there, or it is being modified: the caller falls back to the mmap
 // lock). The caller ends the read lock with VMAEndRead.
 func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
+	var detached *VMA
 	for {
 		snap := m.mt.Snapshot() // rcu_read_lock(); mas_walk()
-		v := snap.Load(addr)
-		if v == nil {
+		found := snap.Load(addr)
+		if found == nil {
 			return nil
 		}
-		v, err := m.vmaStartRead(v)
+		v, err := m.vmaStartRead(found)
 		if err == errVMADetached {
+			if found == detached {
+				return nil // see retryDetached
+			}
+			detached = found
 			continue // replaced under us: walk again
 		}
 		if v == nil {
@@ -164,8 +178,10 @@ func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
 //
 // The gap check: a VMA found above fromAddr may have been shrunk, or another
 // installed below it, after the lookup; unless mmap_lock speculation shows
-// that no write section ran in between, the walk falls back to the mmap lock.
+// that no write section ran in between, it looks again and falls back to
+// the mmap lock if the answer changed.
 func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool)) *VMA {
+	var detached *VMA
 	for {
 		seq := m.lockSeq.Raw() // mmap_lock_speculate_try_begin
 		unlocked := seq&1 == 0
@@ -175,6 +191,10 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 		}
 		v, err := m.vmaStartRead(found)
 		if err == errVMADetached {
+			if found == detached {
+				break // see retryDetached
+			}
+			detached = found
 			continue // vma_iter_set(from): look again
 		}
 		if v == nil {
@@ -185,13 +205,18 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			break
 		}
 		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
-			// The kernel walks again and falls back only if it finds
-			// another VMA. Its maple tree shows a split or merge whole;
-			// the model's tree shows a write section's stores one by
-			// one, so a second walk could see the same transient hole.
-			// The model falls back whenever a writer may have run.
-			m.VMAEndRead(v)
-			break
+			// Walk again; fall back if another VMA is there now. The
+			// kernel's maple tree shows a split or merge whole, but the
+			// model's tree shows a write section's stores one by one, so
+			// a second walk during a write section could see the same
+			// transient hole: the model trusts it only when no write
+			// section was open around it.
+			seq2 := m.lockSeq.Raw()
+			_, _, again := m.mt.Find(fromAddr)
+			if again != v || seq2&1 != 0 || m.lockSeq.Raw() != seq2 {
+				m.VMAEndRead(v)
+				break
+			}
 		}
 		return v
 	}
