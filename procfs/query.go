@@ -178,12 +178,15 @@ func (lc *queryLock) teardown() {
 func (lc *queryLock) find(addr uint64) *mm.VMA {
 	m := lc.f.m
 	if lc.mmapLocked {
-		return m.FindVMA(addr)
+		v := m.FindVMA(addr)
+		lc.f.point()
+		return v
 	}
 	if lc.locked != nil {
 		m.VMAEndRead(lc.locked)
 		lc.locked = nil
 	}
+	lc.f.point()
 	for {
 		v := m.LockNextVMA(lc.f.opt.Waiter, addr, lc.f.fallback)
 		if v == nil {

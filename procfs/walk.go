@@ -30,9 +30,11 @@ type Options struct {
 	// waits are accounted to it. May be nil.
 	Waiter locking.Waiter
 	// Point, if set, is called at every preemption point of a read or a
-	// query: before each lock is taken and after each VMA is shown (while
-	// its lock, or the mmap read lock, is held), where the kernel's
-	// reader can be preempted too. Model tasks pass sched.Thread.Point.
+	// query: before each lock is taken, and where the walk moves from one
+	// VMA to the next. There the Before walk holds the mmap read lock (as
+	// the kernel's does across a whole chunk), while the After walk holds
+	// nothing: get_next_vma drops one VMA's lock before it locks the next.
+	// Model tasks pass sched.Thread.Point.
 	Point func()
 
 	// BrokenSkip is a test hook for the tearing checks, never set
@@ -140,13 +142,11 @@ func (f *MapsFile) readVMALocked() {
 			continue
 		}
 		ok := f.add(v)
-		if ok {
-			f.point()
-		}
-		f.m.VMAEndRead(v) // unlock_ctx_vma
+		f.m.VMAEndRead(v) // get_next_vma's unlock_ctx_vma, before locking the next
 		if !ok {
 			return
 		}
+		f.point()
 	}
 }
 
