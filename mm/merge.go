@@ -120,18 +120,20 @@ func (m *MM) commitMerge(target *VMA, start, end, pgoff uint64, remove []*VMA, a
 			m.fileHookUnmap(adj, adj.Start, adj.End)
 		}
 	}
+	m.beginTree() // one tree write: readers see the old or the merged form
 	for _, r := range remove {
 		m.vmaErase(r)
 	}
 	if adj != nil {
 		m.vmaStartWrite(adj)
-		m.mt.Erase(adj.Start)
+		m.treeErase(adj.Start)
 	}
 	m.vmaSetRange(target, start, end, pgoff)
 	if adj != nil {
 		adj.Start, adj.Pgoff = adjStart, adjPgoff
-		m.mt.Store(adj.Start, adj.End, adj)
+		m.treeStore(adj.Start, adj.End, adj)
 	}
+	m.commitTree()
 	if target.File != nil && !skipUprobe {
 		m.hookMmap(target)
 		if adj != nil {

@@ -56,6 +56,17 @@ type MM struct {
 	// without any lock (each walk sees one snapshot).
 	mt mt.Tree[VMA]
 
+	// batch is the tree write in progress, published whole at its end
+	// (beginTree/commitTree), as one maple-tree store publishes a split or a
+	// merge: a lock-free reader never sees the gap between erasing a range
+	// and storing its new form. batchDepth counts nested begins (MmapLock,
+	// write).
+	batch      *mt.Batch[VMA]
+	batchDepth int
+	// pendingHooks are the Hooks calls made during a batch, run after it
+	// is published (MmapLock, write).
+	pendingHooks []func()
+
 	// mapCount is map_count, the number of VMAs (MmapLock).
 	mapCount int
 

@@ -101,6 +101,10 @@ func (m *MM) mmapRegion(file *File, addr, length uint64, vmFlags VMFlags, pgoff 
 	// vms_clean_up_area: clear the old PTEs.
 	m.zapVMAs(detached)
 
+	// The new or expanded VMA replaces the old ones in one tree write: a
+	// lock-free reader sees either the old mappings or the new one.
+	m.beginTree()
+	m.detachVMAs(detached)
 	var v *VMA
 	if prev != nil || next != nil {
 		g := &vmaMerge{prev: prev, next: next, start: addr, end: end, pgoff: pgoff, flags: vmFlags, file: file}
@@ -118,6 +122,7 @@ func (m *MM) mmapRegion(file *File, addr, length uint64, vmFlags VMFlags, pgoff 
 			v.File.Inode.iMmapInsertAfter(v, nil)
 		}
 	}
+	m.commitTree()
 	// __mmap_complete.
 	m.completeMunmap(detached)
 	m.hookMmap(v)
@@ -125,10 +130,10 @@ func (m *MM) mmapRegion(file *File, addr, length uint64, vmFlags VMFlags, pgoff 
 }
 
 // gatherMunmap mirrors vms_gather_munmap_vmas(): split the VMAs at start and
-// end and detach every VMA inside [start, end) from the tree. Returns them
-// (nil if none) and the VMAs left before and after the range.
-func (m *MM) gatherMunmap(start, end uint64) (detached []*VMA, prev, next *VMA) {
-	vmas := m.vmasIn(start, end)
+// end. Returns the VMAs inside [start, end) (nil if none), still in the tree
+// (detachVMAs takes them out), and the VMAs left before and after the range.
+func (m *MM) gatherMunmap(start, end uint64) (vmas []*VMA, prev, next *VMA) {
+	vmas = m.vmasIn(start, end)
 	if len(vmas) == 0 {
 		return nil, nil, nil
 	}
@@ -140,10 +145,19 @@ func (m *MM) gatherMunmap(start, end uint64) (detached []*VMA, prev, next *VMA) 
 	}
 	for _, v := range vmas {
 		m.fileHookUnmap(v, v.Start, v.End)
+	}
+	return vmas, m.vmaPrev(start), m.vmaNextFrom(end)
+}
+
+// detachVMAs takes gathered VMAs out of the tree in one tree write
+// (vma_iter_clear_gfp over the range), or as part of the caller's batch.
+func (m *MM) detachVMAs(vmas []*VMA) {
+	m.beginTree()
+	for _, v := range vmas {
 		m.vmaErase(v)
 		m.mapCount--
 	}
-	return vmas, m.vmaPrev(start), m.vmaNextFrom(end)
+	m.commitTree()
 }
 
 // zapVMAs mirrors unmap_vmas() over detached VMAs: clear their PTEs.
@@ -178,6 +192,7 @@ func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
 		m.MmapWriteUnlock()
 		return nil
 	}
+	m.detachVMAs(detached)
 	m.MmapWriteDowngrade()
 	m.zapVMAs(detached)
 	m.completeMunmap(detached)
@@ -197,6 +212,7 @@ func (m *MM) doMunmap(start, length uint64) error {
 		return errno.EINVAL
 	}
 	detached, _, _ := m.gatherMunmap(start, start+length)
+	m.detachVMAs(detached)
 	m.zapVMAs(detached)
 	m.completeMunmap(detached)
 	return nil

@@ -127,6 +127,7 @@ func (m *MM) mremapAt(r *remap) (uint64, error) {
 		// shrink_vma with drop_lock: munmap the tail, downgrading.
 		detached, _, _ := m.gatherMunmap(r.addr+r.newLen, r.addr+r.newLen+r.delta)
 		if detached != nil {
+			m.detachVMAs(detached)
 			m.MmapWriteDowngrade()
 			r.downgraded = true
 			m.zapVMAs(detached)

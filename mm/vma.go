@@ -223,27 +223,74 @@ func vmaDup(v *VMA) *VMA {
 	return n
 }
 
+// beginTree starts (or nests into) a batch of tree writes that readers see
+// at once, at the outermost commitTree. Between the two, reads of the tree
+// (m.mt, vmasIn, vmaPrev...) still see the old version: callers do their
+// lookups before beginTree.
+func (m *MM) beginTree() {
+	if m.batchDepth == 0 {
+		b := m.mt.Batch()
+		m.batch = &b
+	}
+	m.batchDepth++
+}
+
+// commitTree ends a beginTree; the outermost one publishes the batch.
+func (m *MM) commitTree() {
+	m.batchDepth--
+	if m.batchDepth == 0 {
+		m.batch.Commit()
+		m.batch = nil
+		// Hooks run after the tree write, as vma_complete calls
+		// uprobe_mmap after the store.
+		hooks := m.pendingHooks
+		m.pendingHooks = nil
+		for _, h := range hooks {
+			h()
+		}
+	}
+}
+
+// treeStore and treeErase write the tree, through the open batch if any.
+func (m *MM) treeStore(start, end uint64, v *VMA) {
+	if m.batch != nil {
+		m.batch.Store(start, end, v)
+		return
+	}
+	m.mt.Store(start, end, v)
+}
+
+func (m *MM) treeErase(start uint64) {
+	if m.batch != nil {
+		m.batch.Erase(start)
+		return
+	}
+	m.mt.Erase(start)
+}
+
 // vmaStore links v into the tree and marks it attached.
 func (m *MM) vmaStore(v *VMA) {
 	m.vmaStartWrite(v)
-	m.mt.Store(v.Start, v.End, v)
+	m.treeStore(v.Start, v.End, v)
 	vmaMarkAttached(v)
 }
 
 // vmaErase removes v from the tree and marks it detached.
 func (m *MM) vmaErase(v *VMA) {
 	m.vmaStartWrite(v)
-	m.mt.Erase(v.Start)
+	m.treeErase(v.Start)
 	m.vmaMarkDetached(v)
 }
 
-// vmaSetRange changes v's range in place (vma_set_range + tree update).
-// Callers erase any VMA the new range overlaps first.
+// vmaSetRange changes v's range in place (vma_set_range + tree update), in
+// one tree write. Callers erase any VMA the new range overlaps first.
 func (m *MM) vmaSetRange(v *VMA, start, end, pgoff uint64) {
 	m.vmaStartWrite(v)
-	m.mt.Erase(v.Start)
+	m.beginTree()
+	m.treeErase(v.Start)
 	v.Start, v.End, v.Pgoff = start, end, pgoff
-	m.mt.Store(start, end, v)
+	m.treeStore(start, end, v)
+	m.commitTree()
 }
 
 // splitVMA mirrors mm/vma.c:__split_vma(): split v at addr; the new VMA is
@@ -260,12 +307,14 @@ func (m *MM) splitVMA(v *VMA, addr uint64, newBelow bool) *VMA {
 	if v.File != nil {
 		m.fileHookUnmap(v, v.Start, v.End)
 	}
+	m.beginTree() // the kernel stores both halves in one tree write
 	if newBelow {
 		m.vmaSetRange(v, addr, v.End, v.Pgoff+((addr-v.Start)>>pgtable.PageShift))
 	} else {
 		m.vmaSetRange(v, v.Start, addr, v.Pgoff)
 	}
 	m.vmaStore(n)
+	m.commitTree()
 	m.mapCount++
 	if v.File != nil {
 		v.File.Inode.iMmapInsertAfter(n, v)
@@ -285,13 +334,23 @@ func (m *MM) removeVMA(v *VMA) {
 }
 
 func (m *MM) hookMmap(v *VMA) {
-	if m.Hooks != nil && v.File != nil {
-		m.Hooks.MmapFile(m, v)
+	if m.Hooks == nil || v.File == nil {
+		return
 	}
+	if m.batchDepth > 0 {
+		m.pendingHooks = append(m.pendingHooks, func() { m.Hooks.MmapFile(m, v) })
+		return
+	}
+	m.Hooks.MmapFile(m, v)
 }
 
 func (m *MM) fileHookUnmap(v *VMA, start, end uint64) {
-	if m.Hooks != nil && v.File != nil {
-		m.Hooks.Munmap(m, v, start, end)
+	if m.Hooks == nil || v.File == nil {
+		return
 	}
+	if m.batchDepth > 0 {
+		m.pendingHooks = append(m.pendingHooks, func() { m.Hooks.Munmap(m, v, start, end) })
+		return
+	}
+	m.Hooks.Munmap(m, v, start, end)
 }
