@@ -292,22 +292,6 @@ func (c *CPU) Emulate(in *Insn, r *Regs, mem Memory) error {
 	return nil
 }
 
-// Load reads the 8 bytes at addr of the task's memory through the CPU's data
-// TLB, as the kernel's get_user() does on the task's CPU (uretprobes read the
-// return address at %rsp this way). The error is the Memory's.
-func (c *CPU) Load(mem Memory, addr uint64) (uint64, error) {
-	v, _, err := c.load64(mem, addr)
-	return v, err
-}
-
-// Store writes v at addr of the task's memory through the CPU's data TLB,
-// as put_user() does (uretprobes hijack the return address this way). On an
-// error nothing is written.
-func (c *CPU) Store(mem Memory, addr, v uint64) error {
-	_, err := c.store64(mem, addr, v)
-	return err
-}
-
 // trap runs the hook for how an instruction ended: ev, or the single-step
 // trap of an instruction that completed with TF set.
 func (c *CPU) trap(ev event, r *Regs, h Hooks) Reason {

@@ -543,27 +543,27 @@ func TestSyscall(t *testing.T) {
 	}
 }
 
-// TestLoadStore: the kernel's user accesses go through Memory with the
+// TestLoad64Store64: the kernel's user accesses go through Memory with the
 // access they need, and break copy-on-write like the task's own.
-func TestLoadStore(t *testing.T) {
+func TestLoad64Store64(t *testing.T) {
 	m, _ := newTask(t, nil)
 	var c CPU
 	addr := uint64(stackTop - 8)
 	m.write64(addr, 0x401234)
 	m.cow[addr>>PageShift] = true
-	if v, err := c.Load(m, addr); err != nil || v != 0x401234 || m.copies != 0 {
-		t.Fatalf("Load = %#x, %v (copies %d)", v, err, m.copies)
+	if v, err := c.Load64(m, addr); err != nil || v != 0x401234 || m.copies != 0 {
+		t.Fatalf("Load64 = %#x, %v (copies %d)", v, err, m.copies)
 	}
-	if err := c.Store(m, addr, 0x7fffffffe000); err != nil || m.copies != 1 || m.read64(addr) != 0x7fffffffe000 {
+	if err := c.Store64(m, addr, 0x7fffffffe000); err != nil || m.copies != 1 || m.read64(addr) != 0x7fffffffe000 {
 		t.Fatalf("Store: %v, copies %d, memory %#x", err, m.copies, m.read64(addr))
 	}
-	if v, err := c.Load(m, addr); err != nil || v != 0x7fffffffe000 {
+	if v, err := c.Load64(m, addr); err != nil || v != 0x7fffffffe000 {
 		t.Errorf("Load after Store = %#x, %v: the read used a stale translation", v, err)
 	}
-	if _, err := c.Load(m, 0x1000); err != SIGSEGV {
+	if _, err := c.Load64(m, 0x1000); err != SIGSEGV {
 		t.Errorf("Load of an unmapped address: %v", err)
 	}
-	if err := c.Store(m, textBase, 1); err != SIGSEGV {
+	if err := c.Store64(m, textBase, 1); err != SIGSEGV {
 		t.Errorf("Store into text: %v", err)
 	}
 }

@@ -57,11 +57,11 @@ func TestUretprobeTrampoline(t *testing.T) {
 	h := &hooks{
 		int3: func(r *Regs) bool { // handle_swbp for the probe on f
 			r.RIP--
-			ret, err := c.Load(m, r.R[RSP])
+			ret, err := c.Load64(m, r.R[RSP])
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Store(m, r.R[RSP], xolBase); err != nil {
+			if err := c.Store64(m, r.R[RSP], xolBase); err != nil {
 				t.Fatal(err)
 			}
 			orig = append(orig, ret)
@@ -72,9 +72,9 @@ func TestUretprobeTrampoline(t *testing.T) {
 				t.Fatalf("syscall %d from %#x", r.R[RAX], r.RIP)
 			}
 			sp := r.R[RSP]
-			r11, _ := c.Load(m, sp)
-			cx, _ := c.Load(m, sp+8)
-			ax, _ := c.Load(m, sp+16)
+			r11, _ := c.Load64(m, sp)
+			cx, _ := c.Load64(m, sp+8)
+			ax, _ := c.Load64(m, sp+16)
 			r.R[R11], r.R[RCX], r.R[RAX] = r11, cx, ax
 			ip := r.RIP
 			// uprobe_handle_trampoline: pop the instance, run the
@@ -82,7 +82,7 @@ func TestUretprobeTrampoline(t *testing.T) {
 			retRAX = r.R[RAX]
 			r.RIP, orig = orig[len(orig)-1], orig[:len(orig)-1]
 			// The ax slot takes the return address for the ret.
-			if err := c.Store(m, sp+16, r.RIP); err != nil {
+			if err := c.Store64(m, sp+16, r.RIP); err != nil {
 				t.Fatal(err)
 			}
 			// Back to the trampoline by sysret, which clobbers %r11
