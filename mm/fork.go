@@ -20,6 +20,9 @@ func (m *MM) Fork(w locking.Waiter) (*MM, error) {
 	}
 	child.MmapWriteLock(nil) // cannot contend: nobody sees child yet
 	defer child.MmapWriteUnlock()
+	// The child's tree is built in one batch (as __mt_dup builds it whole):
+	// each tree node is copied once, not once per VMA.
+	child.beginTree()
 	for _, v := range m.VMAs() {
 		m.vmaStartWrite(v) // dup_mmap write-locks every parent VMA, copied or not
 		if v.Flags&VM_DONTCOPY != 0 {
@@ -38,6 +41,7 @@ func (m *MM) Fork(w locking.Waiter) (*MM, error) {
 			m.PT.CopyCOW(child.PT, v.Start, v.End)
 		}
 	}
+	child.commitTree()
 	child.checkInvariants()
 	m.checkInvariants()
 	return child, nil
