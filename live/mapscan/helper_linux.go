@@ -1,0 +1,206 @@
+package mapscan
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mmlab/experiment/mapscan"
+	"mmlab/live/procmaps"
+)
+
+// roleEnv names the helper role: mapper, scanner or busy.
+const roleEnv = "MMLAB_MAPSCAN_ROLE"
+
+func init() {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(helperMain(role))
+	}
+}
+
+// pinThread locks the goroutine to its thread and puts the thread on cpu
+// at nice (sched_setaffinity and setpriority act on the calling thread).
+func pinThread(cpu, nice int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("sched_setaffinity CPU %d: %s", cpu, unix.ErrnoName(err.(unix.Errno)))
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+		return fmt.Errorf("setpriority %d: %s", nice, unix.ErrnoName(err.(unix.Errno)))
+	}
+	return nil
+}
+
+func helperMain(role string) int {
+	var err error
+	switch role {
+	case "mapper":
+		err = mapperMain()
+	case "scanner":
+		err = scannerMain(os.Getenv("MMLAB_MAPSCAN_PID"), os.Getenv("MMLAB_MAPSCAN_KIND"))
+	case "busy":
+		err = busyMain()
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Printf("err %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func nanosleep(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
+}
+
+// mapperMain maps the region, says "ready", waits for "go DURATION_NS SEED",
+// fragments the region with the warm-up operations, runs, prints its Stats
+// as one JSON line, and exits at the next line or EOF on stdin.
+func mapperMain() error {
+	if err := pinThread(0, 0); err != nil {
+		return err
+	}
+	region, _, e := unix.Syscall6(unix.SYS_MMAP, 0, mapscan.RegionSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
+	if e != 0 {
+		return fmt.Errorf("mmap of the region: %s", unix.ErrnoName(e))
+	}
+	in := bufio.NewReader(os.Stdin)
+	fmt.Println("ready")
+	var durNS int64
+	var seed uint64
+	line, err := in.ReadString('\n')
+	if err != nil {
+		return nil // the parent went away
+	}
+	if _, err := fmt.Sscanf(line, "go %d %d\n", &durNS, &seed); err != nil {
+		return fmt.Errorf("bad command %q", line)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6d61707363616e))
+	const pages = mapscan.RegionSize / mapscan.PageSize
+	op := func() (bool, error) {
+		addr := region + uintptr(rng.IntN(pages))*mapscan.PageSize
+		if rng.IntN(2) == 0 {
+			_, _, e := unix.Syscall6(unix.SYS_MMAP, addr, mapscan.PageSize, unix.PROT_READ|unix.PROT_WRITE,
+				unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_POPULATE, ^uintptr(0), 0)
+			if e != 0 {
+				return true, fmt.Errorf("mmap: %s", unix.ErrnoName(e))
+			}
+			return true, nil
+		}
+		if _, _, e := unix.Syscall(unix.SYS_MUNMAP, addr, mapscan.PageSize, 0); e != 0 {
+			return false, fmt.Errorf("munmap: %s", unix.ErrnoName(e))
+		}
+		return false, nil
+	}
+	for range mapscan.WarmupOps {
+		if _, err := op(); err != nil {
+			return err
+		}
+	}
+	var acc mapscan.Acc
+	deadline := time.Now().Add(time.Duration(durNS))
+	for time.Now().Before(deadline) {
+		t0 := time.Now()
+		isMmap, err := op()
+		d := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		acc.Add(isMmap, d, 0)
+		nanosleep(mapscan.MapperSleep)
+	}
+	b, _ := json.Marshal(acc.Stats())
+	fmt.Printf("stats %s\n", b)
+	in.ReadString('\n') // stay until the scanners are done: EOF or any line
+	return nil
+}
+
+// scannerMain reads pid's maps in a loop until SIGTERM, then prints the
+// number of full passes.
+func scannerMain(pidStr, kind string) error {
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil {
+		return fmt.Errorf("bad pid %q", pidStr)
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	if err := pinThread(1, mapscan.ScannerNice); err != nil {
+		return err
+	}
+	var pass func() error
+	switch kind {
+	case "text":
+		path := "/proc/" + pidStr + "/maps"
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %s", path, unix.ErrnoName(err.(unix.Errno)))
+		}
+		buf := make([]byte, mapscan.PageSize)
+		pass = func() error {
+			if _, err := unix.Seek(fd, 0, 0); err != nil {
+				return err
+			}
+			for {
+				n, err := unix.Read(fd, buf)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("read %s: %s", path, unix.ErrnoName(err.(unix.Errno)))
+				}
+				if n == 0 {
+					return nil
+				}
+			}
+		}
+	case "query":
+		r, err := procmaps.Open(pid)
+		if err != nil {
+			return err
+		}
+		pass = func() error { return r.WalkQuery(func(*procmaps.VMA) bool { return true }) }
+	default:
+		return fmt.Errorf("unknown scanner kind %q", kind)
+	}
+	fmt.Println("ready")
+	for n := 0; ; n++ {
+		select {
+		case <-term:
+			fmt.Printf("passes %d\n", n)
+			return nil
+		default:
+		}
+		if err := pass(); err != nil {
+			return err
+		}
+	}
+}
+
+// busyMain spins 2 ms and sleeps 1 ms on CPU 1 at normal priority until
+// killed.
+func busyMain() error {
+	if err := pinThread(1, 0); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	for {
+		t0 := time.Now()
+		for time.Since(t0) < mapscan.BusySpin {
+		}
+		nanosleep(mapscan.BusySleep)
+	}
+}
