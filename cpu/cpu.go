@@ -224,18 +224,24 @@ func (c *CPU) Flush() {
 	c.dtlb = tlb{}
 }
 
-// translate returns the TLB entry for addr, asking mem on a miss (or when a
-// write finds a translation obtained by a read).
-func (c *CPU) translate(t *tlb, mem Memory, addr uint64, acc Access) (*tlbEntry, error) {
+// translate returns the page storage for addr from the TLB, asking mem on a
+// miss (or when a write finds a translation obtained by a read). It returns
+// the storage, not the entry: mem.Page may sleep, and a task that slept is
+// flushed (switch_mm), which clears entries translated before.
+func (c *CPU) translate(t *tlb, mem Memory, addr uint64, acc Access) (*[PageSize]byte, error) {
 	vpn := addr >> PageShift
 	e := &t[vpn%tlbSize]
 	if e.mem != nil && e.vpn == vpn && (acc != Write || e.write) {
-		return e, nil
+		return e.mem, nil
 	}
-	return e, c.fill(e, mem, addr, acc)
+	if err := c.fill(e, mem, addr, acc); err != nil {
+		return nil, err
+	}
+	return e.mem, nil
 }
 
-// fill is translate's miss: it asks mem and refills e.
+// fill is translate's miss: it asks mem and refills e (after mem.Page
+// returns, so that a Flush inside mem.Page does not undo it).
 func (c *CPU) fill(e *tlbEntry, mem Memory, addr uint64, acc Access) error {
 	p, err := mem.Page(addr, acc)
 	if err != nil {
@@ -393,12 +399,12 @@ func (c *CPU) fetchCross(r *Regs, mem Memory) *Insn {
 	rip := r.RIP
 	for n := range MaxInsnLen {
 		a := rip + uint64(n)
-		e, err := c.translate(&c.itlb, mem, a, Exec)
+		p, err := c.translate(&c.itlb, mem, a, Exec)
 		if err != nil {
 			c.setPF(rip, a, Exec, err)
 			return nil
 		}
-		buf[n] = e.mem[a%PageSize]
+		buf[n] = p[a%PageSize]
 		err = decode(in, buf[:n+1])
 		if err == nil {
 			return in
@@ -459,44 +465,44 @@ func (c *CPU) storeSlow(mem Memory, rip, addr, v uint64) bool {
 // load64 reads the 8 bytes at addr. On a fault it returns the faulting address
 // and the Memory's error.
 func (c *CPU) load64(mem Memory, addr uint64) (uint64, uint64, error) {
-	e, err := c.translate(&c.dtlb, mem, addr, Read)
+	p, err := c.translate(&c.dtlb, mem, addr, Read)
 	if err != nil {
 		return 0, addr, err
 	}
 	off := int(addr % PageSize)
 	if off <= PageSize-8 {
-		return binary.LittleEndian.Uint64(e.mem[off:]), 0, nil
+		return binary.LittleEndian.Uint64(p[off:]), 0, nil
 	}
 	next := addr - uint64(off) + PageSize
-	e2, err := c.translate(&c.dtlb, mem, next, Read)
+	p2, err := c.translate(&c.dtlb, mem, next, Read)
 	if err != nil {
 		return 0, next, err
 	}
 	var b [8]byte
-	n := copy(b[:], e.mem[off:])
-	copy(b[n:], e2.mem[:])
+	n := copy(b[:], p[off:])
+	copy(b[n:], p2[:])
 	return binary.LittleEndian.Uint64(b[:]), 0, nil
 }
 
 // store64 writes v at addr, or nothing if either page it touches faults.
 func (c *CPU) store64(mem Memory, addr, v uint64) (uint64, error) {
-	e, err := c.translate(&c.dtlb, mem, addr, Write)
+	p, err := c.translate(&c.dtlb, mem, addr, Write)
 	if err != nil {
 		return addr, err
 	}
 	off := int(addr % PageSize)
 	if off <= PageSize-8 {
-		binary.LittleEndian.PutUint64(e.mem[off:], v)
+		binary.LittleEndian.PutUint64(p[off:], v)
 		return 0, nil
 	}
 	next := addr - uint64(off) + PageSize
-	e2, err := c.translate(&c.dtlb, mem, next, Write)
+	p2, err := c.translate(&c.dtlb, mem, next, Write)
 	if err != nil {
 		return next, err
 	}
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
-	n := copy(e.mem[off:], b[:])
-	copy(e2.mem[:], b[n:])
+	n := copy(p[off:], b[:])
+	copy(p2[:], b[n:])
 	return 0, nil
 }

@@ -567,3 +567,39 @@ func TestLoad64Store64(t *testing.T) {
 		t.Errorf("Store into text: %v", err)
 	}
 }
+
+// flushingMem flushes the CPU inside every Page call, as the kernel glue does
+// when the task slept in a fault (switch_mm on its return).
+type flushingMem struct {
+	*fakeMem
+	c *CPU
+}
+
+func (m flushingMem) Page(addr uint64, acc Access) (Page, error) {
+	m.c.Flush()
+	return m.fakeMem.Page(addr, acc)
+}
+
+// TestFlushInsidePage: translations made before a Flush that happens inside
+// Memory.Page are not used after it, even within one instruction (a push
+// across a page boundary translates twice).
+func TestFlushInsidePage(t *testing.T) {
+	code := asm(t, func(a *Asm) {
+		a.Push(RBP).Call("f").Pop(RCX).Hlt()
+		a.Label("f").Nop().Ret()
+	})
+	fm, r := newTask(t, code)
+	r.R[RSP] = stackBase + PageSize + 4 // the push straddles two stack pages
+	r.R[RBP] = 0x0102030405060708
+	var c CPU
+	m := flushingMem{fm, &c}
+	if s := c.Run(r, m, NoHooks{}); s.Reason != StopHalt {
+		t.Fatalf("Run = %v", s)
+	}
+	if r.R[RCX] != 0x0102030405060708 || r.R[RSP] != stackBase+PageSize+4 {
+		t.Errorf("popped %#x, rsp %#x", r.R[RCX], r.R[RSP])
+	}
+	if got := fm.read64(stackBase + PageSize - 4); got != 0x0102030405060708 {
+		t.Errorf("memory holds %#x", got)
+	}
+}
