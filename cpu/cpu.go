@@ -40,9 +40,11 @@
 //
 // # Concurrency
 //
-// A CPU is used by one goroutine, its model CPU's thread. Flush, Emulate and
-// Step may be called from the hooks of a Run on the same CPU (that is where
-// an IPI or the uprobe hit path runs) or when the CPU is not running.
+// A CPU is used by one goroutine, its model CPU's thread. Flush, Emulate,
+// Step, Load64 and Store64 may be called from the hooks of a Run on the same
+// CPU (that is where an IPI or the uprobe hit path runs) or when the CPU is
+// not running. Memory.Page, which runs in the middle of an instruction, may
+// sleep and may Flush the CPU, but must not execute instructions on it.
 package cpu
 
 import (
