@@ -40,6 +40,11 @@ type TriggerConfig struct {
 type TriggerResult struct {
 	Flavor  string
 	Samples []float64 // hits per second (calls per second for CaseNop), one per interval
+	// CPUSamples are the same rates per producer CPU-second times the
+	// producers: what CPUs producers with a host core each would do. The
+	// figure a busy host distorts least; nil where the OS has no
+	// per-thread CPU clock.
+	CPUSamples []float64
 	Calls   int64     // calls of the target in the samples
 	Hits    int64     // handler (or ret_handler) calls in the samples
 }
@@ -134,9 +139,10 @@ func newTriggerKernel(c TriggerConfig, flavor string) (*triggerKernel, error) {
 	return k, nil
 }
 
-// sample runs the producers for d and returns calls and hits.
-func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed time.Duration, err error) {
-	var total atomic.Int64
+// sample runs the producers for d and returns calls, hits, the wall time
+// and the producers' summed thread CPU time (0 if unknown).
+func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed, cpuTime time.Duration, err error) {
+	var total, cpuNs atomic.Int64
 	errs := make(chan error, len(k.tasks))
 	h0 := k.totalHits()
 	start := time.Now()
@@ -146,6 +152,7 @@ func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed time
 		runners = append(runners, k.mach.Start(t, i, 0, func(r *kernel.Runner) {
 			sp := triggerStack - uint64(i)*16*pgtable.PageSize - 64
 			n := int64(0)
+			t0, ok := threadCPUTime()
 			for time.Now().Before(deadline) {
 				r.Regs = cpu.Regs{RIP: k.entry}
 				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = sp, triggerBatch
@@ -154,6 +161,9 @@ func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed time
 					break
 				}
 				n += triggerBatch
+			}
+			if t1, _ := threadCPUTime(); ok {
+				cpuNs.Add(int64(t1 - t0))
 			}
 			total.Add(n)
 		}))
@@ -166,7 +176,7 @@ func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed time
 	case err = <-errs:
 	default:
 	}
-	return total.Load(), k.totalHits() - h0, elapsed, err
+	return total.Load(), k.totalHits() - h0, elapsed, time.Duration(cpuNs.Load()), err
 }
 
 func (k *triggerKernel) totalHits() int64 {
@@ -201,7 +211,7 @@ func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
 		}
 		ks = append(ks, k)
 		res[i].Flavor = fl
-		if _, _, _, err := k.sample(c.Warmup); err != nil {
+		if _, _, _, _, err := k.sample(c.Warmup); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +221,7 @@ func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			calls, hits, el, err := k.sample(c.Interval)
+			calls, hits, el, cpuTime, err := k.sample(c.Interval)
 			if err != nil {
 				return nil, err
 			}
@@ -220,6 +230,9 @@ func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
 				n = calls
 			}
 			res[i].Samples = append(res[i].Samples, float64(n)/el.Seconds())
+			if cpuTime > 0 {
+				res[i].CPUSamples = append(res[i].CPUSamples, float64(n)*float64(c.CPUs)/cpuTime.Seconds())
+			}
 			res[i].Calls += calls
 			res[i].Hits += hits
 		}
