@@ -59,7 +59,10 @@ Attaches N uprobes on N distinct nops of a sled in the mmlab binary, which the
 running mmlab maps, then detaches them; times both. uprobe_multi is one link
 with N offsets, perf is N perf-event uprobes each linked to the program.
 Detach includes the kernel's uprobe_unregister_sync (an RCU Tasks Trace grace
-period): once per link, so N times in perf mode. Live needs Linux and root.
+period): once per link, so N times in perf mode. Attach takes dup_mmap_sem for
+write; when that per-CPU rwsem has been idle, percpu_down_write() first waits
+for a normal RCU grace period (rcu_sync_enter), so attach times are bimodal.
+Live needs Linux and root.
 
 `)
 		fs.PrintDefaults()
