@@ -205,15 +205,10 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			break
 		}
 		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
-			// Walk again; fall back if another VMA is there now. The
-			// kernel's maple tree shows a split or merge whole, but the
-			// model's tree shows a write section's stores one by one, so
-			// a second walk during a write section could see the same
-			// transient hole: the model trusts it only when no write
-			// section was open around it.
-			seq2 := m.lockSeq.Raw()
-			_, _, again := m.mt.Find(fromAddr)
-			if again != v || seq2&1 != 0 || m.lockSeq.Raw() != seq2 {
+			// Walk again (the tree shows each split, merge or
+			// replacement whole, as the maple tree does); fall back if
+			// another VMA is there now.
+			if _, _, again := m.mt.Find(fromAddr); again != v {
 				m.VMAEndRead(v)
 				break
 			}
