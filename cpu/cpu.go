@@ -328,7 +328,7 @@ func (c *CPU) trap(ev event, r *Regs, h Hooks) Reason {
 
 // cached returns the decoded instruction at rip if both its translation and
 // its decoding are cached and the bytes at rip are still the ones decoded;
-// otherwise nil. It is fetch's hit path, small enough to be inlined in Run.
+// otherwise nil. It is fetch's hit path, small enough to be inlined in run.
 func (c *CPU) cached(rip uint64) *Insn {
 	e := &c.itlb[rip>>PageShift%tlbSize]
 	d := &c.decoded[rip%decodedSize]
@@ -341,8 +341,9 @@ func (c *CPU) cached(rip uint64) *Insn {
 	return &d.in
 }
 
-// fetch decodes the instruction at r.RIP. The Insn it returns is valid until
-// the next fetch. On failure it sets c.fault and returns nil.
+// fetch decodes the instruction at r.RIP, when cached found nothing, and
+// remembers the decoding. The Insn it returns is valid until the next fetch.
+// On failure it sets c.fault and returns nil.
 func (c *CPU) fetch(r *Regs, mem Memory) *Insn {
 	rip := r.RIP
 	vpn := rip >> PageShift
@@ -359,9 +360,6 @@ func (c *CPU) fetch(r *Regs, mem Memory) *Insn {
 	}
 	w := binary.LittleEndian.Uint64(e.mem[off:])
 	d := &c.decoded[rip%decodedSize]
-	if d.rip == rip && d.mask != 0 && w&d.mask == d.bytes {
-		return &d.in
-	}
 	d.mask = 0
 	end := min(off+MaxInsnLen, PageSize)
 	if err := decode(&d.in, e.mem[off:end]); err != nil {
