@@ -120,7 +120,10 @@ var (
 	ErrTruncated = errors.New("cpu: truncated instruction")
 )
 
-// Decode decodes the instruction at the start of b.
+// Decode decodes the instruction at the start of b, with the uprobe class
+// that arch/x86/kernel/uprobes.c:arch_uprobe_analyze_insn() would give it
+// (uprobe_init_insn's good_insns_64 test, then branch_setup_xol_ops() and
+// push_setup_xol_ops(); see Class).
 func Decode(b []byte) (Insn, error) {
 	var in Insn
 	err := decode(&in, b)

@@ -136,6 +136,29 @@ func TestAsmEncodings(t *testing.T) {
 		off += int(in.Len)
 	}
 
+	more := NewAsm(0x2000)
+	more.MovImm64(R9, 0x1122334455667788).Inc32(R8).Dec64(RAX).Label("x").Jcc32(0xc, "x").Jz("x")
+	if more.PC() != 0x2000+10+3+3+6+2 {
+		t.Errorf("PC = %#x", more.PC())
+	}
+	got, err = more.Assemble()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []byte{
+		0x49, 0xb9, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // movabs $…,%r9
+		0x41, 0xff, 0xc0, // inc %r8d
+		0x48, 0xff, 0xc8, // dec %rax
+		0x0f, 0x8c, 0xfa, 0xff, 0xff, 0xff, // jl x (to itself)
+		0x74, 0xf8, // jz x
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("assembled\n% x\nwant\n% x", got, want)
+	}
+	if _, err := NewAsm(0).Label("a").Label("a").Assemble(); err == nil {
+		t.Error("duplicate label assembled")
+	}
+
 	if _, err := NewAsm(0).Jnz("nowhere").Assemble(); err == nil {
 		t.Error("undefined label assembled")
 	}
