@@ -16,13 +16,12 @@ func TestNoTransientGap(t *testing.T) {
 	var misses, reads atomic.Int64
 	go func() {
 		defer close(done)
-		for i := range 500 {
+		for range 500 {
 			must(t, m.Mprotect(nil, arena+pg, pg, PROT_READ)) // split in three
 			must(t, m.Mprotect(nil, arena+pg, pg, rw))        // merge back
 			mmapAnon(t, m, 1, 1, rw)                          // MAP_FIXED over the middle
 			mmapAnon(t, m, 2, 1, PROT_READ)                   // ...and over the next page
 			must(t, m.Mprotect(nil, arena+2*pg, pg, rw))
-			_ = i
 		}
 	}()
 	for {

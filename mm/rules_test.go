@@ -178,13 +178,12 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		for i := range 20 {
+		for range 20 {
 			_, err := m.Mmap(nil, arena+1000*pg, 256*pg, rw, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED|MAP_POPULATE, nil, 0)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			_ = i
 		}
 	}()
 	go func() {
@@ -198,13 +197,12 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		for i := range 50 {
+		for range 50 {
 			mmapAnon(t, m, 500, 4, rw)
 			must(t, m.Munmap(nil, arena+500*pg, 4*pg))
 			c, err := m.Fork(nil)
 			must(t, err)
 			c.Exit()
-			_ = i
 		}
 	}()
 	wg.Wait()
