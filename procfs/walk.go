@@ -113,17 +113,16 @@ func (f *MapsFile) readLocked() error {
 		return err
 	}
 	defer f.m.MmapReadUnlock()
-	for {
-		v := f.m.FindVMA(f.pos)
-		if v == nil {
-			f.done = true
-			return nil
-		}
+	// vma_iter_init at the resume position, then vma_next: the tree is
+	// stable under the lock, so one iterator serves the whole chunk.
+	for _, v := range f.m.Tree().From(f.pos) {
 		if !f.add(v) {
 			return nil
 		}
 		f.point()
 	}
+	f.done = true
+	return nil
 }
 
 // readVMALocked is the After chunk: lock_vma_range (RCU), then
