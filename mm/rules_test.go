@@ -198,10 +198,20 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range 50 {
-			mmapAnon(t, m, 500, 4, rw)
-			must(t, m.Munmap(nil, arena+500*pg, 4*pg))
+			// t.Error, not t.Fatal: this is not the test's goroutine.
+			if _, err := m.Mmap(nil, arena+500*pg, 4*pg, rw, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, nil, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := m.Munmap(nil, arena+500*pg, 4*pg); err != nil {
+				t.Error(err)
+				return
+			}
 			c, err := m.Fork(nil)
-			must(t, err)
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			c.Exit()
 		}
 	}()
