@@ -219,7 +219,7 @@ func (s *System) Threads() []*Thread {
 }
 
 // Stop asks every thread to finish (Thread.Stopping turns true) and waits
-// until all have exited.
+// until all have exited. No thread may be spawned once Stop was called.
 func (s *System) Stop() {
 	s.stopping.Store(true)
 	s.wg.Wait()
@@ -417,6 +417,23 @@ func (c *CPU) IPI(fn func(running *Thread)) {
 		return
 	}
 	c.queueIPILocked(fn)
+}
+
+// IPIFrom is IPI sent by model thread t (nil: by a goroutine outside the
+// model, as IPI). To t's own CPU, fn runs at once on t, as
+// smp_call_function_single() runs func directly on the calling CPU. To
+// another CPU, t waits inside Block, so its own CPU keeps running other
+// threads and answering IPIs: two threads that IPI each other's CPU do not
+// deadlock.
+func (c *CPU) IPIFrom(t *Thread, fn func(running *Thread)) {
+	switch {
+	case t == nil:
+		c.IPI(fn)
+	case t.cpu == c:
+		fn(t)
+	default:
+		t.Block(func() { c.IPI(fn) })
+	}
 }
 
 // queueIPILocked queues fn for the current thread, unlocks rq and waits for

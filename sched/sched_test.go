@@ -347,3 +347,39 @@ func BenchmarkSwitch(b *testing.B) {
 		})
 	}
 }
+
+// IPIFrom runs an IPI to the sender's own CPU at once on the sender, and lets
+// two threads IPI each other's CPU without deadlock.
+func TestIPIFrom(t *testing.T) {
+	s := NewSystem(2)
+	defer s.Stop()
+	var self [2]*Thread
+	var remote [2]*Thread
+	var ran [2]bool // the other thread's IPI to this CPU ran
+	var ths [2]*Thread
+	start := make(chan struct{})
+	for c := range 2 {
+		ths[c] = s.Spawn(c, 0, func(th *Thread) {
+			s.CPU(c).IPIFrom(th, func(r *Thread) { self[c] = r })
+			<-start // both threads exist before they IPI each other
+			s.CPU(1-c).IPIFrom(th, func(r *Thread) { remote[1-c], ran[1-c] = r, true })
+			// Keep answering IPIs until the other thread's IPI ran here
+			// (on this thread, or on the sender while this one blocked).
+			for !ran[c] {
+				th.Point()
+			}
+		})
+	}
+	close(start)
+	for _, th := range ths {
+		<-th.Done()
+	}
+	for c := range 2 {
+		if self[c] != ths[c] {
+			t.Errorf("cpu %d: self IPI ran with %v, want the sender %v", c, self[c], ths[c])
+		}
+		if remote[c] != ths[c] && remote[c] != nil {
+			t.Errorf("cpu %d: remote IPI ran with %v, want %v or idle", c, remote[c], ths[c])
+		}
+	}
+}
