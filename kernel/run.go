@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"mmlab/cpu"
@@ -47,10 +48,11 @@ type Machine struct {
 // machineCPU is one model CPU's state in the Machine.
 type machineCPU struct {
 	// curr is the Runner whose thread last started running model code on
-	// this CPU. Written only by a thread of this CPU while it is current,
-	// read by IPI handlers on this CPU (ordered by sched's run token); it
-	// may be stale, so readers check that its thread is the running one.
-	curr *Runner
+	// this CPU, nil after its Run ended: the model's mm_cpumask. Stored
+	// only by a thread of this CPU while it is current. It may be stale
+	// (its task slept), so IPI handlers check that its thread is the
+	// running one.
+	curr atomic.Pointer[Runner]
 	_    [56]byte
 }
 
@@ -141,9 +143,9 @@ func (r *Runner) Interp() *cpu.CPU { return &r.interp }
 // single-step SIGTRAP, as pending signals of the task.
 func (r *Runner) Run() cpu.Stop {
 	pc := &r.m.percpu[r.Task.Thread.CPU()]
-	pc.curr = r
+	pc.curr.Store(r)
 	s := r.interp.Run(&r.Regs, r, r)
-	pc.curr = nil
+	pc.curr.Store(nil)
 	return s
 }
 
@@ -213,7 +215,7 @@ func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
 func (r *Runner) resumed() {
 	r.switched = false
 	r.interp.Flush()
-	r.m.percpu[r.Task.Thread.CPU()].curr = r
+	r.m.percpu[r.Task.Thread.CPU()].curr.Store(r)
 }
 
 // Page translates addr for the interpreter (cpu.Memory): the VMA must allow
@@ -276,18 +278,26 @@ func (r *Runner) Block(wait func()) {
 func (r *Runner) RecordBlocked(lock string, d time.Duration) { r.Task.RecordBlocked(lock, d) }
 
 // FlushTLB mirrors flush_tlb_mm(): every model CPU running a task of mm
-// drops its cached translations before FlushTLB returns (an IPI to each
-// CPU; see Machine). w is the caller: a model task (a Blocker) sends the
-// IPIs from inside Block, giving up its own CPU meanwhile, as the sched
-// rules require; a plain goroutine sends them directly.
+// drops its cached translations before FlushTLB returns: an IPI to each CPU
+// whose current Runner (mm_cpumask) is one of mm's; see Machine. A CPU
+// skipped had no Runner of mm in Run, or another one took it over: either
+// way the last Runner of mm there stored curr after its last read of mm's
+// pages, which orders those reads before the caller's writes.
+//
+// w is the caller: a model task (a Blocker) sends the IPIs from inside
+// Block, giving up its own CPU meanwhile, as the sched rules require; a
+// plain goroutine sends them directly.
 func (m *Machine) FlushTLB(mmp *mm.MM, w locking.Waiter) {
 	send := func() {
 		for i := range m.percpu {
+			if r := m.percpu[i].curr.Load(); r == nil || r.Task.MM != mmp {
+				continue
+			}
 			m.Sys.CPU(i).IPI(func(running *sched.Thread) {
 				if running == nil {
 					return
 				}
-				if r := m.percpu[i].curr; r != nil && r.Task.Thread == running && r.Task.MM == mmp {
+				if r := m.percpu[i].curr.Load(); r != nil && r.Task.Thread == running && r.Task.MM == mmp {
 					r.interp.Flush()
 				}
 			})

@@ -45,8 +45,8 @@ type TriggerResult struct {
 	// figure a busy host distorts least; nil where the OS has no
 	// per-thread CPU clock.
 	CPUSamples []float64
-	Calls   int64     // calls of the target in the samples
-	Hits    int64     // handler (or ret_handler) calls in the samples
+	Calls      int64 // calls of the target in the samples
+	Hits       int64 // handler (or ret_handler) calls in the samples
 }
 
 // triggerBatch is how many calls a producer makes between two looks at
