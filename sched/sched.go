@@ -120,8 +120,14 @@ type Thread struct {
 	Trc TraceState
 	_   [64]byte
 
-	id   int
-	cpu  *CPU
+	id  int
+	cpu *CPU
+
+	// Context switch counts (task_struct's nvcsw and nivcsw): written by
+	// the thread itself, read by anyone.
+	nvcsw  atomic.Uint64 // voluntary: Block, Yield
+	nivcsw atomic.Uint64 // involuntary: preempted at a Point
+
 	prio int           // protected by cpu.rq; written only by the thread itself
 	wake chan struct{} // receives the run token; capacity 1
 	done chan struct{} // closed when the thread has exited
@@ -238,6 +244,13 @@ func (t *Thread) Prio() int { return t.prio }
 // bodies poll it.
 func (t *Thread) Stopping() bool { return t.sys().stopping.Load() }
 
+// Switches returns the thread's voluntary (Block, Yield) and involuntary
+// (preempted at a Point) context switches so far, as
+// /proc/PID/status's voluntary_ctxt_switches and nonvoluntary_ctxt_switches.
+func (t *Thread) Switches() (voluntary, involuntary uint64) {
+	return t.nvcsw.Load(), t.nivcsw.Load()
+}
+
 // Done returns a channel closed when the thread has exited.
 func (t *Thread) Done() <-chan struct{} { return t.done }
 
@@ -259,6 +272,7 @@ func (t *Thread) point() {
 	if c.flags.Load()&flagResched != 0 {
 		c.flags.And(^uint32(flagResched))
 		if next := c.pickLocked(t.prio - 1); next != nil {
+			t.nivcsw.Add(1)
 			t.switchAwayLocked(next)
 			return
 		}
@@ -274,6 +288,7 @@ func (t *Thread) Yield() {
 	c := t.cpu
 	t.drainIPIsLocked()
 	if next := c.pickLocked(t.prio); next != nil {
+		t.nvcsw.Add(1)
 		t.switchAwayLocked(next)
 		return
 	}
@@ -303,6 +318,7 @@ func (t *Thread) Block(wait func()) {
 	next := c.pickLocked(math.MaxInt)
 	c.curr = next
 	c.rq.Unlock()
+	t.nvcsw.Add(1)
 	handOff(next)
 
 	wait()

@@ -69,10 +69,15 @@ func TestIPIIdleCPU(t *testing.T) {
 // The log is a plain slice shared by the threads of the CPU: only one runs at
 // a time, so the race detector accepts it.
 func runOrder(t *testing.T, lowPrio, otherPrio int, step func(*Thread, func(string))) []string {
+	log, _ := runOrderSwitches(t, lowPrio, otherPrio, step)
+	return log
+}
+
+// runOrderSwitches is runOrder that also returns low's context switches.
+func runOrderSwitches(t *testing.T, lowPrio, otherPrio int, step func(*Thread, func(string))) (log []string, switches [2]uint64) {
 	t.Helper()
 	s := NewSystem(1)
 	defer s.Stop()
-	var log []string
 	add := func(e string) { log = append(log, e) }
 	ready, queued := make(chan struct{}), make(chan struct{})
 	low := s.Spawn(0, lowPrio, func(t *Thread) {
@@ -87,7 +92,8 @@ func runOrder(t *testing.T, lowPrio, otherPrio int, step func(*Thread, func(stri
 	close(queued)
 	<-low.Done()
 	<-other.Done()
-	return log
+	switches[0], switches[1] = low.Switches()
+	return log, switches
 }
 
 func TestPreemptAtNextPoint(t *testing.T) {
@@ -106,6 +112,21 @@ func TestPreemptAtNextPoint(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A preemption counts as involuntary, a Yield that switches as voluntary.
+func TestSwitchCounts(t *testing.T) {
+	point := func(t *Thread, add func(string)) { t.Point() }
+	if _, sw := runOrderSwitches(t, 10, 0, point); sw != [2]uint64{0, 1} {
+		t.Errorf("preempted thread: switches (voluntary, involuntary) = %v, want [0 1]", sw)
+	}
+	yield := func(t *Thread, add func(string)) { t.Yield() }
+	if _, sw := runOrderSwitches(t, 10, 10, yield); sw != [2]uint64{1, 0} {
+		t.Errorf("yielding thread: switches = %v, want [1 0]", sw)
+	}
+	if _, sw := runOrderSwitches(t, 10, 20, yield); sw != [2]uint64{0, 0} {
+		t.Errorf("yield with nobody to yield to: switches = %v, want [0 0]", sw)
 	}
 }
 
