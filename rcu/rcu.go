@@ -55,6 +55,17 @@ type Flavor interface {
 	Barrier()
 	// Name is "srcu" or "tasks-trace".
 	Name() string
+	// Stats returns counts of the grace-period work done so far.
+	Stats() GPStats
+}
+
+// GPStats counts a domain's grace-period work, the writer-side price.
+type GPStats struct {
+	GPs uint64 // grace periods completed
+	// Waits counts readers waited for: SRCU, counter scans that found the
+	// slot busy; Tasks Trace, holdout threads.
+	Waits uint64
+	IPIs  uint64 // Tasks Trace: IPIs to running threads (rcu_tasks_trace.n_ipis)
 }
 
 // Names lists the flavours New accepts: seed 004's before and after.

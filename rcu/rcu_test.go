@@ -120,6 +120,19 @@ func TestGPWaitsForReader(t *testing.T) {
 				release.open()
 				<-w.done
 				<-r.Done()
+				// One grace period that waited; Tasks Trace had one
+				// holdout, found by IPI exactly when it was running.
+				st := f.Stats()
+				want := GPStats{GPs: 1, Waits: st.Waits}
+				if fl.name == "tasks-trace" {
+					want.Waits = 1
+					if !sleeping {
+						want.IPIs = 1
+					}
+				}
+				if st != want || st.Waits == 0 {
+					t.Errorf("Stats() = %+v, want %+v with Waits > 0", st, want)
+				}
 			})
 		}
 	}

@@ -44,6 +44,8 @@ type SRCU struct {
 
 	cbs callbacks
 
+	nGPs, nWaits atomic.Uint64
+
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period first finds readers it must wait for.
 	waitHook func()
@@ -88,6 +90,7 @@ func (s *SRCU) Synchronize() {
 	s.waitDrained(idx)
 	s.ctrIdx.Add(1)
 	s.waitDrained(idx ^ 1)
+	s.nGPs.Add(1)
 }
 
 // waitDrained polls until slot idx has no readers. Mirrors
@@ -97,6 +100,7 @@ func (s *SRCU) Synchronize() {
 func (s *SRCU) waitDrained(idx uint32) {
 	delay := 5 * time.Microsecond
 	for try := 0; !s.readersActiveIdxCheck(idx); try++ {
+		s.nWaits.Add(1)
 		if try < 2 {
 			continue
 		}
@@ -121,6 +125,11 @@ func (s *SRCU) readersActiveIdxCheck(idx uint32) bool {
 		locks += s.sda[i].locks[idx].Load()
 	}
 	return locks == unlocks
+}
+
+// Stats returns the domain's grace-period counts.
+func (s *SRCU) Stats() GPStats {
+	return GPStats{GPs: s.nGPs.Load(), Waits: s.nWaits.Load()}
 }
 
 // Call runs fn after a grace period. Mirrors

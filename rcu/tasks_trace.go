@@ -3,6 +3,7 @@ package rcu
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"mmlab/sched"
 )
@@ -46,6 +47,8 @@ type TasksTrace struct {
 	gpMu sync.Mutex
 
 	cbs callbacks
+
+	nGPs, nHoldouts, nIPIs atomic.Uint64
 
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period has scanned every thread and found holdouts to wait for.
@@ -116,16 +119,25 @@ func (tt *TasksTrace) Synchronize() {
 	for _, t := range tt.sys.Threads() {
 		// One goroutine per thread: IPIs to running threads proceed in
 		// parallel, as the kernel's are asynchronous.
-		wg.Go(func() { t.CallFunc(func(bool) { gp.inspect(t) }) })
+		wg.Go(func() {
+			t.CallFunc(func(running bool) {
+				if running {
+					tt.nIPIs.Add(1)
+				}
+				gp.inspect(t)
+			})
+		})
 	}
 	wg.Wait()
+	defer tt.nGPs.Add(1)
 	gp.mu.Lock()
 	gp.scanned = true
-	waiting := gp.holdouts > 0
+	n := gp.holdouts
 	gp.mu.Unlock()
-	if !waiting {
+	if n == 0 {
 		return
 	}
+	tt.nHoldouts.Add(uint64(n))
 	if tt.waitHook != nil {
 		tt.waitHook()
 	}
@@ -158,6 +170,11 @@ func (gp *trcGP) report() {
 		close(gp.done)
 	}
 	gp.mu.Unlock()
+}
+
+// Stats returns the domain's grace-period counts.
+func (tt *TasksTrace) Stats() GPStats {
+	return GPStats{GPs: tt.nGPs.Load(), Waits: tt.nHoldouts.Load(), IPIs: tt.nIPIs.Load()}
 }
 
 // Call runs fn after a grace period. Mirrors
