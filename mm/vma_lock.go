@@ -353,3 +353,7 @@ func (m *MM) hasAnonVMA(v *VMA) bool {
 	defer m.ptLock.Unlock()
 	return v.AnonVMA != nil
 }
+
+// VMAStartWrite is vma_start_write() for callers outside mm that modify a
+// VMA under the mmap write lock (and for tests that drive the write lock).
+func (m *MM) VMAStartWrite(v *VMA) { m.vmaStartWrite(v) }
