@@ -22,8 +22,9 @@
 // Rules for model code: a thread waits only through Block (a thread that waits
 // on a Go channel while it holds its CPU stalls its CPU, and IPIs to it, until
 // the wait ends), and the wait func given to Block runs no model code. IPIs
-// are sent by goroutines that hold no model CPU, or by a thread inside Block,
-// as the kernel sends them with interrupts enabled.
+// are sent by goroutines that hold no model CPU (IPI, CallFunc) or by a thread
+// through IPIFrom, which waits inside Block, as the kernel sends them with
+// interrupts enabled.
 //
 // Lock order (outermost first):
 //
