@@ -279,3 +279,23 @@ func TestVMALockStress(t *testing.T) {
 	}
 	t.Logf("faults per reader: %v", faults)
 }
+
+// At VMA_REF_LIMIT readers a new reader fails like one that meets a writer
+// (nil, not EAGAIN: the caller falls back to the mmap lock), and
+// vma_start_read_locked fails too; below it both succeed.
+func TestVMARefLimit(t *testing.T) {
+	m := New()
+	v := mapPieces(t, m, 1)[0]
+	v.RefCnt.Store(VMA_REF_LIMIT)
+	if got, err := m.vmaStartRead(v); got != nil || err != nil {
+		t.Fatalf("at the limit: vma_start_read = %v, %v; want nil, nil", got, err)
+	}
+	if m.VMAStartReadLocked(v) {
+		t.Fatal("at the limit: vma_start_read_locked succeeded")
+	}
+	v.RefCnt.Store(VMA_REF_LIMIT - 1)
+	if got, _ := m.vmaStartRead(v); got != v {
+		t.Fatal("below the limit: vma_start_read failed")
+	}
+	v.RefCnt.Store(1)
+}
