@@ -2,6 +2,17 @@
 // /proc/PID/maps text (fs/proc/task_mmu.c), byte for byte: the same widths,
 // padding and names. The model has no devices: file mappings show dev 00:00
 // and the model file's stable non-zero inode number.
+//
+// A MapsFile is an open maps file: read() chunks of at most 4 KiB of whole
+// lines, resuming after the last VMA shown, and the PROCMAP_QUERY ioctl,
+// under either lock design of seed 003 (Variant): Before holds the mmap read
+// lock for each chunk and each query; After reads the VMA tree under RCU and
+// holds one VMA read lock at a time (lock_next_vma), falling back to the
+// mmap read lock when a VMA cannot be locked.
+//
+// Lock order: a reader holds at most one of the mmap read lock and a VMA read
+// lock at a time, except that lock_next_vma's fallback takes a VMA read lock
+// under the mmap read lock (mm's order: mmap_lock, then VMA locks).
 package procfs
 
 import (
@@ -67,8 +78,8 @@ func ShowMapVMA(buf []byte, vma *mm.VMA) []byte {
 }
 
 // Maps returns the whole /proc/PID/maps text of m, walked under the mmap
-// read lock (the classic m_start/m_next walk, as one chunk). Issue 4 adds
-// the chunked and per-VMA-lock walks; they belong in walk.
+// read lock (the classic m_start/m_next walk, as one chunk). MapsFile reads
+// it in chunks, with either lock design.
 func Maps(m *mm.MM) string {
 	return string(AppendMaps(nil, m, nil, 0, ^uint64(0)))
 }
