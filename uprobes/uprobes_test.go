@@ -2,6 +2,7 @@ package uprobes
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -460,5 +461,34 @@ func TestStressRegisterWhileHitting(t *testing.T) {
 			}
 			t.Logf("%d hits", hits.Load())
 		})
+	}
+}
+
+// Fork takes dup_mmap_sem for read: it waits while a registration holds it
+// for write, and completes once it is released.
+func TestForkWaitsForDupMmapSem(t *testing.T) {
+	e := newEnv(t, 1, TasksTrace, loopProg)
+	p := e.newProc(t, "parent")
+	e.u.DupMmapSem.DownWrite(nil) // as registerForEachVMA holds it
+	forked := make(chan error, 1)
+	r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) {
+		_, err := r.Task.Fork()
+		forked <- err
+	})
+	for e.u.DupMmapSem.Waiters() == 0 {
+		runtime.Gosched() // until the fork is queued on dup_mmap_sem
+	}
+	select {
+	case err := <-forked:
+		t.Fatalf("fork completed (%v) while dup_mmap_sem was held for write", err)
+	default:
+	}
+	e.u.DupMmapSem.UpWrite()
+	if err := <-forked; err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	if d := p.BlockedOn("dup_mmap_sem"); d <= 0 {
+		t.Errorf("fork's time blocked on dup_mmap_sem not accounted: %v", d)
 	}
 }

@@ -1,0 +1,73 @@
+package kernel_test
+
+import (
+	"slices"
+	"testing"
+
+	"mmlab/cpu"
+	"mmlab/kernel"
+	"mmlab/mm"
+)
+
+// runProg maps code r-x at 0x400000 and a stack, and runs it on a model
+// CPU until it stops.
+func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.Regs) {
+	t.Helper()
+	mach := kernel.NewMachine(1)
+	t.Cleanup(mach.Stop)
+	in := mm.NewInode("/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
+	task := kernel.NewTaskMM("prog")
+	if _, err := task.MM.Mmap(nil, 0x400000, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.MM.Mmap(nil, 0x7ff000000000-0x4000, 0x4000, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if kill {
+		task.Kill()
+	}
+	var s cpu.Stop
+	var regs cpu.Regs
+	r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
+		r.Regs.RIP, r.Regs.R[cpu.RSP] = 0x400000, 0x7ff000000000-64
+		s = r.Run()
+		regs = r.Regs
+	})
+	<-r.Done()
+	return task, s, regs
+}
+
+// A task's code runs through its own page tables: calls push onto its
+// stack, and it stops at hlt.
+func TestRunnerRuns(t *testing.T) {
+	a := cpu.NewAsm(0x400000)
+	a.MovImm32(cpu.RCX, 10).Label("l").Call("f").Dec32(cpu.RCX).Jnz("l").Hlt()
+	a.Label("f").Inc32(cpu.RAX).Ret()
+	code, _ := a.Assemble()
+	task, s, regs := runProg(t, code, false)
+	if s.Reason != cpu.StopHalt || regs.R[cpu.RAX] != 10 || len(task.PendingSignals()) != 0 {
+		t.Fatalf("%v, rax %d, signals %v", s, regs.R[cpu.RAX], task.PendingSignals())
+	}
+}
+
+// Jumping to the (non-executable) stack delivers SIGSEGV; an int3 nobody
+// claims delivers SIGTRAP; a killed task stops.
+func TestRunnerSignals(t *testing.T) {
+	a := cpu.NewAsm(0x400000)
+	a.MovImm64(cpu.RAX, 0x7ff000000000-0x1000).Push(cpu.RAX).Ret()
+	code, _ := a.Assemble()
+	task, s, _ := runProg(t, code, false)
+	if s.Reason != cpu.StopFault || !slices.Equal(task.PendingSignals(), []kernel.Signal{kernel.SIGSEGV}) {
+		t.Errorf("exec on the stack: %v, signals %v", s, task.PendingSignals())
+	}
+	task, s, _ = runProg(t, []byte{0xcc, 0xf4}, false)
+	if s.Reason != cpu.StopInt3 || !slices.Equal(task.PendingSignals(), []kernel.Signal{kernel.SIGTRAP}) {
+		t.Errorf("int3: %v, signals %v", s, task.PendingSignals())
+	}
+	loop := cpu.NewAsm(0x400000)
+	loop.Label("l").Jmp("l")
+	code, _ = loop.Assemble()
+	if _, s, _ = runProg(t, code, true); s.Reason != cpu.StopPoll {
+		t.Errorf("killed task: %v", s)
+	}
+}
