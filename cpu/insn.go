@@ -55,9 +55,12 @@ const (
 	// XOL: single-stepped out of line, in a slot of the XOL page, then fixed
 	// up by PostXOL (default_xol_ops).
 	XOL
-	// Reject: a uprobe cannot be placed here: int3 is already a trap
-	// (is_trap_insn, -ENOTSUPP), hlt is not in good_insns_64 and syscall
-	// not in good_2byte_insns.
+	// Reject: a uprobe cannot be placed here (-ENOTSUPP): int3 is already a
+	// trap (is_trap_insn) and hlt is not in good_insns_64. (syscall is
+	// accepted, as XOL: uprobe_init_insn() tests good_2byte_insns, where
+	// 0f 05 is bad, only if the first opcode byte fails good_insns_64, and
+	// 0x0f passes it. On the live 6.18 kernel a probed syscall is accepted,
+	// and the task dies of SIGSEGV at its first hit.)
 	Reject
 )
 
@@ -86,13 +89,19 @@ type Insn struct {
 }
 
 func (in Insn) String() string {
+	reg := func(n uint8) string {
+		if in.Wide || in.Op == OpPush || in.Op == OpPop {
+			return RegName(int(n))
+		}
+		return reg32Names[n&15]
+	}
 	switch in.Op {
 	case OpPush, OpPop, OpInc, OpDec:
-		return fmt.Sprintf("%v %s", in.Op, RegName(int(in.Reg)))
+		return fmt.Sprintf("%v %s", in.Op, reg(in.Reg))
 	case OpMov:
-		return fmt.Sprintf("mov %s,%s", RegName(int(in.Reg)), RegName(int(in.Src)))
+		return fmt.Sprintf("mov %s,%s", reg(in.Reg), reg(in.Src))
 	case OpMovImm:
-		return fmt.Sprintf("mov %s,%#x", RegName(int(in.Reg)), uint64(in.Imm))
+		return fmt.Sprintf("mov %s,%#x", reg(in.Reg), uint64(in.Imm))
 	case OpCall, OpJmp, OpLoop:
 		return fmt.Sprintf("%v .%+d", in.Op, in.Imm+int64(in.Len))
 	case OpJcc:
@@ -100,6 +109,9 @@ func (in Insn) String() string {
 	}
 	return in.Op.String()
 }
+
+var reg32Names = [16]string{"eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi",
+	"r8d", "r9d", "r10d", "r11d", "r12d", "r13d", "r14d", "r15d"}
 
 var ccNames = [16]string{"o", "no", "b", "ae", "e", "ne", "be", "a", "s", "ns", "p", "np", "l", "ge", "le", "g"}
 
@@ -298,7 +310,7 @@ func decode(in *Insn, b []byte) error {
 			i += n
 			in.Op, in.Class = OpNop, Emulate
 		case op2 == 0x05 && !p66 && rex == 0:
-			in.Op, in.Class = OpSyscall, Reject
+			in.Op, in.Class = OpSyscall, XOL
 		case op2&0xf0 == 0x80 && !p66:
 			if i+4 > len(b) {
 				return ErrTruncated
