@@ -50,7 +50,9 @@ const (
 	// Emulate: the hit path executes the instruction itself
 	// (arch_uprobe_skip_sstep): every NOP (insn_is_nop), jmp rel8/rel32,
 	// call rel32, jcc rel8/rel32 (branch_setup_xol_ops), and push r64
-	// without a prefix or with REX 0x41 only (push_setup_xol_ops).
+	// without a prefix or with REX 0x41 only (push_setup_xol_ops). The
+	// model follows v6.19, whose insn_is_nop() also counts mov %reg,%reg;
+	// the live 6.18 kernel single-steps that one (TestLiveClasses).
 	Emulate Class = iota + 1
 	// XOL: single-stepped out of line, in a slot of the XOL page, then fixed
 	// up by PostXOL (default_xol_ops).
