@@ -27,9 +27,10 @@
 // into a Page the CPU has cached is seen at the next fetch. But when the page
 // table changes (a breakpoint installed by copy-on-write of a text page, fork
 // write-protecting the parent's pages, munmap, a COW break by another
-// thread), the CPU goes on using the Page it cached until Flush is called on
-// it, exactly as a CPU goes on using a stale TLB entry until the kernel's
-// TLB-flush IPI reaches it. Run starts with a flushed TLB (a task switch
+// thread), the CPU may go on using the Page it cached until Flush is called
+// on it, as a CPU may go on using a stale TLB entry until the kernel's
+// TLB-flush IPI reaches it (or until the entry is evicted: the model's TLBs
+// are small, and a miss asks Memory again). Run starts with a flushed TLB (a task switch
 // reloads CR3); Step does not.
 //
 // It also keeps the decodings of the last 64 instructions it fetched (by the
