@@ -136,3 +136,50 @@ func TestQueryMatchesLiveKernel(t *testing.T) {
 		}
 	}
 }
+
+// The argument errors are the kernel's: a struct over a page (E2BIG), one
+// ending before query_addr, an unknown flag, a buffer given by only its size
+// or only its address (EINVAL).
+func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
+	maps, err := unix.Open("/proc/self/maps", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(maps)
+	if _, _, err := liveQuery(maps, 0, procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, 0); err == unix.ENOTTY {
+		t.Skip("the kernel has no PROCMAP_QUERY (Linux < 6.11)")
+	}
+	var buf [16]byte
+	var pin runtime.Pinner
+	pin.Pin(&buf[0])
+	defer pin.Unpin()
+	addr := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	m := mm.New()
+	if _, err := m.Mmap(nil, 0x10000, 4096, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	const next = procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA
+	for _, q := range []procmaps.ProcmapQuery{
+		{Size: 4097, QueryFlags: next},
+		{Size: 23, QueryFlags: next},
+		{Size: 104, QueryFlags: next | 0x40},
+		{Size: 104, QueryFlags: next | 1<<40},
+		{Size: 104, QueryFlags: next, VMANameSize: 16},
+		{Size: 104, QueryFlags: next, VMANameAddr: addr},
+		{Size: 104, QueryFlags: next, BuildIDSize: 16},
+		{Size: 104, QueryFlags: next, BuildIDAddr: addr},
+		{Size: 24, QueryFlags: next}, // valid: the struct up to query_addr
+	} {
+		lq := q
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(maps), procmaps.PROCMAP_QUERY, uintptr(unsafe.Pointer(&lq)))
+		for _, v := range variants {
+			mq := q
+			merr := OpenMaps(m, Options{Variant: v}).Query(&mq, buf[:], buf[:])
+			var me errno.Errno
+			errors.As(merr, &me)
+			if int(me) != int(e) {
+				t.Errorf("%s: %+v: model %v, kernel %v", v, q, merr, e)
+			}
+		}
+	}
+}
