@@ -2,7 +2,7 @@ package mapscan
 
 import (
 	"context"
-	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,8 +12,8 @@ import (
 // Each case runs against the kernel: the mapper times calls and the
 // scanners finish passes; no helper process is left behind.
 func TestRunLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (nice and affinity of the helpers are fine without, but the suite runs as root)")
+	if runtime.NumCPU() < 2 {
+		t.Skip("the helpers use CPUs 0 and 1: this machine has one")
 	}
 	for _, c := range mapscan.Cases {
 		st, err := Run(context.Background(), mapscan.Options{Scanners: c, Duration: 200 * time.Millisecond, Seed: 1})
