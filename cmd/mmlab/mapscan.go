@@ -78,7 +78,7 @@ func runMapscan(ctx context.Context, args []string) int {
 		return 2
 	}
 	doc := report.New("mapscan", map[string]any{"runs": *runs, "duration_ms": duration.Milliseconds(),
-		"region_bytes": mapscan.RegionSize, "scanners": mapscan.NumScanners, "scanner_nice": mapscan.ScannerNice})
+		"region_bytes": mapscan.RegionSize, "scanner_count": mapscan.NumScanners, "scanner_nice": mapscan.ScannerNice})
 	type job struct {
 		target, variant string
 		run             func(context.Context, mapscan.Options) (mapscan.Stats, error)
