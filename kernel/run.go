@@ -96,6 +96,7 @@ type Runner struct {
 	Utask any
 
 	m        *Machine
+	mm       *mm.MM // the task's mm when the Runner started (mm_cpumask's key)
 	interp   cpu.CPU
 	switched bool   // slept since the interpreter's TLB was last checked
 	polls    uint32 // instruction boundaries, to look for stop requests now and then
@@ -112,7 +113,7 @@ var (
 // model thread of its own (t.Thread) and body a Runner for it. When body
 // returns, Traps.TaskExit runs and the thread exits; Done is closed after.
 func (m *Machine) Start(t *Task, cpuID, prio int, body func(r *Runner)) *Runner {
-	r := &Runner{Task: t, m: m, done: make(chan struct{})}
+	r := &Runner{Task: t, m: m, mm: t.MM, done: make(chan struct{})}
 	m.Sys.Spawn(cpuID, prio, func(th *sched.Thread) {
 		defer close(r.done)
 		t.Thread = th
@@ -290,14 +291,14 @@ func (r *Runner) RecordBlocked(lock string, d time.Duration) { r.Task.RecordBloc
 func (m *Machine) FlushTLB(mmp *mm.MM, w locking.Waiter) {
 	send := func() {
 		for i := range m.percpu {
-			if r := m.percpu[i].curr.Load(); r == nil || r.Task.MM != mmp {
+			if r := m.percpu[i].curr.Load(); r == nil || r.mm != mmp {
 				continue
 			}
 			m.Sys.CPU(i).IPI(func(running *sched.Thread) {
 				if running == nil {
 					return
 				}
-				if r := m.percpu[i].curr.Load(); r != nil && r.Task.Thread == running && r.Task.MM == mmp {
+				if r := m.percpu[i].curr.Load(); r != nil && r.Task.Thread == running && r.mm == mmp {
 					r.interp.Flush()
 				}
 			})
