@@ -385,3 +385,31 @@ func TestNewByName(t *testing.T) {
 		t.Error(`New("classic") succeeded, want an error`)
 	}
 }
+
+// Two Tasks Trace domains share each thread's nesting count: concurrent
+// grace periods of both wait for a reader of one, and both end when it
+// leaves (the second flags the holdout on top of the first).
+func TestTasksTraceTwoDomains(t *testing.T) {
+	sys := sched.NewSystem(2)
+	defer sys.Stop()
+	w1, w2 := newGPWatch(), newGPWatch()
+	tt1, tt2 := NewTasksTrace(sys), NewTasksTrace(sys)
+	tt1.waitHook, tt2.waitHook = w1.hook, w2.hook
+	inside, release := make(chan struct{}), newGate()
+	defer release.open()
+	r := sys.Spawn(0, 0, func(th *sched.Thread) {
+		tt1.ReadLock(th)
+		close(inside)
+		hold(th, true, release.c)
+		tt1.ReadUnlock(th, 0)
+	})
+	<-inside
+	go func() { tt1.Synchronize(); close(w1.done) }()
+	w1.mustReachWait(t)
+	go func() { tt2.Synchronize(); close(w2.done) }()
+	w2.mustReachWait(t)
+	release.open()
+	<-w1.done
+	<-w2.done
+	<-r.Done()
+}
