@@ -51,11 +51,12 @@ type retInstance struct {
 type xolArea struct {
 	vaddr uint64
 	page  *pgtable.Page
-	// mu protects used and freed (the slot bitmap and its wait queue:
-	// xol_area->bitmap and ->wq). A leaf lock.
-	mu    sync.Mutex
-	used  uint32        // bit i: slot i taken; bit 0 is the trampoline
-	freed chan struct{} // closed (and replaced) when a slot is freed
+	// mu protects used, waiters and freed (the slot bitmap and its wait
+	// queue: xol_area->bitmap and ->wq). A leaf lock.
+	mu      sync.Mutex
+	used    uint32        // bit i: slot i taken; bit 0 is the trampoline
+	waiters int           // tasks waiting for a slot
+	freed   chan struct{} // closed (and replaced) when a slot is freed with waiters
 }
 
 func getUtask(r *kernel.Runner) *utask {
@@ -237,12 +238,16 @@ func (a *xolArea) getSlot(w locking.Waiter) int {
 			}
 		}
 		ch := a.freed
+		a.waiters++
 		a.mu.Unlock()
 		if b, ok := w.(locking.Blocker); ok {
 			b.Block(func() { <-ch })
 		} else {
 			<-ch
 		}
+		a.mu.Lock()
+		a.waiters--
+		a.mu.Unlock()
 	}
 }
 
@@ -250,8 +255,10 @@ func (a *xolArea) getSlot(w locking.Waiter) int {
 func (a *xolArea) freeSlot(i int) {
 	a.mu.Lock()
 	a.used &^= 1 << i
-	close(a.freed)
-	a.freed = make(chan struct{})
+	if a.waiters > 0 {
+		close(a.freed)
+		a.freed = make(chan struct{})
+	}
 	a.mu.Unlock()
 }
 
