@@ -89,6 +89,7 @@ type CPU struct {
 	curr     *Thread   // the thread holding the run token; nil when idle
 	runnable []*Thread // threads waiting for the token, FIFO within a priority
 	ipis     []*ipi    // queued IPIs, run by curr at its next Point
+	switches uint      // context switches so far, for handOff's yields
 
 	_ [64]byte // keep CPUs on separate cache lines
 }
@@ -200,9 +201,9 @@ func (t *Thread) exit() {
 	c := t.cpu
 	t.drainIPIsLocked()
 	next := c.pickLocked(math.MaxInt)
-	c.curr = next
+	yield := c.setCurrLocked(next)
 	c.rq.Unlock()
-	handOff(next)
+	handOff(next, yield)
 
 	s := t.sys()
 	s.mu.Lock()
@@ -301,9 +302,9 @@ func (t *Thread) Yield() {
 func (t *Thread) switchAwayLocked(next *Thread) {
 	c := t.cpu
 	c.runnable = append(c.runnable, t)
-	c.curr = next
+	yield := c.setCurrLocked(next)
 	c.rq.Unlock()
-	handOff(next)
+	handOff(next, yield)
 	<-t.wake
 }
 
@@ -317,10 +318,10 @@ func (t *Thread) Block(wait func()) {
 	c := t.cpu
 	t.drainIPIsLocked()
 	next := c.pickLocked(math.MaxInt)
-	c.curr = next
+	yield := c.setCurrLocked(next)
 	c.rq.Unlock()
 	t.nvcsw.Add(1)
-	handOff(next)
+	handOff(next, yield)
 
 	wait()
 
@@ -388,20 +389,36 @@ func (c *CPU) pickLocked(maxPrio int) *Thread {
 	return t
 }
 
+// yieldEvery is how often (in context switches of one CPU) handOff yields
+// the Go scheduler's P first.
+const yieldEvery = 8
+
+// setCurrLocked makes next (nil: nobody) the current thread of c and says
+// whether the hand-off should yield the P first.
+func (c *CPU) setCurrLocked(next *Thread) (yield bool) {
+	c.curr = next
+	c.switches++
+	return c.switches%yieldEvery == 0
+}
+
 // handOff hands the run token to next, which the caller has made current
 // (nil: the CPU went idle). Mirrors kernel/sched/core.c:context_switch().
 //
-// It first yields the Go scheduler's P. A goroutine woken by a channel send
-// goes to the sender's runnext slot and, being locked to its own OS thread,
-// starts a fresh time slice there; two model threads that hand the token back
-// and forth would thus keep the P forever, and goroutines queued on it (a
-// grace period, the caller of an IPI) would starve: a test hung for 600 s on
-// two cores before this yield.
-func handOff(next *Thread) {
+// Every yieldEvery switches it first yields the Go scheduler's P. A
+// goroutine woken by a channel send goes to the sender's runnext slot and,
+// being locked to its own OS thread, starts a fresh time slice there; two
+// model threads that hand the token back and forth would thus keep the P
+// forever, and goroutines queued on it (a grace period, the caller of an IPI)
+// would starve: a test hung for 600 s on two cores before this yield.
+// Yielding at every switch would fix it too, at about twice the cost of a
+// switch.
+func handOff(next *Thread, yield bool) {
 	if next == nil {
 		return
 	}
-	runtime.Gosched()
+	if yield {
+		runtime.Gosched()
+	}
 	next.wake <- struct{}{}
 }
 

@@ -404,3 +404,31 @@ func TestIPIFrom(t *testing.T) {
 		}
 	}
 }
+
+// Threads that switch back and forth must not starve goroutines outside the
+// model: a goroutine a thread wakes must get to run while they go on.
+func TestSwitchingDoesNotStarveGoroutines(t *testing.T) {
+	s := NewSystem(2)
+	defer s.Stop()
+	tick := make(chan struct{})
+	var stop atomic.Bool
+	for c := range 2 {
+		for k := range 2 {
+			s.Spawn(c, 0, func(th *Thread) {
+				for i := 0; !stop.Load(); i++ {
+					if k == 0 && i%64 == 0 {
+						select {
+						case tick <- struct{}{}: // wakes the test goroutine
+						default:
+						}
+					}
+					th.Yield()
+				}
+			})
+		}
+	}
+	for range 50 {
+		<-tick
+	}
+	stop.Store(true)
+}
