@@ -32,7 +32,10 @@
 //     behind it delivers SIGTRAP.
 //   - Uretprobes: the return address is swapped for the trampoline (slot 0
 //     of the XOL page), a per-task stack of return instances records the
-//     original one; nested, recursive and chained (tail) calls.
+//     original one; nested, recursive and chained (tail) calls. The
+//     trampoline is the kernel's compat one, a bare int3 that handle_swbp
+//     recognises by its address, rather than x86-64's push/syscall/pop
+//     sequence and sys_uretprobe: the return costs one trap either way.
 //
 // # The switch (seed 004)
 //
@@ -77,6 +80,8 @@
 // write sends its shootdown without knowing the caller; a model task that
 // maps a probed file over pages already present in its own mm would IPI its
 // own CPU (it cannot happen for a fresh mapping, whose PTEs are not
-// present). Optimized uprobes (v6.18+ nop5 → call), ref_ctr (USDT) and
-// session cookies are not modelled.
+// present). A fork does not copy pending return instances (dup_utask) nor
+// recreate the XOL page in the child (dup_xol_work). Optimized uprobes
+// (v6.18+ nop5 → call), ref_ctr (USDT) and session cookies are not
+// modelled.
 package uprobes

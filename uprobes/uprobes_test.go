@@ -492,3 +492,26 @@ func TestForkWaitsForDupMmapSem(t *testing.T) {
 		t.Errorf("fork's time blocked on dup_mmap_sem not accounted: %v", d)
 	}
 }
+
+// Removing the last breakpoint leaves MMF_HAS_UPROBES set with
+// MMF_RECALC_UPROBES; the next miss of the hit path (here the program's own
+// int3) recomputes it and clears it, and that int3 still delivers SIGTRAP.
+func TestRecalcHasUprobes(t *testing.T) {
+	e := newEnv(t, 1, SRCU, loopProg)
+	p := e.newProc(t, "p")
+	k := newCounter(true, false, nil)
+	up := mustRegister(t, e, "f", &k.c)
+	if err := e.u.UnregisterNosync(nil, up, &k.c); err != nil {
+		t.Fatal(err)
+	}
+	if !p.MM.FlagTest(mm.MMF_HAS_UPROBES) || !p.MM.FlagTest(mm.MMF_RECALC_UPROBES) {
+		t.Fatal("unregister did not leave HAS and RECALC set")
+	}
+	res := e.run(t, p, 0, "trap", nil)
+	if !slices.Equal(res.sigs, []kernel.Signal{kernel.SIGTRAP}) {
+		t.Errorf("signals %v", res.sigs)
+	}
+	if p.MM.FlagTest(mm.MMF_HAS_UPROBES) || p.MM.FlagTest(mm.MMF_RECALC_UPROBES) {
+		t.Error("the hit path's miss did not recompute MMF_HAS_UPROBES")
+	}
+}
