@@ -46,8 +46,9 @@ type SRCU struct {
 
 	nGPs, nWaits atomic.Uint64
 
-	// waitHook, set by tests before any grace period, is called when a
-	// grace period first finds readers it must wait for.
+	// waitHook, set by tests before any grace period, is called (once per
+	// grace period) when a grace period first finds readers it must wait
+	// for and is about to sleep.
 	waitHook func()
 }
 
@@ -86,10 +87,11 @@ func (s *SRCU) ReadUnlock(t *sched.Thread, idx int) {
 func (s *SRCU) Synchronize() {
 	s.gpMu.Lock()
 	defer s.gpMu.Unlock()
+	hooked := false // waitHook runs at most once per grace period
 	idx := s.ctrIdx.Load()&1 ^ 1
-	s.waitDrained(idx)
+	s.waitDrained(idx, &hooked)
 	s.ctrIdx.Add(1)
-	s.waitDrained(idx ^ 1)
+	s.waitDrained(idx^1, &hooked)
 	s.nGPs.Add(1)
 }
 
@@ -97,14 +99,15 @@ func (s *SRCU) Synchronize() {
 // kernel/rcu/srcutree.c:try_check_zero(): two quick checks (readers are
 // usually short), then sleeps from SRCU_DEFAULT_RETRY_CHECK_DELAY (5 µs)
 // doubling to 1 ms.
-func (s *SRCU) waitDrained(idx uint32) {
+func (s *SRCU) waitDrained(idx uint32, hooked *bool) {
 	delay := 5 * time.Microsecond
 	for try := 0; !s.readersActiveIdxCheck(idx); try++ {
 		s.nWaits.Add(1)
 		if try < 2 {
 			continue
 		}
-		if try == 2 && s.waitHook != nil {
+		if !*hooked && s.waitHook != nil {
+			*hooked = true
 			s.waitHook()
 		}
 		time.Sleep(delay)
