@@ -288,7 +288,8 @@ func TestGracePeriodWaitsForHandler(t *testing.T) {
 			e := newEnv(t, 1, fl, loopProg)
 			p := e.newProc(t, "p")
 			entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			var once sync.Once
+			var once, released sync.Once
+			defer released.Do(func() { close(release) }) // a failing test must not leave the reader stuck
 			c := &Consumer{Handler: func(r *kernel.Runner) int {
 				once.Do(func() { close(entered); r.Block(func() { <-release }) })
 				return 0
@@ -320,7 +321,7 @@ func TestGracePeriodWaitsForHandler(t *testing.T) {
 				t.Fatal("UnregisterSync returned while a handler was running")
 			default:
 			}
-			close(release)
+			released.Do(func() { close(release) })
 			<-done
 			<-r.Done()
 		})
