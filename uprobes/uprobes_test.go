@@ -516,3 +516,57 @@ func TestRecalcHasUprobes(t *testing.T) {
 		t.Error("the hit path's miss did not recompute MMF_HAS_UPROBES")
 	}
 }
+
+// A model task can be the tracer: it registers and unregisters from its
+// model CPU while tasks on that CPU and the other one hit the probe; its
+// TLB shootdowns and grace periods wait inside Block, giving the CPU to
+// the task it must interrupt.
+func TestTracerIsModelTask(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 2, fl, loopProg)
+			var stop atomic.Bool
+			var hits atomic.Int64
+			var hitters []*kernel.Runner
+			for i := range 2 {
+				p := e.newProc(t, fmt.Sprint("hitter", i))
+				hitters = append(hitters, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
+					for !stop.Load() {
+						r.Regs = cpu.Regs{RIP: e.addr("main")}
+						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 20
+						if s := r.Run(); s.Reason != cpu.StopHalt || r.Regs.R[cpu.RAX] != 20 {
+							t.Errorf("%v: %v rax %d", r, s, r.Regs.R[cpu.RAX])
+							return
+						}
+						r.Thread().Yield() // share CPU 0 with the tracer
+					}
+				}))
+			}
+			var terr error
+			tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+				for range 5 {
+					c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+					up, err := e.u.Register(r, e.inode, e.off("f"), c)
+					if err == nil {
+						err = e.u.UnregisterNosync(r, up, c)
+					}
+					if err != nil {
+						terr = err
+						return
+					}
+					e.u.UnregisterSync(r)
+					r.Thread().Yield()
+				}
+			})
+			<-tracer.Done()
+			stop.Store(true)
+			for _, h := range hitters {
+				<-h.Done()
+			}
+			if terr != nil {
+				t.Fatal(terr)
+			}
+			t.Logf("%d hits", hits.Load())
+		})
+	}
+}
