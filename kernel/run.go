@@ -35,7 +35,7 @@ import (
 // or before its thread gave up its CPU (sched's runqueue lock, which the IPI
 // takes too); every later read must translate again, which needs the PTE,
 // which the writer sets after the write (or a fault, which needs the mmap
-// lock the writer holds).
+// lock the writer holds or the VMA lock it write-locked).
 type Machine struct {
 	Sys *sched.System
 	// Traps handles int3 and single-step traps (package uprobes). Set

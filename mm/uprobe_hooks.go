@@ -25,7 +25,8 @@ import (
 //     (AnonExclusive) is written in place.
 //   - When unregistering, a page that is not anonymous has no breakpoint to
 //     undo; a shared anonymous page (after fork) is copied first.
-//   - The PTE is cleared and flush is called before the bytes change
+//   - The VMA is write-locked (see below), the PTE is cleared and flush is
+//     called before the bytes change
 //     (ptep_clear_flush): flush must make every CPU drop its translations
 //     of m (a TLB shootdown), so no model CPU reads the page while it is
 //     written. The PTE is then set again, dirty and read-only, or, when
@@ -64,6 +65,13 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 	if !register && !cur.IsAnon() {
 		return nil
 	}
+	// The kernel clears, flushes, writes and sets the PTE under the PTE
+	// lock, which keeps faults out. The model cannot hold a ptl across the
+	// shootdown (an IPI waits for the target's next instruction boundary,
+	// which a thread spinning on the ptl never reaches), so it write-locks
+	// the VMA instead: faults under the per-VMA lock back off to the mmap
+	// lock, which the caller holds.
+	m.vmaStartWrite(v)
 	idx := v.Pgoff + (a-v.Start)>>pgtable.PageShift // linear_page_index
 	np := cur
 	if !cur.IsAnon() || cur.MapCount() != 1 || IsZeroPage(cur) {
