@@ -22,6 +22,7 @@ type attachFlags struct {
 	modes   []string
 	ns      []int
 	runs    int
+	gap     time.Duration
 	json    bool
 }
 
@@ -51,6 +52,7 @@ func parseAttach(args []string) (attachFlags, error) {
 	modes := fs.String("attach", "uprobe_multi,perf", "comma-separated attach modes")
 	ns := fs.String("n", "1,4,64", "comma-separated probe counts (at most 64)")
 	fs.IntVar(&f.runs, "runs", 5, "attach/detach cycles per mode and count (the median is reported)")
+	fs.DurationVar(&f.gap, "gap", 200*time.Millisecond, "live: pause before each attach, so that every attach starts cold (0: back to back)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON document in the common schema instead of the table")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: mmlab run attach [--target model|live|both] [--n 1,4,64] [--runs R] [--attach uprobe_multi,perf] [--json]
@@ -61,7 +63,9 @@ with N offsets, perf is N perf-event uprobes each linked to the program.
 Detach includes the kernel's uprobe_unregister_sync (an RCU Tasks Trace grace
 period): once per link, so N times in perf mode. Attach takes dup_mmap_sem for
 write; when that per-CPU rwsem has been idle, percpu_down_write() first waits
-for a normal RCU grace period (rcu_sync_enter), so attach times are bimodal.
+for a normal RCU grace period (rcu_sync_enter). A pause of --gap before each
+attach lets that state go idle, so every attach pays it, as an agent that
+attaches now and then does; with --gap 0 attach times are bimodal.
 Live needs Linux and root.
 
 `)
@@ -97,6 +101,9 @@ Live needs Linux and root.
 		}
 		f.ns = append(f.ns, n)
 	}
+	if f.gap < 0 {
+		return f, fmt.Errorf("--gap %v: want 0 or more", f.gap)
+	}
 	if f.runs < 1 {
 		return f, fmt.Errorf("--runs %d: want at least 1", f.runs)
 	}
@@ -112,7 +119,7 @@ func runAttach(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab run attach: %v\n", err)
 		return 2
 	}
-	doc := report.New("attach", map[string]any{"runs": f.runs, "n": f.ns, "attach": f.modes})
+	doc := report.New("attach", map[string]any{"runs": f.runs, "n": f.ns, "attach": f.modes, "gap_ms": f.gap.Milliseconds()})
 	status := 0
 	if f.target != "live" {
 		if modelAttach == nil {
@@ -167,6 +174,9 @@ func liveAttachCost(ctx context.Context, f attachFlags, doc *report.Document) er
 		for _, n := range f.ns {
 			for _, m := range f.modes {
 				mode, _ := uprobe.ParseMode(m)
+				if err := sleepCtx(ctx, f.gap); err != nil {
+					return err
+				}
 				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})
 				if err != nil {
 					return fmt.Errorf("%s n=%d: %w", m, n, err)
@@ -198,6 +208,18 @@ func liveAttachCost(ctx context.Context, f attachFlags, doc *report.Document) er
 		}
 	}
 	return nil
+}
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
