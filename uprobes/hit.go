@@ -346,15 +346,6 @@ func (u *Uprobes) TaskExit(r *kernel.Runner) {
 	r.Utask = nil
 }
 
-// Pending returns the number of the task's pending return instances.
-func Pending(r *kernel.Runner) int {
-	ut, _ := r.Utask.(*utask)
-	if ut == nil {
-		return 0
-	}
-	return len(ut.ris)
-}
-
 // prepareUretprobe mirrors prepare_uretprobe() and x86's
 // arch_uretprobe_hijack_return_addr(): swap the return address at sp for
 // the trampoline and push a return instance that keeps the original. A
