@@ -42,7 +42,7 @@ func init() {
 		summary: "seed 004: uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
 		run:     runTrigger,
 		quick: func(ctx context.Context) int {
-			return runTrigger(ctx, []string{"--cpus", "1,2", "--warmup", "300ms", "--duration", "1s", "--interval", "500ms"})
+			return runTrigger(ctx, []string{"--cpus", "1,2", "--warmup", "200ms", "--duration", "500ms", "--interval", "250ms"})
 		},
 		order: 30,
 	})
