@@ -570,3 +570,34 @@ func TestTracerIsModelTask(t *testing.T) {
 		})
 	}
 }
+
+// With all 31 XOL slots taken (slot 0 is the trampoline), a task waits for
+// a slot, and gets the one freed.
+func TestXolSlotWait(t *testing.T) {
+	a := &xolArea{used: 1, freed: make(chan struct{})}
+	for i := 1; i < xolSlots; i++ {
+		if s := a.getSlot(nil); s != i {
+			t.Fatalf("slot %d, want %d", s, i)
+		}
+	}
+	got := make(chan int)
+	go func() { got <- a.getSlot(nil) }()
+	for {
+		a.mu.Lock()
+		w := a.waiters
+		a.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("got slot %d with all slots busy", s)
+	default:
+	}
+	a.freeSlot(17)
+	if s := <-got; s != 17 {
+		t.Errorf("got slot %d, want the freed 17", s)
+	}
+}
