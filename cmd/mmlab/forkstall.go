@@ -295,4 +295,3 @@ func fmtMs(v any) string {
 	}
 	return fmt.Sprintf("%.3f", x)
 }
-
