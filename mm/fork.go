@@ -9,42 +9,7 @@ import "mmlab/locking"
 // copied only where a fault could not rebuild them (vma_needs_copy: VMAs with
 // an anon_vma), anonymous pages becoming copy-on-write in both.
 func (m *MM) Fork(w locking.Waiter) (*MM, error) {
-	if err := m.MmapWriteLockKillable(w); err != nil {
-		return nil, err
-	}
-	defer m.MmapWriteUnlock()
-	child := New()
-	child.Hooks = m.Hooks
-	if m.Hooks != nil {
-		m.Hooks.DupMmap(m, child)
-	}
-	child.MmapWriteLock(nil) // cannot contend: nobody sees child yet
-	defer child.MmapWriteUnlock()
-	// The child's tree is built in one batch (as __mt_dup builds it whole):
-	// each tree node is copied once, not once per VMA.
-	child.beginTree()
-	for _, v := range m.VMAs() {
-		m.vmaStartWrite(v) // dup_mmap write-locks every parent VMA, copied or not
-		if v.Flags&VM_DONTCOPY != 0 {
-			continue
-		}
-		n := vmaDup(v)
-		n.MM = child
-		n.Flags &^= VM_LOCKED
-		anonVMAFork(n, v)
-		child.vmaStore(n)
-		child.mapCount++
-		if n.File != nil {
-			n.File.Inode.iMmapInsertAfter(n, v)
-		}
-		if vmaNeedsCopy(v) {
-			m.PT.CopyCOW(child.PT, v.Start, v.End)
-		}
-	}
-	child.commitTree()
-	child.checkInvariants()
-	m.checkInvariants()
-	return child, nil
+	return m.ForkWith(w, ForkOptions{})
 }
 
 // vmaNeedsCopy mirrors mm/memory.c:vma_needs_copy().
