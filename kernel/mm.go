@@ -17,22 +17,7 @@ func NewTaskMM(comm string) *Task {
 // process named like t whose address space is a copy of t's (copy_mm →
 // dup_mm → dup_mmap, which takes t's mmap lock killably: EINTR if t is
 // killed while waiting). The child is not on any model CPU.
-func (t *Task) Fork() (*Task, error) {
-	c := NewTask(t.Comm)
-	if t.MM == nil {
-		return c, nil
-	}
-	if h, ok := t.MM.Hooks.(DupMmapHooks); ok {
-		h.StartDupMmap(t)
-		defer h.EndDupMmap(t)
-	}
-	m, err := t.MM.Fork(t)
-	if err != nil {
-		return nil, err
-	}
-	c.MM = m // tsk->mm is set after dup_mm returns, as in copy_mm
-	return c, nil
-}
+func (t *Task) Fork() (*Task, error) { return t.ForkWith(ForkHooks{}) }
 
 // DupMmapHooks is implemented by mm.Hooks that need to run around dup_mm():
 // uprobes takes dup_mmap_sem for read there. Mirrors

@@ -1,0 +1,134 @@
+package kernel
+
+import (
+	"mmlab/locking"
+	"mmlab/mm"
+)
+
+// DupMmapDesign is implemented by DupMmapHooks that choose between seed
+// 000's two designs of dup_mm() (uprobes does).
+type DupMmapDesign interface {
+	DupMmapHooks
+	// ForkAfter reports the seed's "after" design: fork never sleeps on
+	// the parent's mmap lock with dup_mmap_sem held (patch 6), tears a
+	// failed child down outside it (patch 2), and points the child task to
+	// its mm before uprobes can find it (patch 7).
+	ForkAfter() bool
+	// TryStartDupMmap takes dup_mmap_sem for read if no writer holds or
+	// waits for it (percpu_down_read_trylock).
+	TryStartDupMmap(w locking.Waiter) bool
+}
+
+// ForkHooks are the step drivers and fault injection of ForkWith.
+type ForkHooks struct {
+	// InitTask runs with the new task before its mm is copied, as
+	// perf_event_init_task() does in copy_process() (inherited events).
+	InitTask func(child *Task)
+	// FailAfter > 0: dup_mmap fails with ENOMEM after that many VMAs.
+	FailAfter int
+	// OnVMA runs after each copied VMA, inside dup_mmap (mm.ForkOptions).
+	OnVMA func(n int)
+	// Teardown runs on the error path just before the half-built mm is
+	// torn down (inside dup_mmap_sem before, outside after).
+	Teardown func()
+	// BeforeSetMM runs, in the before design, between the end of the
+	// dup_mmap_sem read section and tsk->mm = mm (copy_mm).
+	BeforeSetMM func(child *Task)
+}
+
+// ForkWith is Fork with hooks: it mirrors kernel/fork.c:copy_process(),
+// copy_mm() and dup_mm() in the design the mm's DupMmapHooks choose
+// (before, if they do not implement DupMmapDesign).
+//
+// Before (v6.19): dup_mmap_sem is taken for read, then dup_mmap sleeps on
+// the parent's mmap lock inside it; a failed copy is torn down (mmput)
+// before dup_mmap_sem is dropped; tsk->mm is set after.
+//
+// After (seed 000 patches 2, 6, 7): see forkAfter.
+func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
+	c := NewTask(t.Comm)
+	if h.InitTask != nil {
+		h.InitTask(c)
+	}
+	if t.MM == nil {
+		return c, nil
+	}
+	dh, _ := t.MM.Hooks.(DupMmapHooks)
+	if d, ok := dh.(DupMmapDesign); ok && d.ForkAfter() {
+		return t.forkAfter(c, d, h)
+	}
+	opts := mm.ForkOptions{FailAfter: h.FailAfter, OnVMA: h.OnVMA}
+	if dh != nil {
+		dh.StartDupMmap(t)
+	}
+	m, err := t.MM.ForkWith(t, opts)
+	if err != nil {
+		if m != nil {
+			if h.Teardown != nil {
+				h.Teardown()
+			}
+			mmputMM(m) // exit_mmap under dup_mmap_sem: the bug of patch 2
+		}
+		if dh != nil {
+			dh.EndDupMmap(t)
+		}
+		return nil, err
+	}
+	if dh != nil {
+		dh.EndDupMmap(t)
+	}
+	if h.BeforeSetMM != nil {
+		h.BeforeSetMM(c)
+	}
+	c.MM = m // copy_mm: after dup_mm returned, so after dup_mmap_sem
+	return c, nil
+}
+
+// forkAfter mirrors dup_mm() with seed 000's patches 2, 6 and 7. The
+// parent's mmap lock is only trylocked with dup_mmap_sem held. When it is
+// busy, dup_mmap_sem is dropped and the lock waited for (killably) without
+// it; dup_mmap_sem is then only trylocked (taken after the mmap lock, the
+// inverse order, which cannot deadlock as it never sleeps). If a writer is
+// around, the mmap lock is dropped, the writer waited for, and the dance
+// starts again. The child task points to its mm before any of its VMAs is
+// in i_mmap, and a failed copy is torn down after dup_mmap_sem is released.
+func (t *Task) forkAfter(c *Task, d DupMmapDesign, h ForkHooks) (*Task, error) {
+	pm := t.MM
+	for {
+		d.StartDupMmap(t)
+		if pm.MmapWriteTrylock() {
+			break
+		}
+		d.EndDupMmap(t)
+		if err := pm.MmapWriteLockKillable(t); err != nil {
+			return nil, err
+		}
+		if d.TryStartDupMmap(t) {
+			break
+		}
+		pm.MmapWriteUnlock()
+		d.StartDupMmap(t) // wait for the writer, holding no mmap lock
+		d.EndDupMmap(t)
+	}
+	m, err := pm.ForkWith(t, mm.ForkOptions{Locked: true, FailAfter: h.FailAfter, OnVMA: h.OnVMA,
+		NewMM: func(cm *mm.MM) { c.MM = cm }})
+	d.EndDupMmap(t)
+	if err != nil {
+		c.MM = nil
+		if m != nil {
+			if h.Teardown != nil {
+				h.Teardown()
+			}
+			mmputMM(m)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// mmputMM mirrors mmput(): the last user tears the mm down.
+func mmputMM(m *mm.MM) {
+	if m.Users.Add(-1) == 0 {
+		m.Exit()
+	}
+}
