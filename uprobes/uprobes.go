@@ -184,6 +184,13 @@ type Uprobes struct {
 
 	// xol maps *mm.MM to its *xolArea (mm->uprobes_state.xol_area).
 	xol sync.Map
+
+	// Design is seed 000's switch (design.go). Set before use.
+	Design Design
+	// passes counts the after design's passes; passHook, if set (tests),
+	// runs after each pass with the mms found busy in it.
+	passes   atomic.Int64
+	passHook func(pass int, busy []*mm.MM)
 }
 
 var (

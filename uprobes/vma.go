@@ -81,6 +81,9 @@ func buildMapInfo(in *mm.Inode, offset uint64, isRegister bool) []mapInfo {
 // the mm). The mmap write lock keeps a breakpoint from appearing between
 // the hit path's registry miss and its is_trap_at_addr check.
 func (u *Uprobes) registerForEachVMA(w locking.Waiter, up *Uprobe, nc *Consumer) error {
+	if u.Design == DesignAfter {
+		return u.registerForEachVMAAfter(w, up, nc)
+	}
 	isRegister := nc != nil
 	u.DupMmapSem.DownWrite(w)
 	defer u.DupMmapSem.UpWrite()
