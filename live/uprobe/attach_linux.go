@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -134,7 +135,11 @@ func probeKind(ret bool) string {
 // multiError explains a failed uprobe_multi link, naming the errno and, when
 // the kernel lacks the link type, what it lacks.
 func multiError(s Spec, err error) error {
-	what := fmt.Sprintf("uprobe_multi link (%d %ss) on %s", len(s.Offsets), probeKind(s.Ret), s.Path)
+	what := fmt.Sprintf("uprobe_multi link (%s at %d offsets) on %s", probeKind(s.Ret), len(s.Offsets), s.Path)
+	if s.Pid != 0 && errors.Is(err, os.ErrNotExist) {
+		// cilium/ebpf turns the kernel's ESRCH into os.ErrNotExist.
+		return fmt.Errorf("%s: ESRCH: no process %d: %w", what, s.Pid, syscall.ESRCH)
+	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		return fmt.Errorf("%s: kernel lacks BPF uprobe_multi links (Linux 6.6+ with CONFIG_UPROBES and CONFIG_BPF_EVENTS): %w (%w)", what, ErrNotSupported, err)
 	}

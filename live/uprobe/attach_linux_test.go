@@ -184,6 +184,11 @@ func TestAttachErrorsNameErrno(t *testing.T) {
 		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "EINVAL") {
 			t.Errorf("%v, offset past EOF: %v, want EINVAL named", mode, err)
 		}
+		// A process that does not exist. Pid numbers stop below 1<<22.
+		_, err = Attach(context.Background(), Spec{Path: nop.Path, Offsets: []uint64{nop.Offset}, Mode: mode, Pid: 1 << 22})
+		if !errors.Is(err, syscall.ESRCH) || !strings.Contains(err.Error(), "ESRCH") {
+			t.Errorf("%v, no such pid: %v, want ESRCH named", mode, err)
+		}
 		if b := memByte(t, nop.PC); b != 0x90 {
 			t.Errorf("%v: nop target holds %#x after a failed attach", mode, b)
 		}
