@@ -171,6 +171,9 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				return e
 			}
 			held = append(held, m)
+			if u.waitedHook != nil {
+				u.waitedHook(m)
+			}
 		}
 	}
 }

@@ -187,10 +187,12 @@ type Uprobes struct {
 
 	// Design is seed 000's switch (design.go). Set before use.
 	Design Design
-	// passes counts the after design's passes; passHook, if set (tests),
-	// runs after each pass with the mms found busy in it.
-	passes   atomic.Int64
-	passHook func(pass int, busy []*mm.MM)
+	// passes counts the after design's passes. Test step drivers, if set:
+	// passHook runs after each pass with the mms found busy in it,
+	// waitedHook after each busy mm's write lock was taken.
+	passes     atomic.Int64
+	passHook   func(pass int, busy []*mm.MM)
+	waitedHook func(m *mm.MM)
 }
 
 var (

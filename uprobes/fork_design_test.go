@@ -1,0 +1,352 @@
+package uprobes
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+
+	"mmlab/cpu"
+	"mmlab/errno"
+	"mmlab/kernel"
+	"mmlab/mm"
+)
+
+// Seed 000's tests: each drives one interleaving explicitly (channels and
+// the fork hooks; polling only for "a task is now queued on a lock") and
+// checks that the two designs tell apart.
+
+var designs = []Design{DesignBefore, DesignAfter}
+
+// designEnv is newEnv with the design set.
+func designEnv(t *testing.T, d Design) *env {
+	e := newEnv(t, 1, TasksTrace, loopProg)
+	e.u.Design = d
+	return e
+}
+
+// until spins (yielding) until cond holds: used only to learn that another
+// goroutine is now queued on a lock.
+func until(cond func() bool) {
+	for !cond() {
+		runtime.Gosched()
+	}
+}
+
+func closedCh(ch <-chan error) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// (a) A process B that maps the file holds its mmap lock (a populate); a
+// registration reaches B. Before: it sleeps on B's lock holding
+// dup_mmap_sem for write, so an unrelated fork queues on dup_mmap_sem until
+// B lets go. After: the registration waits for B without dup_mmap_sem and
+// the fork completes without blocking; the registration then redoes its
+// pass and finds the fork's child too.
+func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			e := designEnv(t, d)
+			b := e.newProc(t, "busy")
+			f := e.newProc(t, "forker")
+			b.MM.MmapReadLock(nil) // B populates
+			tracer := kernel.NewTask("tracer")
+			k := newCounter(true, false, nil)
+			regDone := make(chan error, 1)
+			go func() {
+				_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
+				regDone <- err
+			}()
+			until(b.MM.MmapLock.IsContended) // the registration waits for B
+			if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
+				t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
+			}
+			var child *kernel.Task
+			forked := make(chan error, 1)
+			go func() {
+				var err error
+				child, err = f.Fork()
+				forked <- err
+			}()
+			if d == DesignBefore {
+				until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
+				if closedCh(forked) || closedCh(regDone) {
+					t.Fatal("fork or registration finished while B holds its lock")
+				}
+				b.MM.MmapReadUnlock()
+				if err := <-regDone; err != nil {
+					t.Fatal(err)
+				}
+				if err := <-forked; err != nil {
+					t.Fatal(err)
+				}
+				if f.BlockedOn("dup_mmap_sem") <= 0 {
+					t.Error("the fork did not block on dup_mmap_sem")
+				}
+			} else {
+				if err := <-forked; err != nil {
+					t.Fatal(err)
+				}
+				if closedCh(regDone) {
+					t.Fatal("registration finished while B holds its lock")
+				}
+				if bl := f.Blocked(); len(bl) != 0 {
+					t.Errorf("the fork blocked: %v", bl)
+				}
+				b.MM.MmapReadUnlock()
+				if err := <-regDone; err != nil {
+					t.Fatal(err)
+				}
+				if got := e.u.Passes(); got != 2 {
+					t.Errorf("passes %d, want 2 (B was busy once)", got)
+				}
+			}
+			for _, q := range []*kernel.Task{b, f, child} {
+				if byteAt(t, q.MM, e.addr("f")) != swbp {
+					t.Errorf("%v has no breakpoint after the registration", q)
+				}
+			}
+		})
+	}
+}
+
+// The after design's pass makes progress against a process that takes its
+// lock again at once. B holds its lock; whenever the registration waits for
+// it, B lets it go, and the moment the registration has it (waitedHook) B
+// asks for it again, so B gets it back as soon as the registration lets go.
+// The registration keeps B's write lock from the end of its wait to the end
+// of the next pass, so it needs exactly two passes. (A design that dropped
+// B's lock before redoing the pass would find B busy again in every pass:
+// with an unlock after waitedHook in registerForEachVMAAfter, this test
+// fails at its step bound.)
+func TestSeed000PassProgress(t *testing.T) {
+	e := designEnv(t, DesignAfter)
+	b := e.newProc(t, "busy")
+	relock := make(chan struct{})
+	held := make(chan struct{})
+	step := make(chan struct{})
+	go func() {
+		for {
+			b.MM.MmapReadLock(b)
+			held <- struct{}{}
+			if _, ok := <-step; !ok {
+				b.MM.MmapReadUnlock()
+				return
+			}
+			b.MM.MmapReadUnlock()
+			<-relock
+		}
+	}()
+	<-held
+	e.u.waitedHook = func(m *mm.MM) {
+		relock <- struct{}{}
+		until(m.MmapLock.IsContended) // B waits for its lock again
+	}
+	k := newCounter(true, false, nil)
+	regDone := make(chan error, 1)
+	go func() {
+		_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+		regDone <- err
+	}()
+	for steps := 0; ; steps++ {
+		until(func() bool { return b.MM.MmapLock.IsContended() || len(regDone) == 1 })
+		if len(regDone) == 1 {
+			break
+		}
+		if steps > 5 {
+			t.Fatalf("B let go %d times and the registration still waits (passes %d)", steps, e.u.Passes())
+		}
+		step <- struct{}{} // B lets go; the registration takes the lock
+		<-held             // and B has it again
+	}
+	if err := <-regDone; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.u.Passes(); got != 2 {
+		t.Errorf("passes %d, want 2", got)
+	}
+	close(step)
+	if byteAt(t, b.MM, e.addr("f")) != swbp {
+		t.Error("B has no breakpoint")
+	}
+}
+
+// (b) Patch 7. A perf-style consumer inherited by the child: its filter
+// accepts the mm of any of its target tasks (trace_uprobe_filter's
+// event->hw.target->mm), and the child is a target from before its mm is
+// copied (perf_event_init_task). Another consumer of the same uprobe is
+// removed while the fork runs. Before: the removal visits the child's mm
+// after dup_mmap_sem was dropped but before tsk->mm is set, so the filter
+// does not recognise it and the child loses the breakpoint it inherited.
+// After: tsk->mm is set before the child is findable, so it keeps it.
+func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			e := designEnv(t, d)
+			p := e.newProc(t, "parent")
+			targets := []*kernel.Task{p} // written before the removal starts
+			perf := newCounter(true, false, func(m *mm.MM) bool {
+				for _, tk := range targets {
+					if tk.MM == m {
+						return true
+					}
+				}
+				return false
+			})
+			other := newCounter(true, false, nil)
+			up := mustRegister(t, e, "f", &perf.c)
+			mustRegister(t, e, "f", &other.c)
+			removed := make(chan error, 1)
+			child, err := p.ForkWith(kernel.ForkHooks{
+				InitTask: func(c *kernel.Task) { targets = append(targets, c) },
+				OnVMA: func(n int) {
+					if n != 1 {
+						return
+					}
+					go func() { removed <- e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c) }()
+					until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
+				},
+				BeforeSetMM: func(*kernel.Task) {
+					if err := <-removed; err != nil {
+						t.Error(err)
+					}
+					removed <- nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-removed; err != nil {
+				t.Fatal(err)
+			}
+			want := byte(swbp)
+			if d == DesignBefore {
+				want = 0x90 // the nop: the breakpoint is lost
+			}
+			if got := byteAt(t, child.MM, e.addr("f")); got != want {
+				t.Errorf("child's byte at f %#x, want %#x", got, want)
+			}
+			if byteAt(t, p.MM, e.addr("f")) != swbp {
+				t.Error("parent lost its breakpoint")
+			}
+		})
+	}
+}
+
+// (c) Patch 8. P1 and P2 map the file; the tracer unregisters, removes the
+// breakpoint from P1, and is killed while it waits for P2's busy lock.
+// Before: every later write fails with EINTR, the uprobe is leaked (stays
+// in the registry, never freed) and P2 keeps its 0xCC. After: the removal
+// completes, no 0xCC is left, the uprobe is freed.
+func TestSeed000KilledUnregisterCompletes(t *testing.T) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			e := designEnv(t, d)
+			p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
+			k := newCounter(true, false, nil)
+			up := mustRegister(t, e, "f", &k.c)
+			p2.MM.MmapReadLock(nil)
+			tracer := kernel.NewTask("tracer")
+			done := make(chan error, 1)
+			go func() { done <- e.u.UnregisterNosync(tracer, up, &k.c) }()
+			until(p2.MM.MmapLock.IsContended)
+			tracer.Kill()
+			p2.MM.MmapReadUnlock()
+			err := <-done
+			e.u.UnregisterSync(nil)
+			e.u.uretSRCU.Barrier()
+			e.u.flavor.Barrier()
+			if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
+				t.Error("p1 keeps the breakpoint")
+			}
+			if d == DesignBefore {
+				if !errors.Is(err, errno.EINTR) {
+					t.Errorf("unregister: %v, want EINTR", err)
+				}
+				if byteAt(t, p2.MM, e.addr("f")) != swbp {
+					t.Error("p2 lost the breakpoint: no half-way stop")
+				}
+				if up.Freed() || e.u.Lookup(e.inode, e.off("f")) != up {
+					t.Error("the uprobe was not leaked")
+				}
+				// The leaked uprobe is still in the tree, so a hit on
+				// the leftover int3 is absorbed (no consumer, the nop
+				// emulated): a trap per call, forever.
+				res := e.run(t, p2, 0, "main", calls(3))
+				wantHalt(t, res)
+				if res.regs.R[cpu.RAX] != 3 || k.hits != 0 {
+					t.Errorf("rax %d hits %d, want 3 calls and no handler", res.regs.R[cpu.RAX], k.hits)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if byteAt(t, p2.MM, e.addr("f")) != 0x90 {
+				t.Error("p2 keeps the breakpoint")
+			}
+			if !up.Freed() || e.u.Len() != 0 {
+				t.Error("the uprobe was not freed")
+			}
+		})
+	}
+}
+
+// (d) Patch 2. A fork fails with ENOMEM after copying one VMA (the text); a
+// registration queued on dup_mmap_sem meanwhile. Before: the half-built
+// child is torn down inside the read section, so the registration is still
+// blocked when the teardown starts. After: dup_mmap_sem is dropped first,
+// and the registration completes before the teardown begins.
+func TestSeed000FailedForkTeardown(t *testing.T) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			e := designEnv(t, d)
+			p := e.newProc(t, "parent")
+			k := newCounter(true, false, nil)
+			regDone := make(chan error, 1)
+			tornDown := false
+			_, err := p.ForkWith(kernel.ForkHooks{
+				FailAfter: 1,
+				OnVMA: func(int) {
+					go func() {
+						_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+						regDone <- err
+					}()
+					until(e.u.DupMmapSem.WriterWaitingForReaders)
+				},
+				Teardown: func() {
+					tornDown = true
+					if d == DesignBefore {
+						if closedCh(regDone) || !e.u.DupMmapSem.WriterWaitingForReaders() {
+							t.Error("the registration is not blocked by the teardown")
+						}
+						return
+					}
+					if err := <-regDone; err != nil {
+						t.Error(err)
+					}
+					regDone <- nil
+					if e.u.DupMmapSem.Readers() != 0 {
+						t.Error("teardown inside dup_mmap_sem")
+					}
+				},
+			})
+			if !errors.Is(err, errno.ENOMEM) || !tornDown {
+				t.Fatalf("fork: %v (torn down %v), want ENOMEM and a teardown", err, tornDown)
+			}
+			if err := <-regDone; err != nil {
+				t.Fatal(err)
+			}
+			if n := len(e.inode.IMmap(0, 1)); n != 1 {
+				t.Errorf("%d VMAs map the file after the failed fork, want the parent's only", n)
+			}
+			if byteAt(t, p.MM, e.addr("f")) != swbp {
+				t.Error("parent has no breakpoint")
+			}
+		})
+	}
+}
