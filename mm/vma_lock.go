@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"mmlab/locking"
+	"mmlab/rcu"
+	"mmlab/sched"
 )
 
 // Per-VMA locks, the v6.15+ scheme (include/linux/mmap_lock.h,
@@ -21,8 +23,12 @@ import (
 //
 // Readers find VMAs under RCU; in the model that is one mt.Snapshot of the
 // tree, which stays complete and readable however the tree changes after it
-// was taken. Go's garbage collector stands in for the RCU-deferred freeing
-// of VMAs and tree nodes: a VMA a reader can still reach is never freed. A
+// was taken. A reader on a model thread (its Waiter names it: rcu.OnThread)
+// holds a classic RCU read section (rcu.ReadLock) across the lookup, so
+// rcu.Classic's Synchronize waits for it; other readers take none. Go's
+// garbage collector stands in for the RCU-deferred freeing of VMAs and tree
+// nodes (call_rcu), so mm never waits for a grace period to free memory: a
+// VMA a reader can still reach is never freed. A
 // reader must not read a VMA's fields before it holds the VMA's read lock
 // (the snapshot's range is immutable and may be used instead), exactly as
 // the kernel's readers may not trust them.
@@ -140,7 +146,13 @@ func (m *MM) VMAStartReadLocked(v *VMA) bool {
 // containing addr and read-lock it without the mmap lock, or return nil
 // (no VMA there, or it is being modified: the caller falls back to the mmap
 // lock). The caller ends the read lock with VMAEndRead.
-func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
+func (m *MM) LockVMAUnderRCU(addr uint64) *VMA { return m.lockVMAUnderRCU(nil, addr) }
+
+// lockVMAUnderRCU is LockVMAUnderRCU in a classic RCU read section on th
+// (none if th is nil).
+func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
+	idx := rcu.ReadLock(th)
+	defer rcu.ReadUnlock(th, idx)
 	var detached *VMA
 	for {
 		snap := m.mt.Snapshot() // rcu_read_lock(); mas_walk()
@@ -181,12 +193,15 @@ func (m *MM) LockVMAUnderRCU(addr uint64) *VMA {
 // that no write section ran in between, it looks again and falls back to
 // the mmap lock if the answer changed.
 func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool)) *VMA {
+	th := rcu.ThreadOf(w)
+	idx := rcu.ReadLock(th) // the caller's rcu_read_lock() (lock_vma_range)
 	var detached *VMA
 	for {
 		seq := m.lockSeq.Raw() // mmap_lock_speculate_try_begin
 		unlocked := seq&1 == 0
 		_, _, found := m.mt.Find(fromAddr) // vma_next()
 		if found == nil {
+			rcu.ReadUnlock(th, idx)
 			return nil
 		}
 		v, err := m.vmaStartRead(found)
@@ -213,8 +228,10 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 				break
 			}
 		}
+		rcu.ReadUnlock(th, idx)
 		return v
 	}
+	rcu.ReadUnlock(th, idx) // rcu_read_unlock() before the fallback, which may sleep
 	// lock_next_vma_under_mmap_lock()
 	if fallback != nil {
 		fallback(true)
@@ -318,7 +335,7 @@ func (m *MM) vmaMarkDetached(v *VMA) {
 // failed VMA lock, to the mmap read lock (lock_mm_and_find_vma). It returns
 // the VMA, locked by its VMA lock (vmaLocked) or by the mmap read lock.
 func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, vmaLocked bool, err error) {
-	if v = m.LockVMAUnderRCU(addr); v != nil {
+	if v = m.lockVMAUnderRCU(rcu.ThreadOf(w), addr); v != nil {
 		if accessError(v, write) {
 			m.VMAEndRead(v)
 			return nil, false, SIGSEGV
