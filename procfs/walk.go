@@ -1,8 +1,11 @@
 package procfs
 
 import (
+	"time"
+
 	"mmlab/locking"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
 // Variant selects how a maps reader locks the address space: the design
@@ -36,6 +39,12 @@ type Options struct {
 	// nothing: get_next_vma drops one VMA's lock before it locks the next.
 	// Model tasks pass sched.Thread.Point.
 	Point func()
+	// Thread, if set, is the reading task's model thread: the After walk's
+	// lock-free lookups (mm.LockNextVMA) then run in classic RCU read
+	// sections on it (rcu.ReadLock), as the kernel's do under
+	// rcu_read_lock(). Not needed if Waiter names its thread
+	// (rcu.OnThread).
+	Thread *sched.Thread
 
 	// BrokenSkip is a test hook for the tearing checks, never set
 	// otherwise: the After text walk (query false) and query (query true)
@@ -60,7 +69,42 @@ func OpenMaps(m *mm.MM, opt Options) *MapsFile {
 	if opt.Variant == "" {
 		opt.Variant = After
 	}
+	if opt.Thread != nil {
+		opt.Waiter = threadWaiter{opt.Waiter, opt.Thread}
+	}
 	return &MapsFile{m: m, opt: opt, buf: make([]byte, 0, 2*ChunkSize)}
+}
+
+// threadWaiter is Options.Waiter (w, may be nil) naming Options.Thread for
+// mm's classic RCU read sections (rcu.OnThread). It passes on what the locks
+// ask of the task: sleeps go through w if it can sleep, else through th.
+type threadWaiter struct {
+	w  locking.Waiter
+	th *sched.Thread
+}
+
+func (tw threadWaiter) Thread() *sched.Thread { return tw.th }
+func (tw threadWaiter) CPU() int              { return tw.th.CPU() }
+
+func (tw threadWaiter) Fatal() <-chan struct{} {
+	if tw.w == nil {
+		return nil
+	}
+	return tw.w.Fatal()
+}
+
+func (tw threadWaiter) Block(wait func()) {
+	if b, ok := tw.w.(locking.Blocker); ok {
+		b.Block(wait)
+	} else {
+		tw.th.Block(wait)
+	}
+}
+
+func (tw threadWaiter) RecordBlocked(lock string, d time.Duration) {
+	if br, ok := tw.w.(locking.BlockRecorder); ok {
+		br.RecordBlocked(lock, d)
+	}
 }
 
 // Rewind mirrors lseek(fd, 0, SEEK_SET): the next Read starts at the first VMA.
