@@ -8,6 +8,7 @@ import (
 	"mmlab/locking"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/rcu"
 )
 
 // x86 uprobe constants (arch/x86/include/asm/uprobes.h, kernel/events).
@@ -121,15 +122,19 @@ func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
 // recomputes MMF_HAS_UPROBES if asked to.
 func (u *Uprobes) findActiveUprobe(r *kernel.Runner, bp uint64) (*Uprobe, bool) {
 	m := r.Task.MM
+	// find_active_uprobe_speculative's guard(rcu)(): classic RCU.
+	idx := rcu.ReadLock(r.Task.Thread)
 	if seq := m.LockSeq().Raw(); seq&1 == 0 { // mmap_lock_speculate_try_begin
 		start, _, v := m.Tree().Find(bp) // vma_lookup under RCU
 		if v != nil && start <= bp && v.File != nil {
 			up := u.findUprobeRCU(v.File.Inode, v.Pgoff<<pgtable.PageShift+bp-start)
 			if up != nil && !m.LockSeq().ReadRetry(seq) {
+				rcu.ReadUnlock(r.Task.Thread, idx)
 				return up, false
 			}
 		}
 	}
+	rcu.ReadUnlock(r.Task.Thread, idx)
 	m.MmapReadLock(r)
 	defer m.MmapReadUnlock()
 	var up *Uprobe
