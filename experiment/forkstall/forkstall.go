@@ -1,0 +1,512 @@
+// Package forkstall is seed 000's fork-stall experiment on the model: a busy
+// model process loops mmap(SIZE, MAP_POPULATE)/munmap, so its mmap lock is
+// almost always held (the populate holds it for read for SIZE's worth of
+// page faults, real work of package mm); a forker process loops fork(); a
+// tracer attaches uprobes, holds them and detaches them through the same
+// registration paths as BPF uprobe_multi (multi-1, multi-4: one register
+// per probe, then N unregister_nosync and one sync) and perf (perf-4: per
+// probe uprobe_register then uprobe_apply; detach apply(remove),
+// unregister_nosync and sync each). The figure is the longest fork that
+// started inside an attach or detach window, beside each fork's exact time
+// blocked on dup_mmap_sem and on the mmap lock (kernel.Task accounting); a
+// baseline window of the same length with nothing attaching follows each
+// run.
+//
+// The cases are the live ones (mmlab/live/forkstall): busy-maps (the busy
+// process maps the probed file; the forker does not), busy-forks (the busy
+// process does not map it, and a second thread of it loops fork(); the
+// forker maps it), idle-N (nobody busy, N processes map it; the forker does
+// not).
+//
+// Every task is a goroutine (no model CPU): the figures are wall-clock
+// times of the host, and the blocked times are exact. The busy process's
+// page tables are garbage after each munmap; so that Go's garbage collector
+// (whose mark assists park allocating goroutines, the forker among them) is
+// not what the windows measure, collection is off while the experiment
+// runs (with a memory limit as the safety net) and a collection runs
+// between runs, outside the windows. The host's own scheduling noise (other
+// processes on its cores) stays in the wall-clock figures, not in the
+// blocked times.
+package forkstall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mmlab/kernel"
+	"mmlab/mm"
+	"mmlab/mm/pgtable"
+	"mmlab/report"
+	"mmlab/uprobes"
+)
+
+// Cases and modes, named as the live ones.
+const (
+	CaseBusyMaps  = "busy-maps"
+	CaseBusyForks = "busy-forks"
+	CaseIdle1000  = "idle-1000"
+	CaseIdle5000  = "idle-5000"
+
+	ModeMulti1 = "multi-1"
+	ModeMulti4 = "multi-4"
+	ModePerf4  = "perf-4"
+)
+
+// Lock names as kernel.Task accounts them.
+const (
+	lockDupMmap = "dup_mmap_sem"
+	lockMmap    = "mmap_lock"
+)
+
+// Options describe one model run of one case and mode in one design.
+type Options struct {
+	Design     uprobes.Design
+	Case, Mode string
+	Runs       int           // attach/hold/detach cycles (default 9)
+	Pages      uint64        // pages the busy process populates each time (Calibrate)
+	Hold       time.Duration // how long the probes stay attached (default 20 ms)
+	// Progress, if set, is told about each run as it ends.
+	Progress func(format string, args ...any)
+}
+
+// Run is one attach/hold/detach cycle and its baseline window.
+type Run struct {
+	ForkMaxMs  float64 // longest fork that started in the attach or detach window
+	AttachMs   float64
+	DetachMs   float64
+	BaselineMs float64 // longest fork in the baseline window
+	// Longest time one fork of the windows (and of the baseline) was
+	// blocked on dup_mmap_sem and on an mmap lock.
+	ForkSemMs, ForkMmapMs float64
+	BaseSemMs, BaseMmapMs float64
+	Forks                 int   // forks that started in the windows
+	Passes                int64 // register_for_each_vma passes (after design)
+}
+
+// Result is a whole run of one case and mode in one design.
+type Result struct {
+	Design     uprobes.Design
+	Case, Mode string
+	Pages      uint64
+	Runs       []Run
+}
+
+func (r *Result) column(f func(Run) float64) []float64 {
+	xs := make([]float64, len(r.Runs))
+	for i, x := range r.Runs {
+		xs[i] = f(x)
+	}
+	return xs
+}
+
+// Add appends r to doc in the common schema (target model, variant
+// before/after), with the live side's keys.
+func (r *Result) Add(doc *report.Document) report.Result {
+	fields := map[string]any{"case": r.Case, "mode": r.Mode, "size_bytes": r.Pages * pgtable.PageSize}
+	for key, f := range map[string]func(Run) float64{
+		"fork_max_ms":                      func(x Run) float64 { return x.ForkMaxMs },
+		"attach_ms":                        func(x Run) float64 { return x.AttachMs },
+		"detach_ms":                        func(x Run) float64 { return x.DetachMs },
+		"baseline_ms":                      func(x Run) float64 { return x.BaselineMs },
+		"fork_blocked_dup_mmap_sem_ms":     func(x Run) float64 { return x.ForkSemMs },
+		"fork_blocked_mmap_lock_ms":        func(x Run) float64 { return x.ForkMmapMs },
+		"baseline_blocked_dup_mmap_sem_ms": func(x Run) float64 { return x.BaseSemMs },
+		"baseline_blocked_mmap_lock_ms":    func(x Run) float64 { return x.BaseMmapMs },
+		"passes":                           func(x Run) float64 { return float64(x.Passes) },
+		"forks":                            func(x Run) float64 { return float64(x.Forks) },
+	} {
+		xs := r.column(f)
+		fields[key] = report.Median(xs)
+		fields[key+"_runs"] = xs
+	}
+	return doc.Add(report.TargetModel, r.Design.String(), fields)
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	switch o.Case {
+	case CaseBusyMaps, CaseBusyForks, CaseIdle1000, CaseIdle5000:
+	default:
+		return fmt.Errorf("unknown case %q", o.Case)
+	}
+	switch o.Mode {
+	case ModeMulti1, ModeMulti4, ModePerf4:
+	default:
+		return fmt.Errorf("unknown mode %q", o.Mode)
+	}
+	if o.Runs <= 0 {
+		o.Runs = 9
+	}
+	if o.Hold == 0 {
+		o.Hold = 20 * time.Millisecond
+	}
+	if o.Pages == 0 && (o.Case == CaseBusyMaps || o.Case == CaseBusyForks) {
+		return errors.New("no busy size: call Calibrate")
+	}
+	return nil
+}
+
+const (
+	probedAddr  = 0x400000
+	stackTop    = 0x7ff000000000
+	stackPages  = 4
+	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
+	probeCount  = 4
+	probedBytes = pgtable.PageSize
+)
+
+// newText returns an inode of one page of nops (the probes' instruction,
+// emulated by x86 uprobes).
+func newText(name string) *mm.File {
+	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
+}
+
+// newProc returns a process that maps text r-xp and a stack.
+func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
+	t := kernel.NewTaskMM(comm)
+	t.MM.Hooks = hooks
+	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
+		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
+		return nil, err
+	}
+	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
+		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// populate is one cycle of the busy process: mmap(pages, PROT_READ,
+// MAP_POPULATE) (every page faulted in under the mmap read lock, each
+// mapping the zero page, as the kernel does for read-only anonymous
+// memory) and munmap. It returns how long the populate took.
+func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
+	n := pages * pgtable.PageSize
+	start := time.Now()
+	a, err := t.MM.Mmap(t, 0, n, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("busy mmap: %w", err)
+	}
+	if err := t.MM.Munmap(t, a, n); err != nil {
+		return d, fmt.Errorf("busy munmap: %w", err)
+	}
+	return d, nil
+}
+
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 3 << 30
+
+// quietGC turns collection off (but for gcLimit) and returns the undo.
+func quietGC() func() {
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(gcLimit)
+	runtime.GC()
+	return func() {
+		debug.SetMemoryLimit(lim)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// Calibrate returns the number of pages whose populate holds the mmap lock
+// for at least target on this host, and the hold measured with it.
+func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration, error) {
+	defer quietGC()()
+	t := kernel.NewTaskMM("calibrate")
+	defer t.ExitMM()
+	pages := uint64(1 << 18)
+	for range 8 {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		d, err := populate(t, pages)
+		if err != nil {
+			return 0, 0, err
+		}
+		if d >= target {
+			return pages, d, nil
+		}
+		// Aim 10% above the target; at least +25% while short.
+		next := uint64(float64(pages) * 1.1 * float64(target) / float64(max(d, time.Microsecond)))
+		pages = max(pages*5/4, next)
+		pages = (pages + 511) &^ 511 // 2 MiB multiples
+		if pages > 1<<26 {
+			return 0, 0, fmt.Errorf("calibrate: %d pages still populate in %v < %v", pages, d, target)
+		}
+	}
+	return 0, 0, fmt.Errorf("calibrate: no size reaches %v", target)
+}
+
+// forkRec is one timed fork of the forker.
+type forkRec struct {
+	start     time.Time
+	dur       time.Duration
+	sem, mmap time.Duration // blocked on dup_mmap_sem, on mmap locks
+}
+
+// recorder collects the forker's forks.
+type recorder struct {
+	mu   sync.Mutex // protects recs; a leaf
+	recs []forkRec
+}
+
+func (r *recorder) add(f forkRec) {
+	r.mu.Lock()
+	r.recs = append(r.recs, f)
+	r.mu.Unlock()
+}
+
+// window is [from, to).
+type window struct{ from, to time.Time }
+
+// longest returns, over the forks that started in any of ws, the longest
+// duration, the longest blocked times, and their number.
+func (r *recorder) longest(ws ...window) (dur, sem, mmap time.Duration, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.recs {
+		if !slices.ContainsFunc(ws, func(w window) bool { return !f.start.Before(w.from) && f.start.Before(w.to) }) {
+			continue
+		}
+		n++
+		dur, sem, mmap = max(dur, f.dur), max(sem, f.sem), max(mmap, f.mmap)
+	}
+	return
+}
+
+// last returns the start of the last fork recorded.
+func (r *recorder) last() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recs) == 0 {
+		return time.Time{}
+	}
+	return r.recs[len(r.recs)-1].start
+}
+
+// forkLoop forks p until stop, timing each fork and its blocked time, and
+// lets each child exit at once.
+func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- error) {
+	for !stop.Load() {
+		p.TakeBlocked()
+		start := time.Now()
+		c, err := p.Fork()
+		d := time.Since(start)
+		bl := p.TakeBlocked()
+		if err != nil {
+			errs <- fmt.Errorf("fork: %w", err)
+			return
+		}
+		c.ExitMM()
+		if rec != nil {
+			rec.add(forkRec{start: start, dur: d, sem: bl[lockDupMmap].Total, mmap: bl[lockMmap].Total})
+		}
+	}
+}
+
+// attach attaches the probes of mode and returns the detach.
+func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
+	n := probeCount
+	if mode == ModeMulti1 {
+		n = 1
+	}
+	perf := mode == ModePerf4
+	type probe struct {
+		up *uprobes.Uprobe
+		c  *uprobes.Consumer
+	}
+	var ps []probe
+	detach := func() error {
+		var errs []error
+		for _, p := range ps {
+			if perf {
+				errs = append(errs, u.Apply(tr, p.up, p.c, false))
+			}
+			errs = append(errs, u.UnregisterNosync(tr, p.up, p.c))
+			if perf {
+				u.UnregisterSync(tr)
+			}
+		}
+		if !perf {
+			u.UnregisterSync(tr)
+		}
+		return errors.Join(errs...)
+	}
+	for i := range n {
+		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
+		up, err := u.Register(tr, in, probeBase+uint64(i), c)
+		if err == nil {
+			ps = append(ps, probe{up, c})
+			if perf {
+				err = u.Apply(tr, up, c, true) // perf_event_open: uprobe_perf_open
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(err, detach())
+		}
+	}
+	return detach, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// RunModel runs o.Runs cycles of one case and mode in one design on a
+// fresh model kernel. Every task it starts has ended when it returns.
+func RunModel(ctx context.Context, o Options) (res *Result, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	defer quietGC()()
+	mach := kernel.NewMachine(1)
+	defer mach.Stop()
+	u, err := uprobes.New(mach, uprobes.TasksTrace)
+	if err != nil {
+		return nil, err
+	}
+	u.Design = o.Design
+	probed := newText("/usr/lib/libprobed.so")
+	other := newText("/usr/bin/forker")
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	goLoop := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	started := make(chan struct{}, 1)
+	busyLoop := func(b *kernel.Task) {
+		for first := true; !stop.Load(); first = false {
+			if _, err := populate(b, o.Pages); err != nil {
+				errs <- err
+				return
+			}
+			if first {
+				started <- struct{}{}
+			}
+		}
+	}
+
+	forkerText := other
+	switch o.Case {
+	case CaseBusyMaps:
+		b, err := newProc("busy", u, probed)
+		if err != nil {
+			return nil, err
+		}
+		goLoop(func() { busyLoop(b) })
+		<-started
+	case CaseBusyForks:
+		b, err := newProc("busy", u, other)
+		if err != nil {
+			return nil, err
+		}
+		bt := b.NewThread()
+		goLoop(func() { busyLoop(b) })
+		<-started
+		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
+		forkerText = probed
+	case CaseIdle1000, CaseIdle5000:
+		n := 1000
+		if o.Case == CaseIdle5000 {
+			n = 5000
+		}
+		for i := range n {
+			if _, err := newProc(fmt.Sprint("idle", i), u, probed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	f, err := newProc("forker", u, forkerText)
+	if err != nil {
+		return nil, err
+	}
+	var rec recorder
+	goLoop(func() { forkLoop(f, &stop, &rec, errs) })
+
+	tr := kernel.NewTask("tracer")
+	res = &Result{Design: o.Design, Case: o.Case, Mode: o.Mode}
+	if o.Case == CaseBusyMaps || o.Case == CaseBusyForks {
+		res.Pages = o.Pages
+	}
+	for i := range o.Runs {
+		select {
+		case err := <-errs:
+			return nil, err
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		runtime.GC() // outside the windows
+		p0 := u.Passes()
+		a0 := time.Now()
+		detach, err := attach(u, tr, probed.Inode, o.Mode)
+		a1 := time.Now()
+		if err != nil {
+			return nil, fmt.Errorf("attach: %w", err)
+		}
+		holdErr := sleepCtx(ctx, o.Hold)
+		d0 := time.Now()
+		detErr := detach()
+		d1 := time.Now()
+		if holdErr != nil {
+			return nil, holdErr
+		}
+		if detErr != nil {
+			return nil, fmt.Errorf("detach: %w", detErr)
+		}
+		passes := u.Passes() - p0
+		b0 := time.Now()
+		if err := sleepCtx(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
+			return nil, err
+		}
+		b1 := time.Now()
+		// The forks that started in the windows have ended once a later
+		// one started (the forker forks one at a time).
+		for !rec.last().After(b1) {
+			select {
+			case err := <-errs:
+				return nil, err
+			default:
+			}
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		fmax, sem, mmapB, n := rec.longest(window{a0, a1}, window{d0, d1})
+		bmax, bsem, bmmap, _ := rec.longest(window{b0, b1})
+		run := Run{ForkMaxMs: ms(fmax), AttachMs: ms(a1.Sub(a0)), DetachMs: ms(d1.Sub(d0)), BaselineMs: ms(bmax),
+			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
+			Forks: n, Passes: passes}
+		res.Runs = append(res.Runs, run)
+		if o.Progress != nil {
+			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms, detach %.1f ms, passes %d",
+				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
+				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.DetachMs, passes)
+		}
+	}
+	return res, nil
+}
