@@ -20,11 +20,12 @@
 //
 // Every task is a goroutine (no model CPU): the figures are wall-clock
 // times of the host, and the blocked times are exact. The busy process's
-// page tables are garbage after each munmap; so that Go's garbage collector
-// (whose mark assists park allocating goroutines, the forker among them) is
-// not what the windows measure, collection is off while the experiment
-// runs (with a memory limit as the safety net) and a collection runs
-// between runs, outside the windows. The host's own scheduling noise (other
+// page tables (and the model's per-fault garbage) are garbage after each
+// munmap; so that Go's garbage collector (whose mark assists park
+// allocating goroutines, the forker among them) is not what the windows
+// measure, collection is off while the experiment runs (with a memory limit
+// as the safety net) and a collection runs before each window (attach,
+// detach, baseline), outside it. The host's own scheduling noise (other
 // processes on its cores) stays in the wall-clock figures, not in the
 // blocked times.
 package forkstall
@@ -35,6 +36,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,8 +88,12 @@ type Run struct {
 	// blocked on dup_mmap_sem and on an mmap lock.
 	ForkSemMs, ForkMmapMs float64
 	BaseSemMs, BaseMmapMs float64
-	Forks                 int   // forks that started in the windows
-	Passes                int64 // register_for_each_vma passes (after design)
+	Forks                 int    // forks that started in the windows
+	Passes                int64  // register_for_each_vma passes (after design)
+	GCs                   uint64 // Go collections that ran inside the attach and detach windows
+	// The tracer's time blocked during the attach, on dup_mmap_sem and on
+	// mmap locks.
+	AttachSemMs, AttachMmapMs float64
 }
 
 // Result is a whole run of one case and mode in one design.
@@ -121,6 +127,9 @@ func (r *Result) Add(doc *report.Document) report.Result {
 		"baseline_blocked_mmap_lock_ms":    func(x Run) float64 { return x.BaseMmapMs },
 		"passes":                           func(x Run) float64 { return float64(x.Passes) },
 		"forks":                            func(x Run) float64 { return float64(x.Forks) },
+		"gc_in_windows":                    func(x Run) float64 { return float64(x.GCs) },
+		"attach_blocked_dup_mmap_sem_ms":   func(x Run) float64 { return x.AttachSemMs },
+		"attach_blocked_mmap_lock_ms":      func(x Run) float64 { return x.AttachMmapMs },
 	} {
 		xs := r.column(f)
 		fields[key] = report.Median(xs)
@@ -184,9 +193,10 @@ func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
 }
 
 // populate is one cycle of the busy process: mmap(pages, PROT_READ,
-// MAP_POPULATE) (every page faulted in under the mmap read lock, each
-// mapping the zero page, as the kernel does for read-only anonymous
-// memory) and munmap. It returns how long the populate took.
+// MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE), every page faulted in under the
+// mmap read lock (each mapping the zero page, as the kernel does for
+// read-only anonymous memory), and munmap. It returns how long the
+// populate took.
 func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
 	n := pages * pgtable.PageSize
 	start := time.Now()
@@ -201,15 +211,31 @@ func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
 	return d, nil
 }
 
-// gcLimit is the memory limit while collection is off.
-const gcLimit = 3 << 30
+// gcCycles returns the number of completed garbage collections.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
 
-// quietGC turns collection off (but for gcLimit) and returns the undo.
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 6 << 30
+
+// quietGC turns collection off (but for gcLimit), gives every task of the
+// experiment an OS thread of its own (GOMAXPROCS above the number of tasks
+// that run at once, so a woken task runs when the host schedules its
+// thread rather than when Go preempts a busy goroutine, up to 10 ms later),
+// and returns the undo.
 func quietGC() func() {
 	pct := debug.SetGCPercent(-1)
 	lim := debug.SetMemoryLimit(gcLimit)
+	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
 	runtime.GC()
 	return func() {
+		runtime.GOMAXPROCS(procs)
 		debug.SetMemoryLimit(lim)
 		debug.SetGCPercent(pct)
 	}
@@ -221,8 +247,8 @@ func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration
 	defer quietGC()()
 	t := kernel.NewTaskMM("calibrate")
 	defer t.ExitMM()
-	pages := uint64(1 << 18)
-	for range 8 {
+	pages := uint64(1 << 16)
+	for range 10 {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, err
 		}
@@ -237,7 +263,7 @@ func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration
 		next := uint64(float64(pages) * 1.1 * float64(target) / float64(max(d, time.Microsecond)))
 		pages = max(pages*5/4, next)
 		pages = (pages + 511) &^ 511 // 2 MiB multiples
-		if pages > 1<<26 {
+		if pages > 1<<24 {
 			return 0, 0, fmt.Errorf("calibrate: %d pages still populate in %v < %v", pages, d, target)
 		}
 	}
@@ -462,16 +488,23 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 		}
 		runtime.GC() // outside the windows
 		p0 := u.Passes()
+		g0 := gcCycles()
+		tr.TakeBlocked()
 		a0 := time.Now()
 		detach, err := attach(u, tr, probed.Inode, o.Mode)
 		a1 := time.Now()
+		gcs := gcCycles() - g0
+		tb := tr.TakeBlocked()
 		if err != nil {
 			return nil, fmt.Errorf("attach: %w", err)
 		}
 		holdErr := sleepCtx(ctx, o.Hold)
+		runtime.GC()
+		g0 = gcCycles()
 		d0 := time.Now()
 		detErr := detach()
 		d1 := time.Now()
+		gcs += gcCycles() - g0
 		if holdErr != nil {
 			return nil, holdErr
 		}
@@ -479,6 +512,7 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 			return nil, fmt.Errorf("detach: %w", detErr)
 		}
 		passes := u.Passes() - p0
+		runtime.GC()
 		b0 := time.Now()
 		if err := sleepCtx(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
 			return nil, err
@@ -500,12 +534,13 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 		bmax, bsem, bmmap, _ := rec.longest(window{b0, b1})
 		run := Run{ForkMaxMs: ms(fmax), AttachMs: ms(a1.Sub(a0)), DetachMs: ms(d1.Sub(d0)), BaselineMs: ms(bmax),
 			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
-			Forks: n, Passes: passes}
+			Forks: n, Passes: passes, GCs: gcs,
+			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total)}
 		res.Runs = append(res.Runs, run)
 		if o.Progress != nil {
-			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms, detach %.1f ms, passes %d",
+			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d",
 				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
-				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.DetachMs, passes)
+				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs)
 		}
 	}
 	return res, nil
