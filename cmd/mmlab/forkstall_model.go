@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	mforkstall "mmlab/experiment/forkstall"
@@ -31,9 +32,13 @@ func runModelForkstall(ctx context.Context, f forkstallFlags, doc *report.Docume
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "forkstall model: "+format+"\n", args...)
 	}
-	pages, hold, err := mforkstall.Calibrate(ctx, forkstallModelHold)
-	if err != nil {
-		return err
+	var pages uint64
+	var hold time.Duration
+	if slices.Contains(f.cases, mforkstall.CaseBusyMaps) || slices.Contains(f.cases, mforkstall.CaseBusyForks) {
+		var err error
+		if pages, hold, err = mforkstall.Calibrate(ctx, forkstallModelHold); err != nil {
+			return err
+		}
 	}
 	progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
 		pages, float64(pages)*4096/(1<<30), float64(hold)/1e6, float64(forkstallModelHold)/1e6)
