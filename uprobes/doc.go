@@ -47,6 +47,19 @@
 // (v6.13+ hprobe, without the 100 ms timer that converts long leases to
 // references: a model function that never returns delays UnregisterSync).
 //
+// # The switch (seed 000)
+//
+// Uprobes.Design chooses how register_for_each_vma and fork (through
+// kernel.DupMmapDesign) meet busy mmap locks (design.go). DesignBefore is
+// v6.19: each mm's mmap write lock is slept on with dup_mmap_sem held for
+// write, fork sleeps on the parent's under it for read and tears a failed
+// child down inside it, the child's task gets its mm only after its VMAs
+// are in i_mmap, and a killed unregistering task leaks the uprobe and the
+// breakpoints it did not reach. DesignAfter is the seed's patches 1, 2 and
+// 5-8: only trylocks under dup_mmap_sem; a busy mm is waited for outside
+// it, its lock kept, and the pass redone; teardown outside; tsk->mm set
+// first; removal completes for a killed task.
+//
 // # Text changes reach the CPUs
 //
 // A breakpoint write clears the PTE, runs a TLB shootdown

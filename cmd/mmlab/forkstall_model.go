@@ -39,11 +39,11 @@ func runModelForkstall(ctx context.Context, f forkstallFlags, doc *report.Docume
 		if pages, hold, err = mforkstall.Calibrate(ctx, forkstallModelHold); err != nil {
 			return err
 		}
+		progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
+			pages, float64(pages)*4096/(1<<30), float64(hold)/1e6, float64(forkstallModelHold)/1e6)
+		doc.Params["model_size_bytes"] = pages * 4096
+		doc.Params["model_populate_hold_ms"] = float64(hold) / 1e6
 	}
-	progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
-		pages, float64(pages)*4096/(1<<30), float64(hold)/1e6, float64(forkstallModelHold)/1e6)
-	doc.Params["model_size_bytes"] = pages * 4096
-	doc.Params["model_populate_hold_ms"] = float64(hold) / 1e6
 	for _, c := range f.cases {
 		for _, m := range f.modes {
 			for _, d := range designs {
