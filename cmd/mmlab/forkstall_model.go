@@ -53,10 +53,10 @@ func runModelForkstall(ctx context.Context, f forkstallFlags, doc *report.Docume
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
 				}
 				r := res.Add(doc)
-				progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms, detach %s ms",
+				progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
 					d, c, m, fmtMs(r["fork_max_ms"]), fmtMs(r["fork_blocked_dup_mmap_sem_ms"]), fmtMs(r["fork_blocked_mmap_lock_ms"]),
 					fmtMs(r["baseline_ms"]), fmtMs(r["baseline_blocked_dup_mmap_sem_ms"]), fmtMs(r["baseline_blocked_mmap_lock_ms"]),
-					fmtMs(r["attach_ms"]), fmtMs(r["detach_ms"]))
+					fmtMs(r["attach_ms"]), fmtMs(r["attach_blocked_mmap_lock_ms"]), fmtMs(r["detach_ms"]), fmtMs(r["busy_hold_ms"]), r["passes"])
 			}
 		}
 	}

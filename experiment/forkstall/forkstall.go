@@ -94,6 +94,9 @@ type Run struct {
 	// The tracer's time blocked during the attach, on dup_mmap_sem and on
 	// mmap locks.
 	AttachSemMs, AttachMmapMs float64
+	// BusyHoldMs is the longest populate of the busy process that started
+	// during the run: how long it held its mmap lock under this run's load.
+	BusyHoldMs float64
 }
 
 // Result is a whole run of one case and mode in one design.
@@ -130,6 +133,7 @@ func (r *Result) Add(doc *report.Document) report.Result {
 		"gc_in_windows":                    func(x Run) float64 { return float64(x.GCs) },
 		"attach_blocked_dup_mmap_sem_ms":   func(x Run) float64 { return x.AttachSemMs },
 		"attach_blocked_mmap_lock_ms":      func(x Run) float64 { return x.AttachMmapMs },
+		"busy_hold_ms":                     func(x Run) float64 { return x.BusyHoldMs },
 	} {
 		xs := r.column(f)
 		fields[key] = report.Median(xs)
@@ -423,12 +427,16 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 		go func() { defer wg.Done(); f() }()
 	}
 	started := make(chan struct{}, 1)
+	var holds recorder // the busy process's populates: start and length
 	busyLoop := func(b *kernel.Task) {
 		for first := true; !stop.Load(); first = false {
-			if _, err := populate(b, o.Pages); err != nil {
+			start := time.Now()
+			d, err := populate(b, o.Pages)
+			if err != nil {
 				errs <- err
 				return
 			}
+			holds.add(forkRec{start: start, dur: d})
 			if first {
 				started <- struct{}{}
 			}
@@ -532,15 +540,16 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 		}
 		fmax, sem, mmapB, n := rec.longest(window{a0, a1}, window{d0, d1})
 		bmax, bsem, bmmap, _ := rec.longest(window{b0, b1})
+		busyHold, _, _, _ := holds.longest(window{a0, b1})
 		run := Run{ForkMaxMs: ms(fmax), AttachMs: ms(a1.Sub(a0)), DetachMs: ms(d1.Sub(d0)), BaselineMs: ms(bmax),
 			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
 			Forks: n, Passes: passes, GCs: gcs,
-			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total)}
+			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total), BusyHoldMs: ms(busyHold)}
 		res.Runs = append(res.Runs, run)
 		if o.Progress != nil {
-			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d",
+			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d, busy hold %.0f ms",
 				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
-				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs)
+				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs, run.BusyHoldMs)
 		}
 	}
 	return res, nil
