@@ -1,5 +1,7 @@
-// Package rcu models two flavours of the kernel's sleepable read-copy-update,
-// the protections of the uprobe hit path before and after seed 004:
+// Package rcu models the kernel's read-copy-update: classic RCU for the
+// lock-free VMA lookups (classic.go: a non-preemptible kernel's read side,
+// grace periods by IPI to every model CPU), and two sleepable flavours, the
+// protections of the uprobe hit path before and after seed 004:
 //
 //   - SRCU (kernel/rcu/srcutree.c, reduced to the classic two-index scheme):
 //     per-CPU lock and unlock counters in two slots; a grace period flips the
@@ -13,7 +15,7 @@
 //     an IPI to a running thread or under the runqueue lock of a thread that
 //     is not running, and waits for those that are to report on their way out.
 //
-// Both implement Flavor. Readers are model threads (sched.Thread) and may
+// All three implement Flavor. The sleepable flavours' readers are model threads (sched.Thread) and may
 // block (sched.Thread.Block) inside their read sections. A model thread that
 // calls Synchronize or Barrier does so inside Thread.Block, as a kernel caller
 // sleeps: Tasks Trace IPIs running threads, and a thread that waits while it

@@ -201,7 +201,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o Options) (Stats, er
 			sys.Spawn(1, ScannerNice, func(th *sched.Thread) {
 				t := kernel.NewTask("scanner")
 				t.Thread = th
-				f := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: t, Point: th.Point})
+				f := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: t, Point: th.Point, Thread: th})
 				name := make([]byte, 256)
 				for !th.Stopping() {
 					var err error
