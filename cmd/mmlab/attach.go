@@ -26,16 +26,10 @@ type attachFlags struct {
 	json    bool
 }
 
-// modelAttach runs the model side of the attach experiment and adds one
-// result per (variant, attach, n) to doc with metrics attach_ms, detach_ms
-// and their _runs. It is set by the model's own file; until then the model
-// target says it is not built.
-var modelAttach func(ctx context.Context, o attachFlags, doc *report.Document) error
-
 func init() {
 	registerExperiment(&command{
 		name:    "attach",
-		summary: "issue 5: time to attach and to detach N uprobes (uprobe_multi and perf)",
+		summary: "uprobes: time to attach and to detach N uprobes (uprobe_multi and perf)",
 		run:     runAttach,
 		quick: func(ctx context.Context) int {
 			return runAttach(ctx, []string{"--n", "1,4", "--runs", "3"})
@@ -71,21 +65,11 @@ Live needs Linux and root.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return f, err
 	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	switch f.target {
-	case "model", "live", "both":
-	default:
-		return f, fmt.Errorf("--target %q: want model, live or both", f.target)
-	}
-	switch f.variant {
-	case "", "srcu", "tasks-trace":
-	default:
-		return f, fmt.Errorf("--variant %q: want srcu or tasks-trace", f.variant)
+	if err := checkTarget(f.target, f.variant, "srcu", "tasks-trace"); err != nil {
+		return f, err
 	}
 	for _, a := range strings.Split(*modes, ",") {
 		m, err := uprobe.ParseMode(a)
@@ -122,12 +106,7 @@ func runAttach(ctx context.Context, args []string) int {
 	doc := report.New("attach", map[string]any{"runs": f.runs, "n": f.ns, "attach": f.modes, "gap_ms": f.gap.Milliseconds()})
 	status := 0
 	if f.target != "live" {
-		if modelAttach == nil {
-			fmt.Fprintln(os.Stderr, "mmlab run attach: the model target is not built yet")
-			if f.target == "model" {
-				return 1
-			}
-		} else if err := modelAttach(ctx, f, doc); err != nil {
+		if err := runModelAttach(ctx, f, doc); err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab run attach: model: %v\n", err)
 			status = 1
 		}

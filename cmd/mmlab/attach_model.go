@@ -11,7 +11,6 @@ import (
 // detaches N uprobes on a file that attachProcs model processes map,
 // one running through the probed code; the flavours are measured in turn,
 // run by run, each on its own model kernel on a model CPU (the host's other core stays free for the attaching task).
-func init() { modelAttach = runModelAttach }
 
 const attachProcs, attachCPUs = 4, 1
 

@@ -13,11 +13,6 @@ import (
 	"mmlab/report"
 )
 
-// modelForkstall runs the model side of the experiment and adds its results
-// (variant before/after) to doc. It is set by the model's own file once the
-// model has uprobes; until then the model target says it is not built.
-var modelForkstall func(ctx context.Context, o forkstallFlags, doc *report.Document) error
-
 type forkstallFlags struct {
 	target, variant string
 	runs            int
@@ -68,11 +63,8 @@ length) and 50 ms. Live needs Linux and root.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return f, err
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	n, err := parseSize(*size)
 	if err != nil {
@@ -87,17 +79,7 @@ length) and 50 ms. Live needs Linux and root.
 	}
 	f.cases = strings.Split(*cases, ",")
 	f.modes = strings.Split(*modes, ",")
-	switch f.target {
-	case "model", "live", "both":
-	default:
-		return f, fmt.Errorf("--target %q: want model, live or both", f.target)
-	}
-	switch f.variant {
-	case "", "before", "after":
-	default:
-		return f, fmt.Errorf("--variant %q: want before or after", f.variant)
-	}
-	return f, nil
+	return f, checkTarget(f.target, f.variant, "before", "after")
 }
 
 // parseSize reads a byte count with an optional K, M or G suffix.
@@ -130,12 +112,7 @@ func runForkstall(ctx context.Context, args []string) int {
 	doc := report.New("forkstall", map[string]any{"runs": f.runs, "size_bytes": f.size, "cases": f.cases, "modes": f.modes})
 	status := 0
 	if f.target != "live" {
-		if modelForkstall == nil {
-			fmt.Fprintln(os.Stderr, "mmlab run forkstall: the model target is not built yet (the model has no uprobes yet)")
-			if f.target == "model" {
-				return 1
-			}
-		} else if err := modelForkstall(ctx, f, doc); err != nil {
+		if err := runModelForkstall(ctx, f, doc); err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab run forkstall: model: %v\n", err)
 			status = 1
 		}

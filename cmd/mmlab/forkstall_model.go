@@ -16,7 +16,6 @@ import (
 // both designs of seed 000 (or the one --variant names), case by case and
 // mode by mode, the designs in turn. The busy size is calibrated first so
 // that one populate holds the mmap lock for at least forkstallModelHold.
-func init() { modelForkstall = runModelForkstall }
 
 const forkstallModelHold = 300 * time.Millisecond
 

@@ -57,18 +57,12 @@ func runMapscan(ctx context.Context, args []string) int {
 		fmt.Fprint(fs.Output(), mapscanUsage)
 		fs.PrintDefaults()
 	}
-	err := fs.Parse(args)
+	err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err == nil && *target != "model" && *target != "live" && *target != "both" {
-		err = fmt.Errorf("--target %q: want model, live or both", *target)
-	}
-	if err == nil && *variant != "" && *variant != "before" && *variant != "after" {
-		err = fmt.Errorf("--variant %q: want before or after", *variant)
+	if err == nil {
+		err = checkTarget(*target, *variant, "before", "after")
 	}
 	if err == nil && (*runs < 1 || *duration <= 0) {
 		err = errors.New("--runs and --duration must be positive")

@@ -12,12 +12,9 @@ import (
 	"syscall"
 
 	"mmlab/live/replay"
+	modelreplay "mmlab/replay"
 	"mmlab/trace"
 )
-
-// modelReplay runs a trace on the model. The model's replay package sets it
-// from its own file's init; until then `--target model` says it is missing.
-var modelReplay func(ctx context.Context, p *trace.Program, w io.Writer) error
 
 const replayHelp = `usage: mmlab replay [--target model|live] TRACE
 
@@ -89,12 +86,9 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if p == nil {
 		return code
 	}
-	run := modelReplay
+	run := modelreplay.Run
 	if *target == "live" {
 		run = replay.Run
-	} else if run == nil {
-		fmt.Fprintln(stderr, "mmlab replay: the model target is not built yet")
-		return 1
 	}
 	// A closed stdout (mmlab replay ... | head) or terminal must end the run
 	// through ctx or an EPIPE error, so that Run removes what it created,

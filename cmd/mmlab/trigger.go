@@ -30,12 +30,6 @@ type triggerFlags struct {
 	json     bool
 }
 
-// modelTrigger runs the model side of the trigger experiment and adds one
-// result per (variant, case, cpus) to doc: target model, attach "model",
-// metrics mops, mops_stddev, mops_runs. It is set by the model's own file;
-// until then the model target says it is not built.
-var modelTrigger func(ctx context.Context, o triggerFlags, doc *report.Document) error
-
 func init() {
 	registerExperiment(&command{
 		name:    "trigger",
@@ -78,24 +72,15 @@ counted. Live needs Linux and root.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return f, err
 	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := checkTarget(f.target, *variant, "srcu", "tasks-trace"); err != nil {
+		return f, err
 	}
-	switch f.target {
-	case "model", "live", "both":
-	default:
-		return f, fmt.Errorf("--target %q: want model, live or both", f.target)
-	}
-	switch *variant {
-	case "":
-		f.variants = []string{"srcu", "tasks-trace"}
-	case "srcu", "tasks-trace":
+	f.variants = []string{"srcu", "tasks-trace"}
+	if *variant != "" {
 		f.variants = []string{*variant}
-	default:
-		return f, fmt.Errorf("--variant %q: want srcu or tasks-trace", *variant)
 	}
 	for _, a := range strings.Split(*attach, ",") {
 		m, err := uprobe.ParseMode(a)
@@ -142,19 +127,12 @@ func runTrigger(ctx context.Context, args []string) int {
 	}
 	status := 0
 	if f.target != "live" {
-		if modelTrigger == nil {
-			fmt.Fprintln(os.Stderr, "mmlab run trigger: the model target is not built yet")
-			if f.target == "model" {
-				return 1
-			}
-		} else {
-			n := len(doc.Results)
-			err := modelTrigger(ctx, f, doc)
-			printTrigger(out, doc.Results[n:])
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "mmlab run trigger: model: %v\n", err)
-				status = 1
-			}
+		n := len(doc.Results)
+		err := runModelTrigger(ctx, f, doc)
+		printTrigger(out, doc.Results[n:])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mmlab run trigger: model: %v\n", err)
+			status = 1
 		}
 	}
 	if f.target != "model" && ctx.Err() == nil {

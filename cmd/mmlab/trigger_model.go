@@ -15,7 +15,6 @@ import (
 // The model side of `mmlab run trigger`: package uprobes runs the kernel's
 // trigger loop on model CPUs, one model kernel per protection flavour,
 // sampled in turn so both see the same machine.
-func init() { modelTrigger = runModelTrigger }
 
 func runModelTrigger(ctx context.Context, f triggerFlags, doc *report.Document) error {
 	out := io.Writer(os.Stdout)

@@ -12,20 +12,11 @@ import (
 	"time"
 
 	"mmlab/live/maptear"
+	modelmaptear "mmlab/procfs/maptear"
 	"mmlab/report"
 )
 
-// modelMaptear runs the tearing check on the model walks (variant before or
-// after) and returns the same per-case counts as the live check. It is set
-// by the model's own file; until then the model target says it is not built.
-var modelMaptear func(ctx context.Context, variant string, o maptear.Options) ([]maptear.CaseResult, error)
-
 func init() {
-	// The experiment may be registered by the model's file too: that one
-	// wins (it calls maptear.RunLive for the live target).
-	if _, ok := experiments["maptear"]; ok {
-		return
-	}
 	registerExperiment(&command{
 		name:    "maptear",
 		summary: "seed 003: can a /proc/PID/maps reader miss a VMA that changes under it?",
@@ -61,7 +52,7 @@ The live target needs Linux 6.11+ (PROCMAP_QUERY).
 
 func runMaptear(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("maptear", flag.ContinueOnError)
-	target := fs.String("target", "live", "model, live, or both")
+	target := fs.String("target", "both", "model, live, or both")
 	variant := fs.String("variant", "", "model walk: before or after (default: both)")
 	cases := fs.String("cases", strings.Join(maptear.Cases, ","), "comma-separated cases")
 	duration := fs.Duration("duration", 2*time.Second, "longest time per case")
@@ -73,18 +64,12 @@ func runMaptear(ctx context.Context, args []string) int {
 		fmt.Fprint(fs.Output(), maptearUsage)
 		fs.PrintDefaults()
 	}
-	err := fs.Parse(args)
+	err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err == nil && *target != "model" && *target != "live" && *target != "both" {
-		err = fmt.Errorf("--target %q: want model, live or both", *target)
-	}
-	if err == nil && *variant != "" && *variant != "before" && *variant != "after" {
-		err = fmt.Errorf("--variant %q: want before or after", *variant)
+	if err == nil {
+		err = checkTarget(*target, *variant, "before", "after")
 	}
 	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads, Pin: *pin, File: *file}
 	if *file != "maps" && *file != "smaps" {
@@ -114,19 +99,12 @@ func runMaptear(ctx context.Context, args []string) int {
 		if *variant != "" {
 			variants = []string{*variant}
 		}
-		if modelMaptear == nil {
-			fmt.Fprintln(os.Stderr, "mmlab run maptear: the model target is not built yet (the model has no chunked maps walks yet)")
-			if *target == "model" {
-				return 1
-			}
-		} else {
-			for _, v := range variants {
-				res, err := modelMaptear(ctx, v, opts)
-				add(report.TargetModel, v, res)
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "mmlab run maptear: model %s: %v\n", v, err)
-					status = 1
-				}
+		for _, v := range variants {
+			res, err := modelmaptear.Run(ctx, v, opts)
+			add(report.TargetModel, v, res)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "mmlab run maptear: model %s: %v\n", v, err)
+				status = 1
 			}
 		}
 	}

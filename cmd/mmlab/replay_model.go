@@ -1,5 +1,0 @@
-package main
-
-import "mmlab/replay"
-
-func init() { modelReplay = replay.Run }
