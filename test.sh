@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 go test -count=1 ./...
-race_pkgs=$(go list ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... 2>/dev/null || true)
+race_pkgs=$(go list ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... ./experiment/... 2>/dev/null || true)
 if [ -n "$race_pkgs" ]; then
   go test -count=1 -race $race_pkgs
 fi
