@@ -37,12 +37,6 @@ const (
 	base       = 0x200000000
 )
 
-// span is a VMA's range and permissions, what the check compares.
-type span struct {
-	Start, End uint64
-	Perm       procmaps.Perm
-}
-
 // Run runs the cases of opts on a model address space read with variant
 // ("before" or "after") and returns what each saw.
 func Run(ctx context.Context, variant string, opts maptear.Options) ([]maptear.CaseResult, error) {
@@ -171,17 +165,17 @@ type reader struct {
 	f *procfs.MapsFile
 }
 
-func lineSpan(line []byte) (span, error) {
+func lineSpan(line []byte) (maptear.Span, error) {
 	var v procmaps.VMA
 	if err := procmaps.ParseLine(line, &v); err != nil {
-		return span{}, err
+		return maptear.Span{}, err
 	}
-	return span{v.Start, v.End, v.Flags}, nil
+	return maptear.SpanOf(&v), nil
 }
 
 // observe reads the last line of the first chunk and the first line of the
 // second, each chunk with its own Read.
-func (r *reader) observe() (last, first span, err error) {
+func (r *reader) observe() (last, first maptear.Span, err error) {
 	r.f.Rewind()
 	c, err := r.f.Read()
 	if err != nil {
@@ -205,52 +199,16 @@ func (r *reader) observe() (last, first span, err error) {
 }
 
 // query asks PROCMAP_QUERY for the VMA covering addr; found is false on ENOENT.
-func (r *reader) query(addr uint64) (span, bool, error) {
+func (r *reader) query(addr uint64) (maptear.Span, bool, error) {
 	q := procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: addr}
 	err := r.f.Query(&q, nil, nil)
 	if errors.Is(err, errno.ENOENT) {
-		return span{}, false, nil
+		return maptear.Span{}, false, nil
 	}
 	if err != nil {
-		return span{}, false, err
+		return maptear.Span{}, false, err
 	}
-	return span{q.VMAStart, q.VMAEnd, procmaps.Perm(q.VMAFlags)}, true, nil
-}
-
-// checker judges observations of one case, as the live check's does.
-type checker struct {
-	lastRestored, lastModified   span
-	firstRestored, firstModified span
-	queryRestored, queryModified span
-	mapped, hole                 span // mapped throughout: mapped less hole
-}
-
-func (c *checker) observe(r *maptear.CaseResult, last, first span) {
-	r.Reads++
-	if last == c.lastModified {
-		r.Modified++
-	}
-	if first.Start < last.End {
-		r.Duplicates++
-	}
-	if from, to := max(last.End, c.mapped.Start), min(first.Start, c.mapped.End); from < to && !(c.hole.Start <= from && to <= c.hole.End) {
-		r.Gaps++
-	}
-	okLast := last == c.lastRestored || last == c.lastModified
-	okFirst := first == c.firstRestored || first == c.firstModified || first == c.lastRestored
-	if !okLast || !okFirst {
-		r.Unexpected++
-	}
-}
-
-func (c *checker) observeQuery(r *maptear.CaseResult, v span, found bool) {
-	r.Queries++
-	switch {
-	case !found:
-		r.QueryGaps++
-	case v != c.queryRestored && v != c.queryModified:
-		r.QueryWrong++
-	}
+	return maptear.Span{Start: q.VMAStart, End: q.VMAEnd, Perm: procmaps.Perm(q.VMAFlags)}, true, nil
 }
 
 // runCase calibrates the case with the modifier stopped (original, modified,
@@ -274,10 +232,10 @@ func runCase(ctx context.Context, m *mm.MM, variant procfs.Variant, name string,
 		defer m.Munmap(nil, spare, page)
 	}
 	qaddr := mod.addr + page
-	var hole span
+	var hole maptear.Span
 	if name == "resize" {
 		qaddr = mod.addr
-		hole = span{Start: mod.addr + page, End: mod.addr + piecePages*page}
+		hole = maptear.Span{Start: mod.addr + page, End: mod.addr + piecePages*page}
 	}
 	q0, ok0, err := rd.query(qaddr)
 	if err != nil {
@@ -307,12 +265,12 @@ func runCase(ctx context.Context, m *mm.MM, variant procfs.Variant, name string,
 	if lastM == last0 || !ok0 || !okM {
 		return res, fmt.Errorf("the modification did not show at the boundary (%+v | %+v) or the query found nothing", lastM, firstM)
 	}
-	c := checker{
-		lastRestored: last0, lastModified: lastM,
-		firstRestored: first0, firstModified: firstM,
-		queryRestored: q0, queryModified: qM,
-		mapped: span{Start: last0.Start, End: first0.End},
-		hole:   hole,
+	c := maptear.Checker{
+		LastRestored: last0, LastModified: lastM,
+		FirstRestored: first0, FirstModified: firstM,
+		QueryRestored: q0, QueryModified: qM,
+		Mapped: maptear.Span{Start: last0.Start, End: first0.End},
+		Hole:   hole,
 	}
 	if broken {
 		skip := func(s uint64, query bool) bool {
@@ -357,13 +315,13 @@ func runCase(ctx context.Context, m *mm.MM, variant procfs.Variant, name string,
 			runErr = err
 			break
 		}
-		c.observe(&res, last, first)
+		c.Observe(&res, last, first)
 		v, found, err := rd.query(qaddr)
 		if err != nil {
 			runErr = err
 			break
 		}
-		c.observeQuery(&res, v, found)
+		c.ObserveQuery(&res, v, found)
 	}
 	mu.Lock()
 	stopping = true
