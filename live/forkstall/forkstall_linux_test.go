@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -29,7 +29,7 @@ func children(t *testing.T) []string {
 	t.Helper()
 	var kids []string
 	ents, _ := filepath.Glob("/proc/[0-9]*/stat")
-	me := " " + itoa(os.Getpid()) + " "
+	me := strconv.Itoa(os.Getpid())
 	for _, e := range ents {
 		b, err := os.ReadFile(e)
 		if err != nil {
@@ -38,24 +38,11 @@ func children(t *testing.T) []string {
 		s := string(b)
 		rest := s[strings.LastIndexByte(s, ')')+1:] // " S PPID ..."
 		f := strings.Fields(rest)
-		if len(f) > 1 && " "+f[1]+" " == me && f[0] != "Z" {
+		if len(f) > 1 && f[1] == me && f[0] != "Z" {
 			kids = append(kids, e)
 		}
 	}
 	return kids
-}
-
-func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n)) }
-
-func fmtInt(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }
 
 // TestHarnessNoProbes runs the whole harness with an attacher that attaches
@@ -117,7 +104,6 @@ func TestHarnessCancel(t *testing.T) {
 		if countProbed() == 0 {
 			return
 		}
-		syscall.Gettid()
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("%d processes still run the probed copy", countProbed())
