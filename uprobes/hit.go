@@ -1,7 +1,9 @@
 package uprobes
 
 import (
+	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"mmlab/cpu"
 	"mmlab/kernel"
@@ -52,11 +54,21 @@ type retInstance struct {
 type xolArea struct {
 	vaddr uint64
 	page  *pgtable.Page
-	// mu protects used, waiters and freed (the slot bitmap and its wait
-	// queue: xol_area->bitmap and ->wq). A leaf lock.
+	// used is the slot bitmap (xol_area->bitmap), bit i set while slot i is
+	// taken; bit 0 is the trampoline. Lock-free, as in the kernel: a hit
+	// takes and frees a slot with one atomic read-modify-write each. Every
+	// CPU's hits write it, so it has cache lines of its own (128 bytes: x86
+	// prefetches line pairs), away from vaddr and page, which every int3
+	// reads: the kernel's bitmap is an allocation of its own (kcalloc in
+	// __create_xol_area()).
+	_    [128]byte
+	used atomic.Uint32
+	_    [128]byte
+	// mu is the wait queue's lock (xol_area->wq.lock): it protects freed
+	// and the updates of waiters. Taken only when all slots are busy, or to
+	// wake a waiter. A leaf lock.
 	mu      sync.Mutex
-	used    uint32        // bit i: slot i taken; bit 0 is the trampoline
-	waiters int           // tasks waiting for a slot
+	waiters atomic.Int32  // tasks waiting for a slot (waitqueue_active)
 	freed   chan struct{} // closed (and replaced) when a slot is freed with waiters
 }
 
@@ -211,7 +223,8 @@ func (u *Uprobes) getXolArea(r *kernel.Runner, ut *utask) (*xolArea, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &xolArea{vaddr: addr, page: pgtable.NewAnonPage(), used: 1 << 0, freed: make(chan struct{})}
+	a := &xolArea{vaddr: addr, page: pgtable.NewAnonPage(), freed: make(chan struct{})}
+	a.used.Store(1 << trampolineOff)
 	a.page.Bytes()[trampolineOff] = swbp
 	if _, err := m.InstallSpecialMapping(addr, pgtable.PageSize, xolAreaFlags, xolAreaName, []*pgtable.Page{a.page}); err != nil {
 		return nil, err
@@ -234,37 +247,58 @@ func (u *Uprobes) XolArea(m *mm.MM) (uint64, bool) {
 // (uninterruptibly) while all are busy.
 func (a *xolArea) getSlot(w locking.Waiter) int {
 	for {
+		if i, ok := a.trySlot(); ok {
+			return i
+		}
+		// prepare_to_wait(): queue, then look again, so that a free that
+		// did not see us waiting is seen here (both are seq-cst atomics).
 		a.mu.Lock()
-		for i := 1; i < xolSlots; i++ {
-			if a.used&(1<<i) == 0 {
-				a.used |= 1 << i
-				a.mu.Unlock()
-				return i
+		a.waiters.Add(1)
+		ch := a.freed
+		a.mu.Unlock()
+		i, ok := a.trySlot()
+		if !ok {
+			if b, isB := w.(locking.Blocker); isB {
+				b.Block(func() { <-ch })
+			} else {
+				<-ch
 			}
 		}
-		ch := a.freed
-		a.waiters++
-		a.mu.Unlock()
-		if b, ok := w.(locking.Blocker); ok {
-			b.Block(func() { <-ch })
-		} else {
-			<-ch
-		}
 		a.mu.Lock()
-		a.waiters--
+		a.waiters.Add(-1)
 		a.mu.Unlock()
+		if ok {
+			return i
+		}
 	}
 }
 
-// freeSlot mirrors xol_free_insn_slot(): free the slot and wake waiters.
+// trySlot takes the first free slot, if there is one. Mirrors
+// xol_get_slot_nr(): find_first_zero_bit(), then test_and_set_bit(); a
+// lost race just looks again.
+func (a *xolArea) trySlot() (int, bool) {
+	for {
+		free := ^a.used.Load() & (1<<xolSlots - 1)
+		if free == 0 {
+			return 0, false
+		}
+		bit := free & -free
+		if a.used.Or(bit)&bit == 0 {
+			return bits.TrailingZeros32(bit), true
+		}
+	}
+}
+
+// freeSlot mirrors xol_free_insn_slot(): clear_bit(), then wake the waiters
+// if there are any (waitqueue_active()).
 func (a *xolArea) freeSlot(i int) {
-	a.mu.Lock()
-	a.used &^= 1 << i
-	if a.waiters > 0 {
+	a.used.And(^uint32(1 << i))
+	if a.waiters.Load() > 0 {
+		a.mu.Lock()
 		close(a.freed)
 		a.freed = make(chan struct{})
+		a.mu.Unlock()
 	}
-	a.mu.Unlock()
 }
 
 // preSsout mirrors pre_ssout(), xol_get_insn_slot() and x86's

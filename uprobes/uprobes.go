@@ -66,9 +66,17 @@ type Uprobe struct {
 	// replaced under consumerMu, read by the hit path without a lock.
 	consumers atomic.Pointer[[]*Consumer]
 
-	ref    atomic.Int64 // refcount; 0: dying (put_uprobe)
-	copied atomic.Bool  // UPROBE_COPY_INSN: orig and insn are valid
-	freed  atomic.Bool  // the free chain (SRCU, then the flavour) ran
+	// ref is the refcount; 0: dying (put_uprobe). A single-stepped hit
+	// writes it twice (pre_ssout()'s try_get_uprobe(), handle_singlestep()'s
+	// put_uprobe()), on every CPU, so it has cache lines of its own (128
+	// bytes: x86 prefetches line pairs), away from what every hit reads
+	// (consumers, copied, orig, insn): in struct uprobe, ->ref is on the
+	// first line, ->flags and ->arch lines further on.
+	_      [128]byte
+	ref    atomic.Int64
+	_      [128]byte
+	copied atomic.Bool // UPROBE_COPY_INSN: orig and insn are valid
+	freed  atomic.Bool // the free chain (SRCU, then the flavour) ran
 	// orig is arch.insn, the original bytes (up to 16); insn is their
 	// analysis (arch_uprobe_analyze_insn). Written once, before copied.
 	orig [16]byte

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"mmlab/cpu"
 	"mmlab/kernel"
@@ -574,7 +575,8 @@ func TestTracerIsModelTask(t *testing.T) {
 // With all 31 XOL slots taken (slot 0 is the trampoline), a task waits for
 // a slot, and gets the one freed.
 func TestXolSlotWait(t *testing.T) {
-	a := &xolArea{used: 1, freed: make(chan struct{})}
+	a := &xolArea{freed: make(chan struct{})}
+	a.used.Store(1)
 	for i := 1; i < xolSlots; i++ {
 		if s := a.getSlot(nil); s != i {
 			t.Fatalf("slot %d, want %d", s, i)
@@ -583,10 +585,7 @@ func TestXolSlotWait(t *testing.T) {
 	got := make(chan int)
 	go func() { got <- a.getSlot(nil) }()
 	for {
-		a.mu.Lock()
-		w := a.waiters
-		a.mu.Unlock()
-		if w == 1 {
+		if a.waiters.Load() == 1 {
 			break
 		}
 		runtime.Gosched()
@@ -599,5 +598,40 @@ func TestXolSlotWait(t *testing.T) {
 	a.freeSlot(17)
 	if s := <-got; s != 17 {
 		t.Errorf("got slot %d, want the freed 17", s)
+	}
+}
+
+// The words every CPU's single-stepped hits write (the uprobe's refcount,
+// the XOL slot bitmap) are at least 128 bytes (a prefetched line pair) from
+// every field the hits only read, wherever the object lands: otherwise two
+// CPUs' hits bounce the lines of read-mostly fields (false sharing the
+// kernel's layout does not have).
+func TestHotWordsApart(t *testing.T) {
+	const apart = 128
+	var up Uprobe
+	var a xolArea
+	for _, c := range []struct {
+		name        string
+		hot, cold   uintptr
+		hotN, coldN uintptr
+	}{
+		{"ref/Inode", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.Inode), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.Inode)},
+		{"ref/Offset", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.Offset), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.Offset)},
+		{"ref/consumers", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.consumers), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.consumers)},
+		{"ref/copied", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.copied), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.copied)},
+		{"ref/orig", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.orig), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.orig)},
+		{"ref/insn", unsafe.Offsetof(up.ref), unsafe.Offsetof(up.insn), unsafe.Sizeof(up.ref), unsafe.Sizeof(up.insn)},
+		{"used/vaddr", unsafe.Offsetof(a.used), unsafe.Offsetof(a.vaddr), unsafe.Sizeof(a.used), unsafe.Sizeof(a.vaddr)},
+		{"used/page", unsafe.Offsetof(a.used), unsafe.Offsetof(a.page), unsafe.Sizeof(a.used), unsafe.Sizeof(a.page)},
+		{"used/waiters", unsafe.Offsetof(a.used), unsafe.Offsetof(a.waiters), unsafe.Sizeof(a.used), unsafe.Sizeof(a.waiters)},
+	} {
+		// The gap between the two fields, whichever comes first.
+		gap := c.cold - (c.hot + c.hotN)
+		if c.cold < c.hot {
+			gap = c.hot - (c.cold + c.coldN)
+		}
+		if gap < apart {
+			t.Errorf("%s: %d bytes apart, want at least %d", c.name, gap, apart)
+		}
 	}
 }
