@@ -43,22 +43,23 @@ import (
 	"time"
 
 	"mmlab/kernel"
+	live "mmlab/live/forkstall"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/report"
 	"mmlab/uprobes"
 )
 
-// Cases and modes, named as the live ones.
+// Cases and modes: the live experiment's names, defined once there.
 const (
-	CaseBusyMaps  = "busy-maps"
-	CaseBusyForks = "busy-forks"
-	CaseIdle1000  = "idle-1000"
-	CaseIdle5000  = "idle-5000"
+	CaseBusyMaps  = live.CaseBusyMaps
+	CaseBusyForks = live.CaseBusyForks
+	CaseIdle1000  = live.CaseIdle1000
+	CaseIdle5000  = live.CaseIdle5000
 
-	ModeMulti1 = "multi-1"
-	ModeMulti4 = "multi-4"
-	ModePerf4  = "perf-4"
+	ModeMulti1 = live.ModeMulti1
+	ModeMulti4 = live.ModeMulti4
+	ModePerf4  = live.ModePerf4
 )
 
 // Lock names as kernel.Task accounts them.
@@ -144,15 +145,8 @@ func (r *Result) Add(doc *report.Document) report.Result {
 
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
-	switch o.Case {
-	case CaseBusyMaps, CaseBusyForks, CaseIdle1000, CaseIdle5000:
-	default:
-		return fmt.Errorf("unknown case %q", o.Case)
-	}
-	switch o.Mode {
-	case ModeMulti1, ModeMulti4, ModePerf4:
-	default:
-		return fmt.Errorf("unknown mode %q", o.Mode)
+	if err := live.CheckCaseMode(o.Case, o.Mode); err != nil {
+		return err
 	}
 	if o.Runs <= 0 {
 		o.Runs = 9
@@ -171,7 +165,6 @@ const (
 	stackTop    = 0x7ff000000000
 	stackPages  = 4
 	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
-	probeCount  = 4
 	probedBytes = pgtable.PageSize
 )
 
@@ -343,10 +336,7 @@ func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- erro
 
 // attach attaches the probes of mode and returns the detach.
 func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
-	n := probeCount
-	if mode == ModeMulti1 {
-		n = 1
-	}
+	n := live.Probes(mode)
 	perf := mode == ModePerf4
 	type probe struct {
 		up *uprobes.Uprobe

@@ -127,17 +127,26 @@ func longestIn(forks []forkRecord, windows ...[2]int64) (maxNs int64, n int) {
 	return maxNs, n
 }
 
-// Validate checks the options and fills defaults.
-func (o *Options) Validate() error {
-	switch o.Case {
+// CheckCaseMode checks a case and a mode against the experiment's names; the
+// model side of the experiment uses it too.
+func CheckCaseMode(c, mode string) error {
+	switch c {
 	case CaseBusyMaps, CaseBusyForks, CaseIdle1000, CaseIdle5000:
 	default:
-		return fmt.Errorf("unknown case %q", o.Case)
+		return fmt.Errorf("unknown case %q", c)
 	}
-	switch o.Mode {
+	switch mode {
 	case ModeMulti1, ModeMulti4, ModePerf4:
 	default:
-		return fmt.Errorf("unknown mode %q", o.Mode)
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	return nil
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if err := CheckCaseMode(o.Case, o.Mode); err != nil {
+		return err
 	}
 	if o.Runs <= 0 {
 		o.Runs = 9
@@ -157,8 +166,8 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// probes returns how many probe sites mode attaches.
-func probes(mode string) int {
+// Probes returns how many probe sites mode attaches.
+func Probes(mode string) int {
 	if mode == ModeMulti1 {
 		return 1
 	}

@@ -335,7 +335,7 @@ func RunLive(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy the mmlab binary for probing: %w", err)
 	}
-	offsets, err := probeOffsets(probes(o.Mode))
+	offsets, err := probeOffsets(Probes(o.Mode))
 	if err != nil {
 		return nil, err
 	}
