@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,13 +71,8 @@ func runMaptear(ctx context.Context, args []string) int {
 		err = checkTarget(*target, *variant, "before", "after")
 	}
 	opts := maptear.Options{Cases: strings.Split(*cases, ","), Duration: *duration, Reads: *reads, Pin: *pin, File: *file}
-	if *file != "maps" && *file != "smaps" {
-		err = fmt.Errorf("--file %q: want maps or smaps", *file)
-	}
-	for _, c := range opts.Cases {
-		if err == nil && !slices.Contains(maptear.Cases, c) {
-			err = fmt.Errorf("--cases: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
-		}
+	if err == nil {
+		err = opts.Prepare()
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab run maptear: %v\n", err)

@@ -12,7 +12,13 @@
 // variable MMLAB_MAPTEAR_CHILD set (see child_linux.go).
 package maptear
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
 
 // Cases are the three modifications of proc-maps-race.c, in its order.
 var Cases = []string{"split", "resize", "remap"}
@@ -86,4 +92,45 @@ func (r CaseResult) Fields() map[string]any {
 		"query_gaps":  r.QueryGaps,
 		"query_wrong": r.QueryWrong,
 	}
+}
+
+// Prepare checks o and fills its defaults: every case, the maps file, one
+// second per case. Both targets' runs start with it.
+func (o *Options) Prepare() error {
+	if len(o.Cases) == 0 {
+		o.Cases = Cases
+	}
+	for _, c := range o.Cases {
+		if !slices.Contains(Cases, c) {
+			return fmt.Errorf("maptear: unknown case %q (cases: %s)", c, strings.Join(Cases, ", "))
+		}
+	}
+	switch o.File {
+	case "":
+		o.File = "maps"
+	case "maps", "smaps":
+	default:
+		return fmt.Errorf("maptear: file %q: want maps or smaps", o.File)
+	}
+	if o.Reads == 0 && o.Duration == 0 {
+		o.Duration = time.Second
+	}
+	return nil
+}
+
+// RunCases runs each of o.Cases with run, in order, until ctx is cancelled or
+// a case fails, and returns the results so far.
+func (o *Options) RunCases(ctx context.Context, run func(name string) (CaseResult, error)) ([]CaseResult, error) {
+	var results []CaseResult
+	for _, name := range o.Cases {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		res, err := run(name)
+		if err != nil {
+			return results, fmt.Errorf("maptear: case %s: %w", name, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,24 +26,8 @@ import (
 // An error means the check could not run; what it found is in the results
 // (see CaseResult.Failed).
 func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
-	cases := opts.Cases
-	if len(cases) == 0 {
-		cases = Cases
-	}
-	for _, c := range cases {
-		if !slices.Contains(Cases, c) {
-			return nil, fmt.Errorf("maptear: unknown case %q (cases: %s)", c, strings.Join(Cases, ", "))
-		}
-	}
-	switch opts.File {
-	case "":
-		opts.File = "maps"
-	case "maps", "smaps":
-	default:
-		return nil, fmt.Errorf("maptear: file %q: want maps or smaps", opts.File)
-	}
-	if opts.Reads == 0 && opts.Duration == 0 {
-		opts.Duration = time.Second
+	if err := opts.Prepare(); err != nil {
+		return nil, err
 	}
 	pin := opts.Pin && runtime.NumCPU() >= 2
 	if pin {
@@ -65,18 +48,7 @@ func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
 	}
 	defer rd.close()
 
-	var results []CaseResult
-	for _, name := range cases {
-		if err := ctx.Err(); err != nil {
-			return results, err
-		}
-		res, err := rd.runCase(ctx, name, opts)
-		if err != nil {
-			return results, fmt.Errorf("maptear: case %s: %w", name, err)
-		}
-		results = append(results, res)
-	}
-	return results, nil
+	return opts.RunCases(ctx, func(name string) (CaseResult, error) { return rd.runCase(ctx, name, opts) })
 }
 
 // child is the modifier process.

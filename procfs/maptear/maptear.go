@@ -15,8 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,20 +48,11 @@ func run(ctx context.Context, variant procfs.Variant, opts maptear.Options, brok
 	if variant != procfs.Before && variant != procfs.After {
 		return nil, fmt.Errorf("maptear: variant %q: want before or after", variant)
 	}
-	cases := opts.Cases
-	if len(cases) == 0 {
-		cases = maptear.Cases
+	if err := opts.Prepare(); err != nil {
+		return nil, err
 	}
-	for _, c := range cases {
-		if !slices.Contains(maptear.Cases, c) {
-			return nil, fmt.Errorf("maptear: unknown case %q (cases: %s)", c, strings.Join(maptear.Cases, ", "))
-		}
-	}
-	if opts.File != "" && opts.File != "maps" {
+	if opts.File != "maps" {
 		return nil, fmt.Errorf("maptear: the model has no %s file, only maps", opts.File)
-	}
-	if opts.Reads == 0 && opts.Duration == 0 {
-		opts.Duration = time.Second
 	}
 	m := mm.New()
 	for i := range nPieces {
@@ -75,18 +64,9 @@ func run(ctx context.Context, variant procfs.Variant, opts maptear.Options, brok
 			return nil, err
 		}
 	}
-	var results []maptear.CaseResult
-	for _, name := range cases {
-		if err := ctx.Err(); err != nil {
-			return results, err
-		}
-		res, err := runCase(ctx, m, variant, name, opts, broken)
-		if err != nil {
-			return results, fmt.Errorf("maptear: case %s: %w", name, err)
-		}
-		results = append(results, res)
-	}
-	return results, nil
+	return opts.RunCases(ctx, func(name string) (maptear.CaseResult, error) {
+		return runCase(ctx, m, variant, name, opts, broken)
+	})
 }
 
 // modifier is the live child's modify/restore pair for one case.
