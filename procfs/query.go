@@ -1,18 +1,18 @@
 package procfs
 
 import (
+	"mmlab/uapi"
 	"sync"
 
 	"mmlab/errno"
-	"mmlab/live/procmaps"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 )
 
 // procmapQueryValidFlags is PROCMAP_QUERY_VALID_FLAGS_MASK.
-const procmapQueryValidFlags = procmaps.PROCMAP_QUERY_VMA_READABLE | procmaps.PROCMAP_QUERY_VMA_WRITABLE |
-	procmaps.PROCMAP_QUERY_VMA_EXECUTABLE | procmaps.PROCMAP_QUERY_VMA_SHARED |
-	procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA | procmaps.PROCMAP_QUERY_FILE_BACKED_VMA
+const procmapQueryValidFlags = uapi.PROCMAP_QUERY_VMA_READABLE | uapi.PROCMAP_QUERY_VMA_WRITABLE |
+	uapi.PROCMAP_QUERY_VMA_EXECUTABLE | uapi.PROCMAP_QUERY_VMA_SHARED |
+	uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA | uapi.PROCMAP_QUERY_FILE_BACKED_VMA
 
 // procmapQueryVMAFlags is PROCMAP_QUERY_VMA_FLAGS, the permission filter bits.
 const procmapQueryVMAFlags = 0x0f
@@ -55,7 +55,7 @@ func vmaName(v *mm.VMA) string {
 // The VMA is found and read under the mmap read lock (Before) or its VMA
 // read lock (After, query_vma_find_by_addr with lock_next_vma); the lock is
 // dropped before the build ID is looked up and the results copied out.
-func (f *MapsFile) Query(q *procmaps.ProcmapQuery, name, buildID []byte) error {
+func (f *MapsFile) Query(q *uapi.ProcmapQuery, name, buildID []byte) error {
 	usize := q.Size
 	if usize > pgtable.PageSize {
 		return errno.E2BIG
@@ -93,8 +93,8 @@ func (f *MapsFile) Query(q *procmaps.ProcmapQuery, name, buildID []byte) error {
 	for _, b := range [...]struct {
 		vm  mm.VMFlags
 		bit uint64
-	}{{mm.VM_READ, procmaps.PROCMAP_QUERY_VMA_READABLE}, {mm.VM_WRITE, procmaps.PROCMAP_QUERY_VMA_WRITABLE},
-		{mm.VM_EXEC, procmaps.PROCMAP_QUERY_VMA_EXECUTABLE}, {mm.VM_MAYSHARE, procmaps.PROCMAP_QUERY_VMA_SHARED}} {
+	}{{mm.VM_READ, uapi.PROCMAP_QUERY_VMA_READABLE}, {mm.VM_WRITE, uapi.PROCMAP_QUERY_VMA_WRITABLE},
+		{mm.VM_EXEC, uapi.PROCMAP_QUERY_VMA_EXECUTABLE}, {mm.VM_MAYSHARE, uapi.PROCMAP_QUERY_VMA_SHARED}} {
 		if v.Flags&b.vm != 0 {
 			karg.VMAFlags |= b.bit
 		}
@@ -210,28 +210,28 @@ func (lc *queryLock) matching(addr, flags uint64) (*mm.VMA, error) {
 		if v == nil {
 			return nil, errno.ENOENT
 		}
-		ok := flags&procmaps.PROCMAP_QUERY_FILE_BACKED_VMA == 0 || v.File != nil
+		ok := flags&uapi.PROCMAP_QUERY_FILE_BACKED_VMA == 0 || v.File != nil
 		if ok && flags&procmapQueryVMAFlags != 0 {
 			var perm mm.VMFlags
-			if flags&procmaps.PROCMAP_QUERY_VMA_READABLE != 0 {
+			if flags&uapi.PROCMAP_QUERY_VMA_READABLE != 0 {
 				perm |= mm.VM_READ
 			}
-			if flags&procmaps.PROCMAP_QUERY_VMA_WRITABLE != 0 {
+			if flags&uapi.PROCMAP_QUERY_VMA_WRITABLE != 0 {
 				perm |= mm.VM_WRITE
 			}
-			if flags&procmaps.PROCMAP_QUERY_VMA_EXECUTABLE != 0 {
+			if flags&uapi.PROCMAP_QUERY_VMA_EXECUTABLE != 0 {
 				perm |= mm.VM_EXEC
 			}
-			if flags&procmaps.PROCMAP_QUERY_VMA_SHARED != 0 {
+			if flags&uapi.PROCMAP_QUERY_VMA_SHARED != 0 {
 				perm |= mm.VM_MAYSHARE
 			}
 			ok = v.Flags&perm == perm
 		}
-		if ok && (flags&procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0 || v.Start <= addr) {
+		if ok && (flags&uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA != 0 || v.Start <= addr) {
 			return v, nil
 		}
 		addr = v.End // skip_vma
-		if flags&procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA == 0 {
+		if flags&uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA == 0 {
 			return nil, errno.ENOENT
 		}
 	}
@@ -239,7 +239,7 @@ func (lc *queryLock) matching(addr, flags uint64) (*mm.VMA, error) {
 
 // queryFields lists the struct's fields by their end offset, so that the
 // copy in and out can honour a caller's shorter struct.
-func queryFields(q *procmaps.ProcmapQuery) []struct {
+func queryFields(q *uapi.ProcmapQuery) []struct {
 	end uint64
 	u64 *uint64
 	u32 *uint32
@@ -259,7 +259,7 @@ func queryFields(q *procmaps.ProcmapQuery) []struct {
 }
 
 // clearFrom zeroes the fields of q that lie past size bytes.
-func clearFrom(q *procmaps.ProcmapQuery, size uint64) {
+func clearFrom(q *uapi.ProcmapQuery, size uint64) {
 	for _, fl := range queryFields(q) {
 		if fl.end > size {
 			if fl.u64 != nil {
@@ -272,7 +272,7 @@ func clearFrom(q *procmaps.ProcmapQuery, size uint64) {
 }
 
 // restoreFrom copies back from orig the fields of q past size bytes.
-func restoreFrom(q, orig *procmaps.ProcmapQuery, size uint64) {
+func restoreFrom(q, orig *uapi.ProcmapQuery, size uint64) {
 	of := queryFields(orig)
 	for i, fl := range queryFields(q) {
 		if fl.end > size {

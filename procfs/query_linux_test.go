@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"errors"
+	"mmlab/uapi"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,14 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/errno"
-	"mmlab/live/procmaps"
 	"mmlab/mm"
 )
 
 // liveQuery runs PROCMAP_QUERY on fd (this process's maps) with a name
 // buffer of nameSize bytes (none if 0).
-func liveQuery(fd int, addr, flags uint64, nameSize int) (procmaps.ProcmapQuery, string, error) {
-	q := procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
+func liveQuery(fd int, addr, flags uint64, nameSize int) (uapi.ProcmapQuery, string, error) {
+	q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
 	var name []byte
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -27,7 +27,7 @@ func liveQuery(fd int, addr, flags uint64, nameSize int) (procmaps.ProcmapQuery,
 		pin.Pin(&name[0])
 		q.VMANameSize, q.VMANameAddr = uint32(nameSize), uint64(uintptr(unsafe.Pointer(&name[0])))
 	}
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), procmaps.PROCMAP_QUERY, uintptr(unsafe.Pointer(&q)))
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uapi.PROCMAP_QUERY, uintptr(unsafe.Pointer(&q)))
 	if e != 0 {
 		return q, "", e
 	}
@@ -90,8 +90,8 @@ func TestQueryMatchesLiveKernel(t *testing.T) {
 	if _, _, err := liveQuery(maps, a, 0, 0); err == unix.ENOTTY {
 		t.Skip("the kernel has no PROCMAP_QUERY (Linux < 6.11)")
 	}
-	const R, W, X, S = procmaps.PROCMAP_QUERY_VMA_READABLE, procmaps.PROCMAP_QUERY_VMA_WRITABLE, procmaps.PROCMAP_QUERY_VMA_EXECUTABLE, procmaps.PROCMAP_QUERY_VMA_SHARED
-	const NEXT, FILE = procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, procmaps.PROCMAP_QUERY_FILE_BACKED_VMA
+	const R, W, X, S = uapi.PROCMAP_QUERY_VMA_READABLE, uapi.PROCMAP_QUERY_VMA_WRITABLE, uapi.PROCMAP_QUERY_VMA_EXECUTABLE, uapi.PROCMAP_QUERY_VMA_SHARED
+	const NEXT, FILE = uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, uapi.PROCMAP_QUERY_FILE_BACKED_VMA
 	type qc struct {
 		addr, flags uint64
 		nameSize    int
@@ -146,7 +146,7 @@ func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(maps)
-	if _, _, err := liveQuery(maps, 0, procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, 0); err == unix.ENOTTY {
+	if _, _, err := liveQuery(maps, 0, uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, 0); err == unix.ENOTTY {
 		t.Skip("the kernel has no PROCMAP_QUERY (Linux < 6.11)")
 	}
 	var buf [16]byte
@@ -158,8 +158,8 @@ func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
 	if _, err := m.Mmap(nil, 0x10000, 4096, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	const next = procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA
-	for _, q := range []procmaps.ProcmapQuery{
+	const next = uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA
+	for _, q := range []uapi.ProcmapQuery{
 		{Size: 4097, QueryFlags: next},
 		{Size: 23, QueryFlags: next},
 		{Size: 104, QueryFlags: next | 0x40},
@@ -171,7 +171,7 @@ func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
 		{Size: 24, QueryFlags: next}, // valid: the struct up to query_addr
 	} {
 		lq := q
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(maps), procmaps.PROCMAP_QUERY, uintptr(unsafe.Pointer(&lq)))
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(maps), uapi.PROCMAP_QUERY, uintptr(unsafe.Pointer(&lq)))
 		for _, v := range variants {
 			mq := q
 			merr := OpenMaps(m, Options{Variant: v}).Query(&mq, buf[:], buf[:])

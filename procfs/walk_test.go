@@ -3,11 +3,11 @@ package procfs
 import (
 	"bytes"
 	"errors"
+	"mmlab/uapi"
 	"strings"
 	"testing"
 
 	"mmlab/errno"
-	"mmlab/live/procmaps"
 	"mmlab/mm"
 )
 
@@ -85,13 +85,13 @@ func TestResumeShowsGrownVMATwice(t *testing.T) {
 		}
 		c1 = bytes.Clone(c1)
 		lines := strings.Split(strings.TrimSuffix(string(c1), "\n"), "\n")
-		var last procmaps.VMA
-		if err := procmaps.ParseLine([]byte(lines[len(lines)-1]), &last); err != nil {
+		var last uapi.VMA
+		if err := uapi.ParseLine([]byte(lines[len(lines)-1]), &last); err != nil {
 			t.Fatal(err)
 		}
 		// Give the next piece the last one's protection: they merge.
 		prot := mm.PROT_READ
-		if last.Flags&procmaps.PROCMAP_QUERY_VMA_WRITABLE != 0 {
+		if last.Flags&uapi.PROCMAP_QUERY_VMA_WRITABLE != 0 {
 			prot |= mm.PROT_WRITE
 		}
 		if err := m.Mprotect(nil, last.End, 3*4096, prot); err != nil {
@@ -101,8 +101,8 @@ func TestResumeShowsGrownVMATwice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var first procmaps.VMA
-		if err := procmaps.ParseLine(c2[:bytes.IndexByte(c2, '\n')], &first); err != nil {
+		var first uapi.VMA
+		if err := uapi.ParseLine(c2[:bytes.IndexByte(c2, '\n')], &first); err != nil {
 			t.Fatal(err)
 		}
 		// The next piece now matches both neighbours: all three merge.
@@ -113,9 +113,9 @@ func TestResumeShowsGrownVMATwice(t *testing.T) {
 	}
 }
 
-func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (procmaps.ProcmapQuery, string, error) {
+func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.ProcmapQuery, string, error) {
 	t.Helper()
-	q := procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
+	q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
 	var name []byte
 	if nameSize > 0 {
 		name = make([]byte, nameSize)
@@ -145,8 +145,8 @@ func TestQuerySemantics(t *testing.T) {
 	mustMap(a, 2, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS, nil, 0)       // [a, a+2P) rw-p
 	mustMap(a+4*4096, 2, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE, mm.Open(in), 2*4096)     // [a+4P, a+6P) r-xp file @2P
 	mustMap(a+8*4096, 1, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_SHARED|mm.MAP_ANONYMOUS, nil, 0) // [a+8P, a+9P) rw-s
-	const R, W, X, S = procmaps.PROCMAP_QUERY_VMA_READABLE, procmaps.PROCMAP_QUERY_VMA_WRITABLE, procmaps.PROCMAP_QUERY_VMA_EXECUTABLE, procmaps.PROCMAP_QUERY_VMA_SHARED
-	const NEXT, FILE = procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, procmaps.PROCMAP_QUERY_FILE_BACKED_VMA
+	const R, W, X, S = uapi.PROCMAP_QUERY_VMA_READABLE, uapi.PROCMAP_QUERY_VMA_WRITABLE, uapi.PROCMAP_QUERY_VMA_EXECUTABLE, uapi.PROCMAP_QUERY_VMA_SHARED
+	const NEXT, FILE = uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, uapi.PROCMAP_QUERY_FILE_BACKED_VMA
 	cases := []struct {
 		addr, flags uint64
 		start       uint64 // 0: ENOENT expected
@@ -188,28 +188,28 @@ func TestQuerySemantics(t *testing.T) {
 		}
 		// Build ID: 20 bytes; a 19-byte buffer is too small; none for anon.
 		bid := make([]byte, 20)
-		q = procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: a + 4*4096, BuildIDSize: 20, BuildIDAddr: 1}
+		q = uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: a + 4*4096, BuildIDSize: 20, BuildIDAddr: 1}
 		if err := mf.Query(&q, nil, bid); err != nil || q.BuildIDSize != 20 || bid[19] != 20 {
 			t.Errorf("%s: build ID: %v size %d %v", v, err, q.BuildIDSize, bid)
 		}
-		q = procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: a + 4*4096, BuildIDSize: 19, BuildIDAddr: 1}
+		q = uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: a + 4*4096, BuildIDSize: 19, BuildIDAddr: 1}
 		if err := mf.Query(&q, nil, bid); !errors.Is(err, errno.ENAMETOOLONG) {
 			t.Errorf("%s: short build ID buffer: %v, want ENAMETOOLONG", v, err)
 		}
-		q = procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: a, BuildIDSize: 20, BuildIDAddr: 1}
+		q = uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: a, BuildIDSize: 20, BuildIDAddr: 1}
 		if err := mf.Query(&q, nil, bid); err != nil || q.BuildIDSize != 0 {
 			t.Errorf("%s: build ID of anon memory: %v size %d, want success and 0", v, err, q.BuildIDSize)
 		}
 		// Argument errors.
 		for _, bad := range []struct {
-			q    procmaps.ProcmapQuery
+			q    uapi.ProcmapQuery
 			want errno.Errno
 		}{
-			{procmaps.ProcmapQuery{Size: 4097, QueryAddr: a}, errno.E2BIG},
-			{procmaps.ProcmapQuery{Size: 23, QueryAddr: a}, errno.EINVAL},
-			{procmaps.ProcmapQuery{Size: 104, QueryAddr: a, QueryFlags: 0x40}, errno.EINVAL},
-			{procmaps.ProcmapQuery{Size: 104, QueryAddr: a, VMANameSize: 10}, errno.EINVAL},
-			{procmaps.ProcmapQuery{Size: 104, QueryAddr: a, BuildIDAddr: 1}, errno.EINVAL},
+			{uapi.ProcmapQuery{Size: 4097, QueryAddr: a}, errno.E2BIG},
+			{uapi.ProcmapQuery{Size: 23, QueryAddr: a}, errno.EINVAL},
+			{uapi.ProcmapQuery{Size: 104, QueryAddr: a, QueryFlags: 0x40}, errno.EINVAL},
+			{uapi.ProcmapQuery{Size: 104, QueryAddr: a, VMANameSize: 10}, errno.EINVAL},
+			{uapi.ProcmapQuery{Size: 104, QueryAddr: a, BuildIDAddr: 1}, errno.EINVAL},
 		} {
 			q := bad.q
 			if err := mf.Query(&q, nil, nil); !errors.Is(err, bad.want) {
@@ -217,7 +217,7 @@ func TestQuerySemantics(t *testing.T) {
 			}
 		}
 		// A caller's struct ending at query_addr (24 bytes) gets no output.
-		q = procmaps.ProcmapQuery{Size: 24, QueryAddr: a, VMAStart: 7}
+		q = uapi.ProcmapQuery{Size: 24, QueryAddr: a, VMAStart: 7}
 		if err := mf.Query(&q, nil, nil); err != nil || q.VMAStart != 7 {
 			t.Errorf("%s: 24-byte struct: %v, vma_start %#x (want untouched 7)", v, err, q.VMAStart)
 		}

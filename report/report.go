@@ -38,12 +38,49 @@ type Machine struct {
 	Go       string `json:"go"`
 }
 
+// SchemaVersion is the version of the common schema that Document writes.
+// Version 2 added schema_version, verdict, skipped and interrupted.
+const SchemaVersion = 2
+
+// Document is the whole `--json` output of one experiment run: R is the
+// experiment's typed result, whose JSON carries "target", "variant", its key
+// fields and its metrics.
+type Document[R any] struct {
+	SchemaVersion int            `json:"schema_version"`
+	Experiment    string         `json:"experiment"`
+	Machine       Machine        `json:"machine"`
+	Params        map[string]any `json:"params"`
+	Results       []R            `json:"results"`
+	// Verdict is the experiment's one-line judgement, if it has one.
+	Verdict string `json:"verdict,omitempty"`
+	// Skipped names the targets that could not run here, with the reason.
+	Skipped []string `json:"skipped,omitempty"`
+	// Interrupted is set when SIGINT or SIGTERM ended the run: Results hold
+	// what finished.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// NewDocument starts a document for experiment with the given parameters.
+func NewDocument[R any](experiment string, params map[string]any) *Document[R] {
+	if params == nil {
+		params = map[string]any{}
+	}
+	return &Document[R]{SchemaVersion: SchemaVersion, Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []R{}}
+}
+
+// WriteJSON writes d as indented JSON followed by a newline.
+func (d *Document[R]) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
 // Result is one row: target, variant, key fields and metrics. It is a map so
 // that each experiment names its own fields; encoding/json sorts its keys.
 type Result map[string]any
 
-// Document is the whole `--json` output of one experiment run.
-type Document struct {
+// MapDocument is the whole `--json` output of one experiment run.
+type MapDocument struct {
 	Experiment string         `json:"experiment"`
 	Machine    Machine        `json:"machine"`
 	Params     map[string]any `json:"params"`
@@ -51,16 +88,16 @@ type Document struct {
 }
 
 // New starts a document for experiment with the given parameters.
-func New(experiment string, params map[string]any) *Document {
+func New(experiment string, params map[string]any) *MapDocument {
 	if params == nil {
 		params = map[string]any{}
 	}
-	return &Document{Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []Result{}}
+	return &MapDocument{Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []Result{}}
 }
 
 // Add appends a result for target and variant with the given fields and
 // returns it so the caller can add more.
-func (d *Document) Add(target, variant string, fields map[string]any) Result {
+func (d *MapDocument) Add(target, variant string, fields map[string]any) Result {
 	r := Result{"target": target, "variant": variant}
 	for k, v := range fields {
 		r[k] = v
@@ -70,7 +107,7 @@ func (d *Document) Add(target, variant string, fields map[string]any) Result {
 }
 
 // WriteJSON writes d as indented JSON followed by a newline.
-func (d *Document) WriteJSON(w io.Writer) error {
+func (d *MapDocument) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)

@@ -137,7 +137,7 @@ func runAttach(ctx context.Context, args []string) int {
 // round-robin over counts and modes so that every cell sees the same
 // machine. Attach is the link creation alone (the BPF program is loaded
 // before the clock starts); detach is closing every link and the program.
-func liveAttachCost(ctx context.Context, f attachFlags, doc *report.Document) error {
+func liveAttachCost(ctx context.Context, f attachFlags, doc *report.MapDocument) error {
 	maxN := 0
 	for _, n := range f.ns {
 		maxN = max(maxN, n)
@@ -204,7 +204,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // printAttach prints one line per result: median and range of the runs.
-func printAttach(w io.Writer, doc *report.Document) {
+func printAttach(w io.Writer, doc *report.MapDocument) {
 	var last string
 	for _, r := range doc.Results {
 		key := fmt.Sprint(r["target"], r["variant"])

@@ -14,7 +14,7 @@ import (
 
 const attachProcs, attachCPUs = 4, 1
 
-func runModelAttach(ctx context.Context, f attachFlags, doc *report.Document) error {
+func runModelAttach(ctx context.Context, f attachFlags, doc *report.MapDocument) error {
 	variants := []string{uprobes.SRCU, uprobes.TasksTrace}
 	if f.variant != "" {
 		variants = []string{f.variant}

@@ -150,7 +150,7 @@ func liveAttach(ctx context.Context, path string, offsets []uint64, mode string)
 	return p.Close, nil
 }
 
-func liveForkstall(ctx context.Context, f forkstallFlags, doc *report.Document) error {
+func liveForkstall(ctx context.Context, f forkstallFlags, doc *report.MapDocument) error {
 	if err := uprobe.Supported(); err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ var forkstallModeTitles = map[string]string{
 
 // printForkstall prints the seed's table: for each target, the longest fork
 // and the attach time per variant, then the live verdict.
-func printForkstall(w io.Writer, doc *report.Document) {
+func printForkstall(w io.Writer, doc *report.MapDocument) {
 	for _, target := range []string{report.TargetModel, report.TargetLive} {
 		var variants []string
 		for _, r := range doc.Results {
@@ -247,7 +247,7 @@ func printForkstall(w io.Writer, doc *report.Document) {
 	}
 }
 
-func find(doc *report.Document, target, variant, c, m string) report.Result {
+func find(doc *report.MapDocument, target, variant, c, m string) report.Result {
 	for _, r := range doc.Results {
 		if r["target"] == target && r["variant"] == variant && r["case"] == c && r["mode"] == m {
 			return r

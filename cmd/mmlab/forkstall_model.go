@@ -19,7 +19,7 @@ import (
 
 const forkstallModelHold = 300 * time.Millisecond
 
-func runModelForkstall(ctx context.Context, f forkstallFlags, doc *report.Document) error {
+func runModelForkstall(ctx context.Context, f forkstallFlags, doc *report.MapDocument) error {
 	designs := []uprobes.Design{uprobes.DesignBefore, uprobes.DesignAfter}
 	if f.variant != "" {
 		d, err := uprobes.ParseDesign(f.variant)

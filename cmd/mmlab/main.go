@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"mmlab/live"
 )
 
 // A command is one subcommand of mmlab. Each lives in its own file and adds
@@ -51,6 +53,7 @@ commands:
 }
 
 func main() {
+	live.RunRole()
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		if len(os.Args) < 2 {
@@ -103,6 +106,16 @@ func runAll(ctx context.Context, args []string) int {
 		return strings.Compare(a.name, b.name)
 	})
 	failed := 0
+	for _, e := range boundExperiments {
+		if ctx.Err() != nil {
+			return 130
+		}
+		fmt.Printf("==> mmlab run %s %s\n", e.Name(), strings.Join(e.QuickArgs(), " "))
+		if code := e.Main(ctx, e.QuickArgs(), os.Stdout, os.Stderr); code != 0 {
+			fmt.Fprintf(os.Stderr, "mmlab all: %s exited %d\n", e.Name(), code)
+			failed++
+		}
+	}
 	for _, c := range steps {
 		if ctx.Err() != nil {
 			return 130

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"mmlab/uapi"
 	"os"
 	"strconv"
 
@@ -94,7 +95,7 @@ func runMaps(ctx context.Context, args []string) int {
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
 	defer w.Flush()
 	var line []byte
-	print := func(v *procmaps.VMA) {
+	print := func(v *uapi.VMA) {
 		if *asJSON {
 			line = appendVMAJSON(line[:0], v)
 		} else {
@@ -123,7 +124,7 @@ func runMaps(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab maps: note: the PROCMAP_QUERY walk lists only the VMAs of the mm; the gate VMA [vsyscall] that /proc/%d/maps prints last is not one of them and is left out\n", pid)
 	}
 	interrupted := false
-	err = walk(func(v *procmaps.VMA) bool {
+	err = walk(func(v *uapi.VMA) bool {
 		if ctx.Err() != nil {
 			interrupted = true
 			return false
@@ -155,7 +156,7 @@ type vmaJSON struct {
 	Name     *string `json:"name"`
 }
 
-func appendVMAJSON(b []byte, v *procmaps.VMA) []byte {
+func appendVMAJSON(b []byte, v *uapi.VMA) []byte {
 	j := vmaJSON{
 		Start:    "0x" + strconv.FormatUint(v.Start, 16),
 		End:      "0x" + strconv.FormatUint(v.End, 16),

@@ -177,7 +177,7 @@ func mapscanFields(scanners string, all []mapscan.Stats, model bool) map[string]
 	return fields
 }
 
-func printMapscan(doc *report.Document) {
+func printMapscan(doc *report.MapDocument) {
 	fmt.Printf("mapscan: mapper latency under /proc/PID/maps scanners (%s)\n", doc.Machine.Kernel)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"op_mean_us", "op_max_us", "mmap_mean_us", "mmap_max_us", "munmap_mean_us", "munmap_max_us", "lock_wait_mean_us", "lock_wait_max_us"}

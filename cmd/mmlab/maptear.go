@@ -125,7 +125,7 @@ func runMaptear(ctx context.Context, args []string) int {
 }
 
 // printMaptear prints one row per target, variant and case.
-func printMaptear(doc *report.Document) {
+func printMaptear(doc *report.MapDocument) {
 	fmt.Printf("maptear: /proc/PID/maps tearing check (%s)\n", doc.Machine.Kernel)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"reads", "modified", "duplicates", "gaps", "unexpected", "queries", "query_gaps", "query_wrong"}

@@ -30,6 +30,9 @@ func runExperiment(ctx context.Context, args []string) int {
 			names = append(names, n)
 		}
 		slices.Sort(names)
+		for _, e := range boundExperiments {
+			fmt.Fprintf(os.Stderr, "  %-10s seed %s: %s\n", e.Name(), e.Seed(), e.Summary())
+		}
 		for _, n := range names {
 			fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, experiments[n].summary)
 		}
@@ -38,6 +41,11 @@ func runExperiment(ctx context.Context, args []string) int {
 			return 2
 		}
 		return 0
+	}
+	for _, e := range boundExperiments {
+		if e.Name() == args[0] {
+			return e.Main(ctx, args[1:], os.Stdout, os.Stderr)
+		}
 	}
 	e, ok := experiments[args[0]]
 	if !ok {

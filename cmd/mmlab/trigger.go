@@ -164,7 +164,7 @@ func runTrigger(ctx context.Context, args []string) int {
 // liveTrigger runs every case on the live kernel: the no-probe loop once,
 // each probed case in each attach mode, at each CPU count, printing each
 // line as it is measured.
-func liveTrigger(ctx context.Context, f triggerFlags, doc *report.Document, out io.Writer) error {
+func liveTrigger(ctx context.Context, f triggerFlags, doc *report.MapDocument, out io.Writer) error {
 	groups := []string{"none"}
 	groups = append(groups, f.attach...)
 	for _, attach := range groups {

@@ -16,7 +16,7 @@ import (
 // trigger loop on model CPUs, one model kernel per protection flavour,
 // sampled in turn so both see the same machine.
 
-func runModelTrigger(ctx context.Context, f triggerFlags, doc *report.Document) error {
+func runModelTrigger(ctx context.Context, f triggerFlags, doc *report.MapDocument) error {
 	out := io.Writer(os.Stdout)
 	if f.json {
 		out = io.Discard

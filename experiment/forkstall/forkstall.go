@@ -118,7 +118,7 @@ func (r *Result) column(f func(Run) float64) []float64 {
 
 // Add appends r to doc in the common schema (target model, variant
 // before/after), with the live side's keys.
-func (r *Result) Add(doc *report.Document) report.Result {
+func (r *Result) Add(doc *report.MapDocument) report.Result {
 	fields := map[string]any{"case": r.Case, "mode": r.Mode, "size_bytes": r.Pages * pgtable.PageSize}
 	for key, f := range map[string]func(Run) float64{
 		"fork_max_ms":                      func(x Run) float64 { return x.ForkMaxMs },

@@ -17,11 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"mmlab/uapi"
 	"time"
 
 	"mmlab/errno"
 	"mmlab/kernel"
-	"mmlab/live/procmaps"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/sched"
@@ -253,8 +253,8 @@ func scanText(f *procfs.MapsFile) error {
 func scanQuery(f *procfs.MapsFile, name []byte) error {
 	addr := uint64(0)
 	for {
-		q := procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: addr,
-			QueryFlags: procmaps.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, VMANameSize: uint32(len(name)), VMANameAddr: 1}
+		q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr,
+			QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, VMANameSize: uint32(len(name)), VMANameAddr: 1}
 		err := f.Query(&q, name, nil)
 		if err != nil {
 			if isENOENT(err) {

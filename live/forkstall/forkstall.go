@@ -96,7 +96,7 @@ func Verdict(forkMaxMs, baselineMs float64) string {
 }
 
 // Add appends r to doc in the common schema.
-func (r *Result) Add(doc *report.Document) report.Result {
+func (r *Result) Add(doc *report.MapDocument) report.Result {
 	col := func(f func(Run) float64) []float64 { return r.column(f) }
 	fork := col(func(x Run) float64 { return x.ForkMaxMs })
 	att := col(func(x Run) float64 { return x.AttachMs })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"mmlab/uapi"
 	"os"
 	"os/signal"
 	"runtime"
@@ -172,7 +173,7 @@ func scannerMain(pidStr, kind string) error {
 		if err != nil {
 			return err
 		}
-		pass = func() error { return r.WalkQuery(func(*procmaps.VMA) bool { return true }) }
+		pass = func() error { return r.WalkQuery(func(*uapi.VMA) bool { return true }) }
 	default:
 		return fmt.Errorf("unknown scanner kind %q", kind)
 	}

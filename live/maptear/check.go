@@ -1,15 +1,15 @@
 package maptear
 
-import "mmlab/live/procmaps"
+import "mmlab/uapi"
 
 // Span is a VMA's range and permissions, all that the check compares.
 type Span struct {
 	Start, End uint64
-	Perm       procmaps.Perm
+	Perm       uapi.Perm
 }
 
 // SpanOf returns the Span of v.
-func SpanOf(v *procmaps.VMA) Span { return Span{v.Start, v.End, v.Flags} }
+func SpanOf(v *uapi.VMA) Span { return Span{v.Start, v.End, v.Flags} }
 
 // Checker judges the observations of one case, for the live kernel here and
 // for any other maps walk (the model's) that reads the same boundary: one

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mmlab/uapi"
 	"os"
 	"os/exec"
 	"runtime"
@@ -176,8 +177,8 @@ func newBoundaryReader(ch *child, file string) (*boundaryReader, error) {
 			return nil, fmt.Errorf("maptear: looking for the pieces in %s: %w", path, err)
 		}
 		for line := range bytes.Lines(chunk) {
-			var v procmaps.VMA
-			if procmaps.ParseLine(bytes.TrimSuffix(line, []byte("\n")), &v) == nil && v.Start >= ch.base && v.Start < ch.base+ch.size {
+			var v uapi.VMA
+			if uapi.ParseLine(bytes.TrimSuffix(line, []byte("\n")), &v) == nil && v.Start >= ch.base && v.Start < ch.base+ch.size {
 				b.skip = k
 				return b, nil
 			}
@@ -252,7 +253,7 @@ func (b *boundaryReader) observeDropping(dropNext bool) (last, first Span, err e
 // line is one and must parse; in smaps a VMA's record is its header line
 // followed by lines of counters, and only the headers parse.
 func (b *boundaryReader) header(chunk []byte, n int) (Span, bool) {
-	var v procmaps.VMA
+	var v uapi.VMA
 	if !b.smaps {
 		line := lastLine(chunk)
 		for l := range bytes.Lines(chunk) {
@@ -268,13 +269,13 @@ func (b *boundaryReader) header(chunk []byte, n int) (Span, bool) {
 		if n > 0 {
 			return Span{}, false
 		}
-		err := procmaps.ParseLine(line, &v)
+		err := uapi.ParseLine(line, &v)
 		return SpanOf(&v), err == nil
 	}
 	var last Span
 	found := false
 	for line := range bytes.Lines(chunk) {
-		if procmaps.ParseLine(line[:len(line)-1], &v) != nil {
+		if uapi.ParseLine(line[:len(line)-1], &v) != nil {
 			continue
 		}
 		if n == 0 {
@@ -304,15 +305,15 @@ func (b *boundaryReader) query(addr uint64) (v Span, found bool, err error) {
 	return SpanOf(vma), true, nil
 }
 
-func unixProt(p procmaps.Perm) int {
+func unixProt(p uapi.Perm) int {
 	prot := unix.PROT_NONE
-	if p&procmaps.PROCMAP_QUERY_VMA_READABLE != 0 {
+	if p&uapi.PROCMAP_QUERY_VMA_READABLE != 0 {
 		prot |= unix.PROT_READ
 	}
-	if p&procmaps.PROCMAP_QUERY_VMA_WRITABLE != 0 {
+	if p&uapi.PROCMAP_QUERY_VMA_WRITABLE != 0 {
 		prot |= unix.PROT_WRITE
 	}
-	if p&procmaps.PROCMAP_QUERY_VMA_EXECUTABLE != 0 {
+	if p&uapi.PROCMAP_QUERY_VMA_EXECUTABLE != 0 {
 		prot |= unix.PROT_EXEC
 	}
 	return prot

@@ -1,6 +1,7 @@
 package procmaps
 
 import (
+	"mmlab/uapi"
 	"os"
 	"runtime"
 	"sync"
@@ -29,7 +30,7 @@ func benchSetup(b *testing.B) *Reader {
 	}
 	r := open(b, os.Getpid())
 	n := 0
-	if err := r.Walk(func(*VMA) bool { n++; return true }); err != nil {
+	if err := r.Walk(func(*uapi.VMA) bool { n++; return true }); err != nil {
 		b.Fatal(err)
 	}
 	if n < benchVMAs {
@@ -63,13 +64,13 @@ func BenchmarkReadAll(b *testing.B) {
 			}
 		}
 	})
-	walk := func(name string, w func(func(*VMA) bool) error) {
+	walk := func(name string, w func(func(*uapi.VMA) bool) error) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer cpuTimer(b, "cpu-ms", 1e6)()
 			n := 0
 			for b.Loop() {
-				if err := w(func(v *VMA) bool { n++; return true }); err != nil {
+				if err := w(func(v *uapi.VMA) bool { n++; return true }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -151,7 +152,7 @@ func BenchmarkWalkOverRead(b *testing.B) {
 			}
 		}
 		t1 := nanotime()
-		if err := r.Walk(func(*VMA) bool { return true }); err != nil {
+		if err := r.Walk(func(*uapi.VMA) bool { return true }); err != nil {
 			b.Fatal(err)
 		}
 		t2 := nanotime()

@@ -1,6 +1,7 @@
 package procmaps
 
 import (
+	"mmlab/uapi"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -10,12 +11,12 @@ import (
 // the name buffer: its address and length go into q. The caller must have
 // pinned it (runtime.Pinner), since the kernel writes to an address that
 // the Go runtime only sees as an integer.
-func procmapQuery(fd int, q *ProcmapQuery, name []byte) error {
+func procmapQuery(fd int, q *uapi.ProcmapQuery, name []byte) error {
 	if len(name) > 0 {
 		q.VMANameAddr = bufAddr(name)
 		q.VMANameSize = uint32(len(name))
 	}
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), PROCMAP_QUERY, uintptr(unsafe.Pointer(q)))
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uapi.PROCMAP_QUERY, uintptr(unsafe.Pointer(q)))
 	if e != 0 {
 		return e
 	}

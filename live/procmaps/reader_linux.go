@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"mmlab/uapi"
 	"os"
 	"runtime"
 	"strconv"
@@ -44,11 +45,11 @@ type Reader struct {
 	pid  int
 	path string
 	fd   int
-	buf  []byte       // the text read buffer, reused by every Walk
-	name []byte       // the PROCMAP_QUERY name buffer, grown on ENAMETOOLONG up to PATH_MAX
-	esc  []byte       // a query name with its newlines escaped
-	vma  VMA          // what the callbacks get
-	q    ProcmapQuery // the ioctl argument, here so that it is not allocated per call
+	buf  []byte            // the text read buffer, reused by every Walk
+	name []byte            // the PROCMAP_QUERY name buffer, grown on ENAMETOOLONG up to PATH_MAX
+	esc  []byte            // a query name with its newlines escaped
+	vma  uapi.VMA          // what the callbacks get
+	q    uapi.ProcmapQuery // the ioctl argument, here so that it is not allocated per call
 	// pin keeps name where the kernel writes it during a Lookup or a
 	// WalkQuery (pinned is what it holds). Nothing stays pinned between
 	// calls, so a Reader dropped without Close leaks nothing.
@@ -56,7 +57,7 @@ type Reader struct {
 	pinned *byte
 	// query runs the ioctl; tests replace it to play a kernel without
 	// PROCMAP_QUERY (before 6.11: ENOTTY).
-	query func(fd int, q *ProcmapQuery, name []byte) error
+	query func(fd int, q *uapi.ProcmapQuery, name []byte) error
 	// noQuery records that the kernel answered ENOTTY: Lookup scans the text.
 	noQuery bool
 }
@@ -130,7 +131,7 @@ func errnoOf(err error) syscall.Errno {
 // during the call. Like the text itself it includes the gate VMA
 // ([vsyscall]), and a VMA changed during the walk may be seen twice (old and
 // new form), but an address mapped throughout the walk is never missed.
-func (r *Reader) Walk(fn func(*VMA) bool) error {
+func (r *Reader) Walk(fn func(*uapi.VMA) bool) error {
 	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
 		return r.fail("cannot be read", "lseek "+r.path, err)
 	}
@@ -162,7 +163,7 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 			if i < 0 {
 				break
 			}
-			if err := parseLine(data[:i], &r.vma); err != nil {
+			if err := uapi.ParseLine(data[:i], &r.vma); err != nil {
 				return r.fail(fmt.Sprintf("gave a malformed maps line %q", data[:i]), "read "+r.path, unix.EIO)
 			}
 			seen = true
@@ -181,7 +182,7 @@ func (r *Reader) Walk(fn func(*VMA) bool) error {
 // the ioctl, a fresh read of a live mm is never empty (it has a stack).
 // A kernel thread never had an mm: its empty walk (seen is false) is right.
 func (r *Reader) checkAlive(seen bool) error {
-	r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
+	r.q = uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
 	err := r.ioctl(&r.q, nil)
 	switch err {
 	case nil, unix.ENOENT:
@@ -190,11 +191,11 @@ func (r *Reader) checkAlive(seen bool) error {
 		if !seen && isKernelThread(r.pid) {
 			return nil
 		}
-		return r.exited("read "+r.path+" then PROCMAP_QUERY", err)
+		return r.exited("read "+r.path+" then uapi.PROCMAP_QUERY", err)
 	case unix.ENOTTY:
 		r.noQuery = true
 	default:
-		return r.fail("cannot be queried", "PROCMAP_QUERY", err)
+		return r.fail("cannot be queried", "uapi.PROCMAP_QUERY", err)
 	}
 	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
 		return r.fail("cannot be read", "lseek "+r.path, err)
@@ -216,7 +217,7 @@ func (r *Reader) checkAlive(seen bool) error {
 	}
 }
 
-func (r *Reader) ioctl(q *ProcmapQuery, name []byte) error {
+func (r *Reader) ioctl(q *uapi.ProcmapQuery, name []byte) error {
 	for {
 		err := r.query(r.fd, q, name)
 		if err != unix.EINTR {
@@ -244,7 +245,7 @@ func (r *Reader) unpin() {
 func (r *Reader) queryVMA(addr, flags uint64) error {
 	for {
 		r.pinName()
-		r.q = ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
+		r.q = uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: flags, QueryAddr: addr}
 		q := &r.q
 		err := r.ioctl(q, r.name)
 		if err == unix.ENAMETOOLONG && len(r.name) < pathMax {
@@ -256,7 +257,7 @@ func (r *Reader) queryVMA(addr, flags uint64) error {
 		}
 		v := &r.vma
 		v.Start, v.End = q.VMAStart, q.VMAEnd
-		v.Flags = Perm(q.VMAFlags)
+		v.Flags = uapi.Perm(q.VMAFlags)
 		v.Offset, v.Inode = q.VMAOffset, q.Inode
 		v.DevMajor, v.DevMinor = q.DevMajor, q.DevMinor
 		v.PageSize = q.VMAPageSize
@@ -265,7 +266,7 @@ func (r *Reader) queryVMA(addr, flags uint64) error {
 			raw := r.name[:q.VMANameSize-1] // without the NUL
 			v.Name = raw
 			if bytes.IndexByte(raw, '\n') >= 0 {
-				r.esc = escapeName(r.esc[:0], raw)
+				r.esc = uapi.EscapeName(r.esc[:0], raw)
 				v.Name = r.esc
 			}
 		}
@@ -278,11 +279,11 @@ func (r *Reader) queryVMA(addr, flags uint64) error {
 // the VMA found), one ioctl per VMA. The query sees only the VMAs of the mm,
 // so unlike the text it never reports the gate VMA ([vsyscall]); its VMAs
 // carry PageSize. It needs Linux 6.11 (ENOTTY before).
-func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
+func (r *Reader) WalkQuery(fn func(*uapi.VMA) bool) error {
 	defer r.unpin()
 	addr := uint64(0)
 	for {
-		switch err := r.queryVMA(addr, PROCMAP_QUERY_COVERING_OR_NEXT_VMA); err {
+		switch err := r.queryVMA(addr, uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA); err {
 		case nil:
 		case unix.ENOENT:
 			return nil
@@ -290,11 +291,11 @@ func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
 			if addr == 0 && isKernelThread(r.pid) {
 				return nil
 			}
-			return r.exited("PROCMAP_QUERY", err)
+			return r.exited("uapi.PROCMAP_QUERY", err)
 		case unix.ENOTTY:
-			return r.fail("cannot be queried: PROCMAP_QUERY needs Linux 6.11", "PROCMAP_QUERY", err)
+			return r.fail("cannot be queried: uapi.PROCMAP_QUERY needs Linux 6.11", "uapi.PROCMAP_QUERY", err)
 		default:
-			return r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+			return r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
 		}
 		if !fn(&r.vma) {
 			return nil
@@ -307,7 +308,7 @@ func (r *Reader) WalkQuery(fn func(*VMA) bool) error {
 // kernel without it (ENOTTY, before 6.11), scanning the text. No VMA there
 // is an error that unwraps to ENOENT. The query does not see the gate VMA;
 // the text scan does.
-func (r *Reader) Lookup(addr uint64) (*VMA, error) {
+func (r *Reader) Lookup(addr uint64) (*uapi.VMA, error) {
 	if !r.noQuery {
 		err := r.queryVMA(addr, 0)
 		r.unpin()
@@ -317,14 +318,14 @@ func (r *Reader) Lookup(addr uint64) (*VMA, error) {
 		case unix.ENOTTY:
 			r.noQuery = true
 		case unix.ENOENT:
-			return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
+			return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "uapi.PROCMAP_QUERY", err)
 		case unix.ESRCH:
 			if isKernelThread(r.pid) {
-				return nil, r.fail("is a kernel thread: it has no address space", "PROCMAP_QUERY", err)
+				return nil, r.fail("is a kernel thread: it has no address space", "uapi.PROCMAP_QUERY", err)
 			}
-			return nil, r.fail("has exited", "PROCMAP_QUERY", err)
+			return nil, r.fail("has exited", "uapi.PROCMAP_QUERY", err)
 		default:
-			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
 		}
 	}
 	return r.LookupText(addr)
@@ -333,9 +334,9 @@ func (r *Reader) Lookup(addr uint64) (*VMA, error) {
 // LookupText returns the VMA that covers addr by scanning the /proc/PID/maps
 // text up to it, the way to ask before Linux 6.11. No VMA there is an error
 // that unwraps to ENOENT.
-func (r *Reader) LookupText(addr uint64) (*VMA, error) {
-	var found *VMA
-	err := r.Walk(func(v *VMA) bool {
+func (r *Reader) LookupText(addr uint64) (*uapi.VMA, error) {
+	var found *uapi.VMA
+	err := r.Walk(func(v *uapi.VMA) bool {
 		if v.End > addr {
 			if v.Start <= addr {
 				found = v.Clone()
@@ -348,7 +349,7 @@ func (r *Reader) LookupText(addr uint64) (*VMA, error) {
 		return nil, err
 	}
 	if found == nil {
-		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
+		return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
 	}
 	return found, nil
 }
@@ -365,18 +366,18 @@ func (r *Reader) BuildID(addr uint64) ([]byte, error) {
 	var pin runtime.Pinner
 	pin.Pin(&buf[0])
 	defer pin.Unpin()
-	r.q = ProcmapQuery{
-		Size: SizeofProcmapQuery, QueryAddr: addr,
+	r.q = uapi.ProcmapQuery{
+		Size: uapi.SizeofProcmapQuery, QueryAddr: addr,
 		BuildIDSize: buildIDSizeMax, BuildIDAddr: bufAddr(buf[:]),
 	}
 	switch err := r.ioctl(&r.q, nil); err {
 	case nil:
 	case unix.ENOENT:
-		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
+		return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "uapi.PROCMAP_QUERY", err)
 	case unix.ESRCH:
-		return nil, r.fail("has exited", "PROCMAP_QUERY", err)
+		return nil, r.fail("has exited", "uapi.PROCMAP_QUERY", err)
 	default:
-		return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
+		return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
 	}
 	if r.q.BuildIDSize == 0 {
 		return nil, nil
@@ -387,7 +388,7 @@ func (r *Reader) BuildID(addr uint64) ([]byte, error) {
 // RawQuery runs PROCMAP_QUERY with q as given and returns the bare errno:
 // for callers that want the kernel's exact answers. Any buffer addresses in
 // q must stay valid and pinned for the call.
-func (r *Reader) RawQuery(q *ProcmapQuery) error {
+func (r *Reader) RawQuery(q *uapi.ProcmapQuery) error {
 	return r.ioctl(q, nil)
 }
 

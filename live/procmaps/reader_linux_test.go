@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mmlab/uapi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 		pid, _ := strconv.Atoi(os.Getenv("MMLAB_PROCMAPS_PID"))
 		r, err := Open(pid)
 		if err == nil {
-			err = r.Walk(func(*VMA) bool { return true })
+			err = r.Walk(func(*uapi.VMA) bool { return true })
 		}
 		fmt.Print(err)
 		os.Exit(0)
@@ -140,9 +141,9 @@ func open(t testing.TB, pid int) *Reader {
 	return r
 }
 
-func walkText(r *Reader, walk func(func(*VMA) bool) error) ([]byte, error) {
+func walkText(r *Reader, walk func(func(*uapi.VMA) bool) error) ([]byte, error) {
 	var out []byte
-	err := walk(func(v *VMA) bool {
+	err := walk(func(v *uapi.VMA) bool {
 		out = v.AppendText(out)
 		return true
 	})
@@ -304,7 +305,7 @@ func TestLookup(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", how, err)
 		}
-		if v.Start != base+ps || v.End != base+2*ps || v.Flags != PROCMAP_QUERY_VMA_READABLE || v.Inode != 0 || v.Name != nil {
+		if v.Start != base+ps || v.End != base+2*ps || v.Flags != uapi.PROCMAP_QUERY_VMA_READABLE || v.Inode != 0 || v.Name != nil {
 			t.Errorf("%s: Lookup = %+v, want [%#x, %#x) r--p", how, v, base+ps, base+2*ps)
 		}
 	}
@@ -328,7 +329,7 @@ func TestLookup(t *testing.T) {
 	// A kernel before 6.11 answers ENOTTY: Lookup scans the text and gets the same.
 	old := open(t, os.Getpid())
 	calls := 0
-	old.query = func(int, *ProcmapQuery, []byte) error { calls++; return unix.ENOTTY }
+	old.query = func(int, *uapi.ProcmapQuery, []byte) error { calls++; return unix.ENOTTY }
 	check(old, "text fallback")
 	if !old.noQuery || calls == 0 {
 		t.Errorf("fallback not taken: noQuery=%v calls=%d", old.noQuery, calls)
@@ -337,7 +338,7 @@ func TestLookup(t *testing.T) {
 	if !namesPidErrno(err, os.Getpid(), unix.ENOENT) || !strings.Contains(err.Error(), "scan of /proc/") {
 		t.Errorf("text fallback Lookup of a hole: %v", err)
 	}
-	if err := old.WalkQuery(func(*VMA) bool { return true }); !namesPidErrno(err, os.Getpid(), unix.ENOTTY) {
+	if err := old.WalkQuery(func(*uapi.VMA) bool { return true }); !namesPidErrno(err, os.Getpid(), unix.ENOTTY) {
 		t.Errorf("WalkQuery without the ioctl: %v", err)
 	}
 }
@@ -476,14 +477,14 @@ func TestExitDuringWalk(t *testing.T) {
 			h := startHolder(t, 400) // several 4 KiB read chunks
 			r := open(t, h.pid())
 			if c.noIoc {
-				r.query = func(int, *ProcmapQuery, []byte) error { return unix.ENOTTY }
+				r.query = func(int, *uapi.ProcmapQuery, []byte) error { return unix.ENOTTY }
 			}
 			walk := r.Walk
 			if c.query {
 				walk = r.WalkQuery
 			}
 			seen := 0
-			err := walk(func(*VMA) bool {
+			err := walk(func(*uapi.VMA) bool {
 				if seen++; seen == 1 {
 					if c.reap {
 						h.stop()
@@ -516,7 +517,7 @@ func TestWalksAgreeOnHolder(t *testing.T) {
 	h := startHolder(t, 1000)
 	r := open(t, h.pid())
 	n := 0
-	if err := r.Walk(func(*VMA) bool { n++; return true }); err != nil {
+	if err := r.Walk(func(*uapi.VMA) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	if n < 1000 {
@@ -527,7 +528,7 @@ func TestWalksAgreeOnHolder(t *testing.T) {
 	}
 	// Stopping early stops: one VMA, and no error.
 	n = 0
-	if err := r.Walk(func(*VMA) bool { n++; return false }); err != nil || n != 1 {
+	if err := r.Walk(func(*uapi.VMA) bool { n++; return false }); err != nil || n != 1 {
 		t.Errorf("early stop: %d VMAs, %v", n, err)
 	}
 }
@@ -539,9 +540,9 @@ func TestKernelThread(t *testing.T) {
 		t.Skip("pid 2 is not kthreadd here (a pid namespace?)")
 	}
 	r := open(t, 2)
-	for name, walk := range map[string]func(func(*VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
+	for name, walk := range map[string]func(func(*uapi.VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
 		n := 0
-		if err := walk(func(*VMA) bool { n++; return true }); err != nil || n != 0 {
+		if err := walk(func(*uapi.VMA) bool { n++; return true }); err != nil || n != 0 {
 			t.Errorf("%s: %d VMAs, %v", name, n, err)
 		}
 	}
@@ -559,8 +560,8 @@ func TestZombieAtOpen(t *testing.T) {
 	h := startHolder(t, 0)
 	h.killNoReap(t)
 	r := open(t, h.pid())
-	for name, walk := range map[string]func(func(*VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
-		err := walk(func(*VMA) bool { return true })
+	for name, walk := range map[string]func(func(*uapi.VMA) bool) error{"Walk": r.Walk, "WalkQuery": r.WalkQuery} {
+		err := walk(func(*uapi.VMA) bool { return true })
 		if !errors.Is(err, unix.ESRCH) || !strings.Contains(err.Error(), fmt.Sprintf("process %d exited", h.pid())) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -681,21 +682,21 @@ func TestBuildID(t *testing.T) {
 // lists them): the model's PROCMAP_QUERY must give the same.
 func TestRawQueryErrors(t *testing.T) {
 	r := open(t, os.Getpid())
-	base := ProcmapQuery{Size: SizeofProcmapQuery, QueryFlags: PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
+	base := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA}
 	for _, c := range []struct {
 		name   string
-		modify func(q *ProcmapQuery)
+		modify func(q *uapi.ProcmapQuery)
 		want   error
 	}{
-		{"fine", func(q *ProcmapQuery) {}, nil},
-		{"size > PAGE_SIZE", func(q *ProcmapQuery) { q.Size = uint64(os.Getpagesize()) + 1 }, unix.E2BIG},
-		{"size short of query_addr", func(q *ProcmapQuery) { q.Size = 23 }, unix.EINVAL},
-		{"unknown flag", func(q *ProcmapQuery) { q.QueryFlags |= 0x40 }, unix.EINVAL},
-		{"name size without address", func(q *ProcmapQuery) { q.VMANameSize = 16 }, unix.EINVAL},
-		{"build ID address without size", func(q *ProcmapQuery) { q.BuildIDAddr = 0x1000 }, unix.EINVAL},
-		{"no VMA above", func(q *ProcmapQuery) { q.QueryAddr = 1 << 47 }, unix.ENOENT},
-		{"no covering VMA", func(q *ProcmapQuery) { q.QueryFlags = 0; q.QueryAddr = 0 }, unix.ENOENT},
-		{"file-backed only", func(q *ProcmapQuery) { q.QueryFlags |= PROCMAP_QUERY_FILE_BACKED_VMA }, nil},
+		{"fine", func(q *uapi.ProcmapQuery) {}, nil},
+		{"size > PAGE_SIZE", func(q *uapi.ProcmapQuery) { q.Size = uint64(os.Getpagesize()) + 1 }, unix.E2BIG},
+		{"size short of query_addr", func(q *uapi.ProcmapQuery) { q.Size = 23 }, unix.EINVAL},
+		{"unknown flag", func(q *uapi.ProcmapQuery) { q.QueryFlags |= 0x40 }, unix.EINVAL},
+		{"name size without address", func(q *uapi.ProcmapQuery) { q.VMANameSize = 16 }, unix.EINVAL},
+		{"build ID address without size", func(q *uapi.ProcmapQuery) { q.BuildIDAddr = 0x1000 }, unix.EINVAL},
+		{"no uapi.VMA above", func(q *uapi.ProcmapQuery) { q.QueryAddr = 1 << 47 }, unix.ENOENT},
+		{"no covering uapi.VMA", func(q *uapi.ProcmapQuery) { q.QueryFlags = 0; q.QueryAddr = 0 }, unix.ENOENT},
+		{"file-backed only", func(q *uapi.ProcmapQuery) { q.QueryFlags |= uapi.PROCMAP_QUERY_FILE_BACKED_VMA }, nil},
 	} {
 		q := base
 		c.modify(&q)
@@ -713,7 +714,7 @@ func TestRawQueryErrors(t *testing.T) {
 	}
 	// Asked for file-backed VMAs only, it finds one with an inode.
 	q = base
-	q.QueryFlags |= PROCMAP_QUERY_FILE_BACKED_VMA
+	q.QueryFlags |= uapi.PROCMAP_QUERY_FILE_BACKED_VMA
 	if err := r.RawQuery(&q); err != nil || q.Inode == 0 || q.VMAPageSize != uint64(os.Getpagesize()) {
 		t.Errorf("file-backed query: %v, %+v", err, q)
 	}

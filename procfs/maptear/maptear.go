@@ -15,12 +15,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mmlab/uapi"
 	"sync"
 	"time"
 
 	"mmlab/errno"
 	"mmlab/live/maptear"
-	"mmlab/live/procmaps"
 	"mmlab/mm"
 	"mmlab/procfs"
 )
@@ -129,12 +129,12 @@ func (c *modifier) restore() error {
 	return errno.EINVAL
 }
 
-func protOf(p procmaps.Perm) int {
+func protOf(p uapi.Perm) int {
 	prot := mm.PROT_NONE
-	if p&procmaps.PROCMAP_QUERY_VMA_READABLE != 0 {
+	if p&uapi.PROCMAP_QUERY_VMA_READABLE != 0 {
 		prot |= mm.PROT_READ
 	}
-	if p&procmaps.PROCMAP_QUERY_VMA_WRITABLE != 0 {
+	if p&uapi.PROCMAP_QUERY_VMA_WRITABLE != 0 {
 		prot |= mm.PROT_WRITE
 	}
 	return prot
@@ -146,8 +146,8 @@ type reader struct {
 }
 
 func lineSpan(line []byte) (maptear.Span, error) {
-	var v procmaps.VMA
-	if err := procmaps.ParseLine(line, &v); err != nil {
+	var v uapi.VMA
+	if err := uapi.ParseLine(line, &v); err != nil {
 		return maptear.Span{}, err
 	}
 	return maptear.SpanOf(&v), nil
@@ -180,7 +180,7 @@ func (r *reader) observe() (last, first maptear.Span, err error) {
 
 // query asks PROCMAP_QUERY for the VMA covering addr; found is false on ENOENT.
 func (r *reader) query(addr uint64) (maptear.Span, bool, error) {
-	q := procmaps.ProcmapQuery{Size: procmaps.SizeofProcmapQuery, QueryAddr: addr}
+	q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr}
 	err := r.f.Query(&q, nil, nil)
 	if errors.Is(err, errno.ENOENT) {
 		return maptear.Span{}, false, nil
@@ -188,7 +188,7 @@ func (r *reader) query(addr uint64) (maptear.Span, bool, error) {
 	if err != nil {
 		return maptear.Span{}, false, err
 	}
-	return maptear.Span{Start: q.VMAStart, End: q.VMAEnd, Perm: procmaps.Perm(q.VMAFlags)}, true, nil
+	return maptear.Span{Start: q.VMAStart, End: q.VMAEnd, Perm: uapi.Perm(q.VMAFlags)}, true, nil
 }
 
 // runCase calibrates the case with the modifier stopped (original, modified,

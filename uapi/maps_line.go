@@ -1,4 +1,4 @@
-package procmaps
+package uapi
 
 import (
 	"bytes"
@@ -111,9 +111,7 @@ var spaces = bytes.Repeat([]byte{' '}, nameColumn+1)
 
 // ParseLine fills v from one line of /proc/PID/maps, without its newline.
 // v.Name points into line. It is the inverse of AppendText.
-func ParseLine(line []byte, v *VMA) error { return parseLine(line, v) }
-
-func parseLine(line []byte, v *VMA) error {
+func ParseLine(line []byte, v *VMA) error {
 	p := lineParser{b: line}
 	v.Start = p.hex('-')
 	v.End = p.hex(' ')
@@ -230,11 +228,11 @@ func permBit(c, yes, no byte, bit Perm) Perm {
 	return permBad
 }
 
-// escapeName rewrites a name returned by PROCMAP_QUERY (a raw d_path) as
+// EscapeName rewrites a name returned by PROCMAP_QUERY (a raw d_path) as
 // the maps text prints it: seq_path escapes '\n' as \012. Mirrors
 // fs/seq_file.c:mangle_path() with esc "\n". Special names ([heap],
 // [anon:x]) never contain a newline, so escaping every name is exact.
-func escapeName(dst, name []byte) []byte {
+func EscapeName(dst, name []byte) []byte {
 	for _, c := range name {
 		if c == '\n' {
 			dst = append(dst, '\\', '0', '1', '2')

@@ -1,4 +1,4 @@
-package procmaps
+package uapi
 
 import (
 	"math/rand/v2"
@@ -34,7 +34,7 @@ func TestParseFormatRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		var v VMA
-		if err := parseLine([]byte(c.line), &v); err != nil {
+		if err := ParseLine([]byte(c.line), &v); err != nil {
 			t.Errorf("parse %q: %v", c.line, err)
 			continue
 		}
@@ -62,15 +62,15 @@ func TestParseRejects(t *testing.T) {
 		"10000000000000000-1 r--p 00000000 00:00 0 ",                               // 17 hex digits
 	} {
 		var v VMA
-		if err := parseLine([]byte(line), &v); err == nil {
+		if err := ParseLine([]byte(line), &v); err == nil {
 			t.Errorf("parse %q: no error, got %+v", line, v)
 		}
 	}
 }
 
 func TestEscapeName(t *testing.T) {
-	if got := string(escapeName(nil, []byte("/a\nb\n"))); got != `/a\012b\012` {
-		t.Errorf("escapeName = %q", got)
+	if got := string(EscapeName(nil, []byte("/a\nb\n"))); got != `/a\012b\012` {
+		t.Errorf("EscapeName = %q", got)
 	}
 	if p := Perm(PROCMAP_QUERY_VMA_READABLE | PROCMAP_QUERY_VMA_EXECUTABLE); p.String() != "r-xp" {
 		t.Errorf("Perm.String = %q", p.String())
@@ -82,7 +82,7 @@ func BenchmarkParseLine(b *testing.B) {
 	line := []byte("7f0bdafbc000-7f0bdafbe000 rw-p 00033000 fe:00 325835                     /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
 	var v VMA
 	for b.Loop() {
-		if err := parseLine(line, &v); err != nil {
+		if err := ParseLine(line, &v); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,10 @@
+package main
+
+import (
+	"mmlab/experiment"
+)
+
+// boundExperiments pairs each experiment's definition (experiment/<name>)
+// with its live runner (live/<name>), in seed order. It is the only place
+// that imports both halves.
+var boundExperiments = []experiment.Experiment{}

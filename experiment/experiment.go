@@ -1,0 +1,129 @@
+// Package experiment is what every experiment of mmlab has in common: the
+// definition each experiment package fills in once (name, seed, options and
+// their validation, typed results, table, verdict), the two targets, and the
+// one path from command-line flags to jobs, results, table and JSON that
+// `mmlab run` and `mmlab all` use for every experiment.
+//
+// An experiment lives in experiment/<name>: its Def and its model runner,
+// in pure Go. Its live runner lives in mmlab/live/<name>, which imports the
+// definition; Bind pairs the two. Nothing here or in experiment/<name>
+// imports the live side.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Target is where an experiment runs.
+type Target string
+
+const (
+	Model Target = "model" // the Go model, in this process
+	Live  Target = "live"  // the running kernel (Linux, root)
+)
+
+// VariantKernel is the variant of every live result: the running kernel.
+const VariantKernel = "kernel"
+
+// Row is embedded first in every typed result: where the result was
+// measured. Its JSON keys are the common schema's "target" and "variant".
+type Row struct {
+	Target  Target `json:"target"`
+	Variant string `json:"variant"`
+}
+
+// Where returns r; it makes every result that embeds a Row a Result.
+func (r Row) Where() Row { return r }
+
+// Result is a typed result of any experiment.
+type Result interface{ Where() Row }
+
+// Options is implemented by a pointer to an experiment's options struct,
+// whose JSON encoding is the "params" of its document.
+type Options interface {
+	// Flags registers the options on fs; the struct's current values are
+	// the defaults shown by --help.
+	Flags(fs *flag.FlagSet)
+	// Validate checks every option against what the experiment can do,
+	// once, before anything runs. Its errors name the flag, the value and
+	// what is allowed.
+	Validate() error
+}
+
+// Env is what a runner gets besides its options.
+type Env struct {
+	// Variants are the model variants to run, in order (model runners
+	// only); live runners run VariantKernel.
+	Variants []string
+	// Progress reports a step of a long run; it is never nil.
+	Progress func(format string, args ...any)
+	// Param records a parameter the run chose itself (a calibrated size)
+	// in the document's params; it is never nil.
+	Param func(key string, value any)
+}
+
+// Runner runs an experiment on one target and emits each result when it is
+// complete, so that an interrupted run keeps what finished.
+type Runner[O Options, R Result] func(ctx context.Context, o O, env Env, emit func(R)) error
+
+// Def is one experiment's definition.
+type Def[O Options, R Result] struct {
+	Name     string   // the argument of `mmlab run`
+	Seed     string   // the seed it reproduces: "000", "003" or "004"
+	Summary  string   // one line for `mmlab run --help`
+	Help     string   // what --help prints before the flags
+	Variants []string // the model's variants, in table order
+	// NewOptions returns the options with their defaults.
+	NewOptions func() O
+	// Quick is the arguments of the experiment's step in `mmlab all`.
+	Quick []string
+	// Model runs the experiment on the model.
+	Model Runner[O, R]
+	// Table prints the results in the seed's format.
+	Table func(w io.Writer, o O, rs []R)
+	// Verdict, if set, judges the results in one line ("verdict: ...") and
+	// says whether the run failed its check (exit status 1).
+	Verdict func(o O, rs []R) (line string, failed bool)
+}
+
+// ErrUsage marks an error in the command line (exit status 2).
+var ErrUsage = errors.New("usage")
+
+// Exit statuses of `mmlab run` and `mmlab all`.
+const (
+	ExitOK          = 0   // ran and judged
+	ExitFailed      = 1   // a check failed, or a part the user asked for could not run
+	ExitUsage       = 2   // bad command line
+	ExitInterrupted = 130 // SIGINT or SIGTERM
+)
+
+// Parse errors and helpers shared by the experiments' option checks.
+
+// OneOf checks that --flag's value is one of choices.
+func OneOf(flagName, value string, choices ...string) error {
+	if slices.Contains(choices, value) {
+		return nil
+	}
+	return fmt.Errorf("--%s %q: want one of %s", flagName, value, strings.Join(choices, ", "))
+}
+
+// List splits a comma-separated --flag value and checks each item against
+// choices; an empty value is an error.
+func List(flagName, value string, choices ...string) ([]string, error) {
+	if value == "" {
+		return nil, fmt.Errorf("--%s is empty: want a comma-separated list of %s", flagName, strings.Join(choices, ", "))
+	}
+	items := strings.Split(value, ",")
+	for _, it := range items {
+		if !slices.Contains(choices, it) {
+			return nil, fmt.Errorf("--%s: unknown %q: want a comma-separated list of %s", flagName, it, strings.Join(choices, ", "))
+		}
+	}
+	return items, nil
+}

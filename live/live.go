@@ -1,0 +1,87 @@
+// Package live holds what every live part of mmlab shares: the one
+// ErrNotSupported that each live entry point wraps when it cannot run here
+// (not Linux, not root, a kernel too old or without a feature), and the one
+// way a live experiment starts a helper process: a re-execution of the
+// running binary in a registered role, dispatched explicitly by main (or a
+// test's TestMain) through RunRole.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+)
+
+// notSupported is the type of ErrNotSupported. Its NotSupported method lets
+// the experiment layer (which imports nothing of the live side) tell "cannot
+// run here" from a failure.
+type notSupported struct{}
+
+func (notSupported) Error() string      { return "not supported here" }
+func (notSupported) NotSupported() bool { return true }
+
+// ErrNotSupported is wrapped by every live entry point that cannot run on
+// this machine; the message around it names what is missing.
+var ErrNotSupported error = notSupported{}
+
+// Unsupported returns an error wrapping ErrNotSupported whose message says
+// what is missing ("needs root", "needs Linux 6.11+ for PROCMAP_QUERY").
+func Unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrNotSupported, fmt.Sprintf(format, args...))
+}
+
+// IsRoot reports whether the process runs with effective uid 0.
+func IsRoot() bool { return os.Geteuid() == 0 }
+
+// roleEnv names the role a re-executed mmlab runs.
+const roleEnv = "MMLAB_ROLE"
+
+var roles = map[string]func() int{}
+
+// RegisterRole adds a helper role: main is what a re-executed binary runs
+// in that role, returning its exit status. Live packages register their
+// roles from init; nothing runs until RunRole is called.
+func RegisterRole(name string, main func() int) {
+	if _, dup := roles[name]; dup {
+		panic("live: role registered twice: " + name)
+	}
+	roles[name] = main
+}
+
+// RunRole runs the role this process was started in, if any, and exits with
+// its status; otherwise it returns. main calls it first, and so does the
+// TestMain of every package whose tests start helpers.
+func RunRole() {
+	name := os.Getenv(roleEnv)
+	if name == "" {
+		return
+	}
+	main, ok := roles[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "mmlab: unknown helper role %q\n", name)
+		os.Exit(2)
+	}
+	os.Exit(main())
+}
+
+// ErrUnknownRole is returned by Command for a role nobody registered.
+var ErrUnknownRole = errors.New("unknown helper role")
+
+// Command returns a command that re-executes this binary in role, with env
+// ("KEY=value") added to this process's environment. The caller sets up its
+// files and process attributes and starts it.
+func Command(ctx context.Context, role string, env ...string) (*exec.Cmd, error) {
+	if _, ok := roles[role]; !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownRole, role)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(slices.Clone(os.Environ()), append([]string{roleEnv + "=" + role}, env...)...)
+	return cmd, nil
+}
