@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test command of README.md: every package's tests, then the concurrent
-# packages again under the race detector. Live tests need Linux and root; they
-# skip with their reason elsewhere.
+# The test command of README.md: every package's tests; the model packages
+# again with the invariant checks built in (-tags invariants); then the
+# concurrent packages under the race detector. Live tests need Linux and
+# root; they skip with their reason elsewhere. The report's rendering test
+# needs Chromium and says so when it skips.
 set -euo pipefail
 cd "$(dirname "$0")"
 go test -count=1 ./...
-race_pkgs=$(go list ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... ./experiment/... 2>/dev/null || true)
-if [ -n "$race_pkgs" ]; then
-  go test -count=1 -race $race_pkgs
-fi
+model_pkgs=$(go list ./mm/... ./procfs/... ./uprobes/... ./kernel/... ./replay/...)
+go test -count=1 -tags invariants $model_pkgs
+race_pkgs=$(go list ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... ./experiment/...)
+go test -count=1 -race $race_pkgs

@@ -1,0 +1,177 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A toy experiment: N results per target, each variant's value its index.
+type toyOptions struct {
+	N int `json:"n"`
+}
+
+func (o *toyOptions) Flags(fs *flag.FlagSet) { fs.IntVar(&o.N, "n", o.N, "results per variant") }
+func (o *toyOptions) Validate() error {
+	if o.N < 1 {
+		return fmt.Errorf("--n %d: want at least 1", o.N)
+	}
+	return nil
+}
+
+type toyResult struct {
+	Row
+	Value int `json:"value"`
+}
+
+// notSupported mimics mmlab/live.ErrNotSupported.
+type notSupportedErr struct{}
+
+func (notSupportedErr) Error() string      { return "not supported here: needs root" }
+func (notSupportedErr) NotSupported() bool { return true }
+
+func toyDef(model Runner[*toyOptions, toyResult]) Def[*toyOptions, toyResult] {
+	return Def[*toyOptions, toyResult]{
+		Name: "toy", Seed: "000", Summary: "a toy", Help: "usage: toy\n",
+		Variants:   []string{"before", "after"},
+		NewOptions: func() *toyOptions { return &toyOptions{N: 1} },
+		Model:      model,
+		Table: func(w io.Writer, o *toyOptions, rs []toyResult) {
+			for _, r := range rs {
+				fmt.Fprintf(w, "%s %s %d\n", r.Target, r.Variant, r.Value)
+			}
+		},
+		Verdict: func(o *toyOptions, rs []toyResult) (string, bool) {
+			return fmt.Sprintf("verdict: %d results", len(rs)), len(rs) > 5
+		},
+	}
+}
+
+func emitAll(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+	for _, v := range env.Variants {
+		for i := range o.N {
+			emit(toyResult{Row{Model, v}, i})
+		}
+	}
+	return nil
+}
+
+func run(t *testing.T, e Experiment, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = e.Main(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestMainRunsVariantsAndJudges(t *testing.T) {
+	live := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		emit(toyResult{Row{Live, env.Variants[0]}, 7})
+		return nil
+	}
+	e := Bind(toyDef(emitAll), live)
+	code, out, _ := run(t, e, context.Background(), "--n", "2")
+	want := "model before 0\nmodel before 1\nmodel after 0\nmodel after 1\nlive kernel 7\nverdict: 5 results\n"
+	if code != ExitOK || out != want {
+		t.Errorf("code %d, out\n%s\nwant\n%s", code, out, want)
+	}
+	// One result more and the verdict fails the run.
+	if code, _, _ := run(t, e, context.Background(), "--n", "3", "--variant", "after,before"); code != ExitFailed {
+		t.Errorf("failed verdict: exit %d, want %d", code, ExitFailed)
+	}
+}
+
+func TestMainUsageErrors(t *testing.T) {
+	e := Bind(toyDef(emitAll), nil)
+	for _, args := range [][]string{
+		{"--target", "mars"}, {"--variant", "bogus"}, {"--n", "0"}, {"--bogus"}, {"extra"}, {"--target", "live"},
+	} {
+		code, out, errs := run(t, e, context.Background(), args...)
+		if code != ExitUsage || out != "" || errs == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, a message and no output", args, code, out, errs)
+		}
+	}
+	for _, args := range [][]string{{"--target", "mars"}, {"--n", "0"}} {
+		_, _, errs := run(t, e, context.Background(), args...)
+		if !strings.Contains(errs, args[0]) || !strings.Contains(errs, args[1]) {
+			t.Errorf("%v: message %q does not name the flag and the value", args, errs)
+		}
+	}
+	if code, _, _ := run(t, e, context.Background(), "--help"); code != ExitOK {
+		t.Errorf("--help exits %d", code)
+	}
+}
+
+func TestMainLiveNotSupported(t *testing.T) {
+	live := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		return fmt.Errorf("forkstall: %w", notSupportedErr{})
+	}
+	e := Bind(toyDef(emitAll), live)
+	code, out, errs := run(t, e, context.Background(), "--json")
+	if code != ExitOK || !strings.Contains(errs, "live part skipped") {
+		t.Errorf("both targets: exit %d, stderr %q; want 0 and the skip named", code, errs)
+	}
+	var doc struct {
+		SchemaVersion int               `json:"schema_version"`
+		Skipped       []string          `json:"skipped"`
+		Params        map[string]any    `json:"params"`
+		Results       []json.RawMessage `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.SchemaVersion != 2 || len(doc.Skipped) != 1 || doc.Params["n"] != 1.0 || len(doc.Results) != 2 {
+		t.Errorf("document %+v", doc)
+	}
+	// Asked for explicitly, the live part that cannot run fails the run.
+	if code, _, _ := run(t, e, context.Background(), "--target", "live"); code != ExitFailed {
+		t.Errorf("--target live not supported: exit %d, want 1", code)
+	}
+}
+
+func TestMainInterruptedKeepsFinished(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	model := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		emit(toyResult{Row{Model, env.Variants[0]}, 1})
+		cancel()
+		return ctx.Err()
+	}
+	dir := t.TempDir()
+	e := Bind(toyDef(model), func(context.Context, *toyOptions, Env, func(toyResult)) error {
+		t.Error("the live part ran after the interrupt")
+		return nil
+	})
+	code, out, errs := run(t, e, ctx, "--out", dir)
+	if code != ExitInterrupted || out != "model before 1\n" || !strings.Contains(errs, "interrupted") {
+		t.Errorf("exit %d, out %q, err %q", code, out, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "toy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"interrupted": true`)) || !bytes.Contains(b, []byte(`"value": 1`)) {
+		t.Errorf("saved document lacks the interrupt or the finished result:\n%s", b)
+	}
+}
+
+func TestListAndOneOf(t *testing.T) {
+	if _, err := List("cases", "a,c", "a", "b"); err == nil || !strings.Contains(err.Error(), `"c"`) {
+		t.Errorf("List unknown item: %v", err)
+	}
+	if got, err := List("cases", "b,a", "a", "b"); err != nil || strings.Join(got, ",") != "b,a" {
+		t.Errorf("List = %v, %v", got, err)
+	}
+	if _, err := List("cases", "", "a"); err == nil {
+		t.Error("List accepts an empty value")
+	}
+	if err := OneOf("target", "x", "model"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Error("OneOf accepts x")
+	}
+}
