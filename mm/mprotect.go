@@ -64,8 +64,13 @@ func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 
 // mprotectFixup mirrors mm/mprotect.c:mprotect_fixup(): VM_ACCOUNT is added
 // when a private mapping becomes writable, and dropped when an anonymous one
-// that never had a page becomes read-only. Returns the VMA covering [start,
-// end) afterwards.
+// that never had a page becomes read-only; change_protection() write-protects
+// the present PTEs of a VMA that loses write, under the mmap write lock.
+// Model choice: a VMA that gains write keeps its PTEs read-only until the
+// next write fault upgrades them (the kernel may upgrade exclusive anonymous
+// PTEs at once, MM_CP_TRY_CHANGE_WRITABLE); no one can tell the difference
+// but the timing of that fault. Returns the VMA covering [start, end)
+// afterwards.
 func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) *VMA {
 	old := vma.Flags
 	if newFlags == old {
@@ -84,5 +89,8 @@ func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) 
 	v := m.vmaModify(g)
 	m.vmaStartWrite(v)
 	v.Flags = newFlags
+	if old&VM_WRITE != 0 && newFlags&VM_WRITE == 0 {
+		m.PT.WriteProtect(v.Start, v.End) // change_protection()
+	}
 	return v
 }

@@ -417,6 +417,34 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	t.freeTables(start, end)
 }
 
+// WriteProtect clears the write bit of every present PTE in [start,end)
+// and returns how many it changed. Mirrors mm/mprotect.c:change_pte_range()
+// for a protection without write: PTE by PTE under the table's ptl (the
+// kernel's ptep_modify_prot_start/commit pair per entry).
+func (t *Table) WriteProtect(start, end uint64) int {
+	changed := 0
+	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
+		pt.ptl.Lock()
+		if pt.present > 0 {
+			pt.writeBegin()
+			for a := s; a < e; a += PageSize {
+				i := pteIndex(a)
+				if pt.page[i].Load() == nil {
+					continue
+				}
+				if f := pt.flagsOf(i); f&flagWrite != 0 {
+					pt.setFlags(i, f&^flagWrite)
+					changed++
+				}
+			}
+			pt.writeEnd()
+		}
+		pt.ptl.Unlock()
+		return true
+	})
+	return changed
+}
+
 // wordMask returns the bits of flag word w that belong to slots [from,to).
 func wordMask(w, from, to uint64) uint64 {
 	lo, hi := max(from, w*64)-w*64, min(to, w*64+64)-w*64

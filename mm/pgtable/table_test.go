@@ -582,3 +582,21 @@ func TestSetRetriesOnFreedTable(t *testing.T) {
 		t.Fatal("the PTE went into the freed table")
 	}
 }
+
+func TestWriteProtect(t *testing.T) {
+	var tb Table
+	const base = 0x7f0000000000
+	tb.PopulateAnon(base, base+3*PageSize, 0, true)
+	tb.PopulateAnon(base+5*PageSize, base+6*PageSize, 5, false)
+	if n := tb.WriteProtect(base+PageSize, base+6*PageSize); n != 2 {
+		t.Errorf("WriteProtect changed %d PTEs, want 2 (the read-only and the absent ones are left)", n)
+	}
+	for i, want := range []bool{true, false, false} {
+		if p, _ := tb.Lookup(base + uint64(i)*PageSize); !p.Present() || p.Write != want {
+			t.Errorf("page %d: present %v write %v, want present and write %v", i, p.Present(), p.Write, want)
+		}
+	}
+	if tb.WriteProtect(base, base+6*PageSize) != 1 || tb.Resident() != 4 {
+		t.Errorf("second WriteProtect: the first page alone changes, nothing is unmapped")
+	}
+}
