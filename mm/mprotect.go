@@ -64,12 +64,8 @@ func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 
 // mprotectFixup mirrors mm/mprotect.c:mprotect_fixup(): VM_ACCOUNT is added
 // when a private mapping becomes writable, and dropped when an anonymous one
-// that never had a page becomes read-only; change_protection() write-protects
-// the present PTEs of a VMA that loses write, under the mmap write lock.
-// Model choice: a VMA that gains write keeps its PTEs read-only until the
-// next write fault upgrades them (the kernel may upgrade exclusive anonymous
-// PTEs at once, MM_CP_TRY_CHANGE_WRITABLE); no one can tell the difference
-// but the timing of that fault. Returns the VMA covering [start, end)
+// that never had a page becomes read-only; then change_protection() walks
+// the PTEs, under the mmap write lock. Returns the VMA covering [start, end)
 // afterwards.
 func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) *VMA {
 	old := vma.Flags
@@ -89,8 +85,25 @@ func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) 
 	v := m.vmaModify(g)
 	m.vmaStartWrite(v)
 	v.Flags = newFlags
-	if old&VM_WRITE != 0 && newFlags&VM_WRITE == 0 {
-		m.PT.WriteProtect(v.Start, v.End) // change_protection()
-	}
+	m.changeProtection(v, old)
 	return v
+}
+
+// changeProtection mirrors mm/mprotect.c:change_protection() for the PTE
+// write bit after v's flags changed from old: a VMA that loses write has its
+// present PTEs write-protected; a private one that gains write has the PTEs
+// of its exclusive anonymous pages made writable at once
+// (vma_wants_manual_pte_write_upgrade, can_change_private_pte_writable), a
+// shared one keeps them for the write fault (anonymous shared memory wants
+// no writenotify). Model choice: PageAnonExclusive is "anonymous and
+// mapped once"; the model has no soft-dirty or userfaultfd tracking.
+func (m *MM) changeProtection(v *VMA, old VMFlags) {
+	switch {
+	case old&VM_WRITE != 0 && v.Flags&VM_WRITE == 0:
+		m.PT.ChangeProtection(v.Start, v.End, false, nil)
+	case old&VM_WRITE == 0 && v.Flags&VM_WRITE != 0 && v.Flags&VM_SHARED == 0:
+		m.PT.ChangeProtection(v.Start, v.End, true, func(p pgtable.PTE) bool {
+			return p.Page.IsAnon() && !IsZeroPage(p.Page) && p.Page.MapCount() == 1 // vm_normal_page() is NULL for the zero page
+		})
+	}
 }

@@ -417,11 +417,14 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	t.freeTables(start, end)
 }
 
-// WriteProtect clears the write bit of every present PTE in [start,end)
-// and returns how many it changed. Mirrors mm/mprotect.c:change_pte_range()
-// for a protection without write: PTE by PTE under the table's ptl (the
-// kernel's ptep_modify_prot_start/commit pair per entry).
-func (t *Table) WriteProtect(start, end uint64) int {
+// ChangeProtection sets the write bit of every present PTE in [start,end):
+// cleared when write is false; when write is true, set where upgrade
+// approves the PTE, left as it is elsewhere. It returns how many PTEs it
+// changed. Mirrors mm/mprotect.c:change_pte_range(): PTE by PTE under the
+// table's ptl (the kernel's ptep_modify_prot_start/commit pair per entry),
+// upgrade standing for the MM_CP_TRY_CHANGE_WRITABLE check
+// can_change_pte_writable(). fn must not call methods of t.
+func (t *Table) ChangeProtection(start, end uint64, write bool, upgrade func(PTE) bool) int {
 	changed := 0
 	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
 		pt.ptl.Lock()
@@ -429,11 +432,17 @@ func (t *Table) WriteProtect(start, end uint64) int {
 			pt.writeBegin()
 			for a := s; a < e; a += PageSize {
 				i := pteIndex(a)
-				if pt.page[i].Load() == nil {
+				p := pt.page[i].Load()
+				if p == nil {
 					continue
 				}
-				if f := pt.flagsOf(i); f&flagWrite != 0 {
-					pt.setFlags(i, f&^flagWrite)
+				f := pt.flagsOf(i)
+				nf := f &^ flagWrite
+				if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
+					nf |= flagWrite
+				}
+				if nf != f {
+					pt.setFlags(i, nf)
 					changed++
 				}
 			}

@@ -583,20 +583,29 @@ func TestSetRetriesOnFreedTable(t *testing.T) {
 	}
 }
 
-func TestWriteProtect(t *testing.T) {
+func TestChangeProtection(t *testing.T) {
 	var tb Table
 	const base = 0x7f0000000000
 	tb.PopulateAnon(base, base+3*PageSize, 0, true)
 	tb.PopulateAnon(base+5*PageSize, base+6*PageSize, 5, false)
-	if n := tb.WriteProtect(base+PageSize, base+6*PageSize); n != 2 {
-		t.Errorf("WriteProtect changed %d PTEs, want 2 (the read-only and the absent ones are left)", n)
+	if n := tb.ChangeProtection(base+PageSize, base+6*PageSize, false, nil); n != 2 {
+		t.Errorf("write-protect changed %d PTEs, want 2 (the read-only and the absent ones are left)", n)
 	}
 	for i, want := range []bool{true, false, false} {
 		if p, _ := tb.Lookup(base + uint64(i)*PageSize); !p.Present() || p.Write != want {
 			t.Errorf("page %d: present %v write %v, want present and write %v", i, p.Present(), p.Write, want)
 		}
 	}
-	if tb.WriteProtect(base, base+6*PageSize) != 1 || tb.Resident() != 4 {
-		t.Errorf("second WriteProtect: the first page alone changes, nothing is unmapped")
+	// Upgrading asks upgrade about each read-only PTE only.
+	asked := 0
+	n := tb.ChangeProtection(base, base+6*PageSize, true, func(p PTE) bool { asked++; return p.Page.Index() == 1 })
+	if n != 1 || asked != 3 {
+		t.Errorf("upgrade changed %d PTEs after %d questions, want 1 after 3", n, asked)
+	}
+	if p, _ := tb.Lookup(base + PageSize); !p.Write {
+		t.Error("the approved PTE is not writable")
+	}
+	if tb.Resident() != 4 {
+		t.Errorf("resident %d after changing protection, want 4", tb.Resident())
 	}
 }
