@@ -175,3 +175,21 @@ func TestListAndOneOf(t *testing.T) {
 		t.Error("OneOf accepts x")
 	}
 }
+
+func TestBytes(t *testing.T) {
+	for in, want := range map[string]Bytes{"4096": 4096, "128M": 128 << 20, "1G": 1 << 30, "3K": 3072, "0": 0} {
+		var b Bytes
+		if err := b.Set(in); err != nil || b != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+		if back := want.String(); back != in && !(in == "4096" && back == "4K") {
+			t.Errorf("%d.String() = %q, want %q", want, back, in)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1T", "1.5G", "G", "99999999999G"} {
+		var b Bytes
+		if err := b.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted: %d", bad, b)
+		}
+	}
+}
