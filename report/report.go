@@ -12,6 +12,7 @@
 package report
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"math"
@@ -36,6 +37,12 @@ type Machine struct {
 	CPUs     int    `json:"cpus"`
 	MemBytes int64  `json:"mem_bytes"`
 	Go       string `json:"go"`
+	Hostname string `json:"hostname,omitempty"`
+	// HZ and Preempt are the kernel's CONFIG_HZ and preemption model
+	// ("none", "voluntary", "full", "lazy"), from /proc/config.gz and the
+	// preempt= boot parameter; 0 and "" when they cannot be read.
+	HZ      int    `json:"hz,omitempty"`
+	Preempt string `json:"preempt,omitempty"`
 }
 
 // SchemaVersion is the version of the common schema that Document writes.
@@ -117,6 +124,8 @@ func (d *MapDocument) WriteJSON(w io.Writer) error {
 // machine running mmlab. Fields it cannot read stay empty.
 func ThisMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Kernel: runtime.GOOS}
+	m.Hostname, _ = os.Hostname()
+	m.HZ, m.Preempt = kernelConfig()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
 	}
@@ -168,4 +177,46 @@ func Max(xs []float64) float64 {
 		return math.NaN()
 	}
 	return slices.Max(xs)
+}
+
+// kernelConfig reads CONFIG_HZ and the preemption model of the running
+// kernel: the CONFIG_PREEMPT_* choice of /proc/config.gz, overridden by a
+// preempt= boot parameter (CONFIG_PREEMPT_DYNAMIC).
+func kernelConfig() (hz int, preempt string) {
+	f, err := os.Open("/proc/config.gz")
+	if err != nil {
+		return 0, ""
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return 0, ""
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, 8<<20))
+	if err != nil {
+		return 0, ""
+	}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "CONFIG_HZ="):
+			hz, _ = strconv.Atoi(strings.TrimPrefix(line, "CONFIG_HZ="))
+		case line == "CONFIG_PREEMPT_NONE=y":
+			preempt = "none"
+		case line == "CONFIG_PREEMPT_VOLUNTARY=y":
+			preempt = "voluntary"
+		case line == "CONFIG_PREEMPT=y":
+			preempt = "full"
+		case line == "CONFIG_PREEMPT_LAZY=y":
+			preempt = "lazy"
+		}
+	}
+	if cmd, err := os.ReadFile("/proc/cmdline"); err == nil {
+		for _, f := range strings.Fields(string(cmd)) {
+			if v, ok := strings.CutPrefix(f, "preempt="); ok {
+				preempt = v
+			}
+		}
+	}
+	return hz, preempt
 }
