@@ -30,7 +30,10 @@ type Seed struct {
 	Summary string // one line: the change
 	Source  string // where the published figures come from
 	Verdict string // the line a user acts on
-	Parts   []Part // one per experiment, in order
+	// Headline is the seed's figure in a few words, for the comparison of
+	// hosts ("fork 174 ms during attach, 1.3 ms quiet").
+	Headline string
+	Parts    []Part // one per experiment, in order
 }
 
 // Part is what one experiment shows in its seed's section.

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/experiment/seeds"
+	"mmlab/report"
+)
+
+func init() {
+	register(&command{
+		name:    "all",
+		summary: "the main job: every seed's experiments, model and live, with a verdict per seed and a report",
+		run:     runAll,
+	})
+}
+
+const allUsage = `usage: mmlab all [--quick|--full] [--target model|live|both] [--out DIR] [--quiet]
+
+Runs, seed by seed, the experiments that reproduce each patch series on the
+model (before and after the change) and on this machine's kernel, prints
+each seed's table (published figures, model, live) and a verdict, and saves
+one JSON document per experiment and the report (index.html) under DIR.
+--quick (the default) finishes in a few minutes on a 2-CPU machine; --full
+uses the seeds' own settings and says how long it will take first.
+
+`
+
+func runAll(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	full := fs.Bool("full", false, "the seeds' own settings (long)")
+	fs.Bool("quick", true, "the quick setting (the default)")
+	target := fs.String("target", "both", "model, live or both")
+	out := fs.String("out", "", "results directory (default mmlab-results-TIME in the current directory)")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), allUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return experiment.ExitOK
+		}
+		return experiment.ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "mmlab all: unexpected argument %q\n", fs.Arg(0))
+		return experiment.ExitUsage
+	}
+	if err := experiment.OneOf("target", *target, "model", "live", "both"); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
+		return experiment.ExitUsage
+	}
+	dir := *out
+	if dir == "" {
+		dir = "mmlab-results-" + time.Now().Format("20060102-150405")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab all: --out %s: %v\n", dir, err)
+		return experiment.ExitFailed
+	}
+	all := seeds.All()
+	plan := seeds.Plan(all, *full)
+	var total time.Duration
+	for _, st := range plan {
+		total += st.Est
+	}
+	if *full {
+		fmt.Printf("mmlab all --full: %d experiments, about %s\n", len(plan), total.Round(time.Minute))
+	}
+	prog := newProgress(os.Stderr, *quiet, total)
+	status := experiment.ExitOK
+	interrupted := false
+	var page report.Page
+	for _, s := range all {
+		for _, st := range plan {
+			if st.Seed != s || interrupted {
+				continue
+			}
+			e := findExperiment(st.Experiment)
+			if e == nil {
+				fmt.Fprintf(os.Stderr, "mmlab all: seed %s names an unknown experiment %q\n", s.ID, st.Experiment)
+				status = experiment.ExitFailed
+				continue
+			}
+			log, err := os.Create(filepath.Join(dir, st.Experiment+".txt"))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
+				return experiment.ExitFailed
+			}
+			prog.begin(s.ID, st)
+			args := append(append([]string{}, st.Args...), "--target", *target, "--out", dir)
+			fmt.Fprintf(log, "$ mmlab run %s %s\n", st.Experiment, strings.Join(args, " "))
+			code := e.Main(ctx, args, log, prog)
+			log.Close()
+			prog.end()
+			switch {
+			case code == experiment.ExitInterrupted || ctx.Err() != nil:
+				interrupted = true
+			case code != experiment.ExitOK:
+				fmt.Fprintf(os.Stderr, "mmlab all: %s exited %d (its output: %s)\n", st.Experiment, code, filepath.Join(dir, st.Experiment+".txt"))
+				status = experiment.ExitFailed
+			}
+		}
+		docs, err := seeds.ReadDocs(dir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
+			return experiment.ExitFailed
+		}
+		sec := s.Section(docs)
+		seeds.WriteText(os.Stdout, s, sec)
+		page.Seeds = append(page.Seeds, sec)
+	}
+	page.Title = "mmlab: the three seeds on " + report.ThisMachine().Kernel
+	page.Generated = time.Now().Format(time.RFC3339)
+	page.Command = "mmlab " + strings.Join(append([]string{"all"}, args...), " ")
+	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine()}}
+	page.Interrupted = interrupted
+	if err := writeReport(filepath.Join(dir, "index.html"), &page); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
+		return experiment.ExitFailed
+	}
+	fmt.Printf("\nresults: %s (one JSON document per experiment, their tables as .txt, the report index.html)\n", dir)
+	if interrupted {
+		fmt.Fprintln(os.Stderr, "mmlab all: interrupted; the results and the report hold what finished")
+		return experiment.ExitInterrupted
+	}
+	return status
+}
+
+func findExperiment(name string) experiment.Experiment {
+	for _, e := range boundExperiments {
+		if e.Name() == name {
+			return e
+		}
+	}
+	return nil
+}
+
+func writeReport(path string, p *report.Page) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteHTML(f, p); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progress shows where `mmlab all` is. On a terminal it keeps one status
+// line (seed, experiment, the experiment's last progress message, elapsed
+// and estimated time left); elsewhere it prints plain lines. Lines of the
+// experiments that are not progress (errors, skipped parts) are printed in
+// full either way.
+type progress struct {
+	w        io.Writer
+	quiet    bool
+	terminal bool
+	start    time.Time
+	left     time.Duration // estimated time of the steps not yet begun
+	seed     string
+	step     seeds.PlannedStep
+	stepAt   time.Time
+	partial  []byte
+}
+
+func newProgress(w *os.File, quiet bool, total time.Duration) *progress {
+	fi, err := w.Stat()
+	return &progress{w: w, quiet: quiet, terminal: err == nil && fi.Mode()&os.ModeCharDevice != 0, start: time.Now(), left: total}
+}
+
+func (p *progress) begin(seed string, st seeds.PlannedStep) {
+	p.seed, p.step, p.stepAt = seed, st, time.Now()
+	p.left -= st.Est
+	p.status("started")
+}
+
+func (p *progress) end() {
+	if p.terminal && !p.quiet {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func (p *progress) status(msg string) {
+	if p.quiet {
+		return
+	}
+	left := p.left + max(0, p.step.Est-time.Since(p.stepAt))
+	line := fmt.Sprintf("[seed %s · %s · %s elapsed · ~%s left] %s", p.seed, p.step.Experiment,
+		time.Since(p.start).Round(time.Second), left.Round(time.Second), msg)
+	if p.terminal {
+		if len(line) > 160 {
+			line = line[:160]
+		}
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// Write takes the experiments' stderr: progress lines ("NAME TARGET: ...")
+// become the status, anything else is printed whole.
+func (p *progress) Write(b []byte) (int, error) {
+	p.partial = append(p.partial, b...)
+	for {
+		i := strings.IndexByte(string(p.partial), '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(p.partial[:i])
+		p.partial = p.partial[i+1:]
+		if strings.HasPrefix(line, p.step.Experiment+" ") {
+			p.status(strings.TrimPrefix(line, p.step.Experiment+" "))
+			continue
+		}
+		p.end()
+		fmt.Fprintln(p.w, line)
+	}
+}
