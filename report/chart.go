@@ -46,9 +46,9 @@ type chartView struct {
 	Series         []seriesView
 	Refs           []refView
 	Notes          []string
-	Points         int // points drawn
-	Skipped        int // points not drawn (not finite, not on the axis)
-	Empty          int // series without a point drawn
+	Points         int  // points drawn
+	Skipped        int  // points not drawn (not finite, not on the axis)
+	Empty          int  // series without a point drawn
 	NoData         bool // nothing drawn: "no data" at (NoDataX, NoDataY)
 	NoDataX        string
 	NoDataY        string

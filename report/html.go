@@ -50,7 +50,7 @@ type tableView struct {
 }
 
 type cellView struct {
-	Text string
+	Text  string
 	Num   bool // starts with a number: set right-aligned in tabular figures
 	Short bool // a few words, kept on one line (the table scrolls instead)
 }
