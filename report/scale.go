@@ -43,6 +43,9 @@ func (s *scale) pos(v float64) float64 {
 
 // label is the tick label of v.
 func (s *scale) label(v float64) string {
+	if v == 0 {
+		return "0"
+	}
 	if s.Log {
 		return siNumber(v)
 	}
@@ -67,15 +70,15 @@ func linearScale(lo, hi float64, n int, zero bool) scale {
 		}
 	}
 	step := niceNum((hi-lo)/float64(max(n-1, 1)), true)
-	s := scale{Lo: math.Floor(lo/step) * step, Hi: math.Ceil(hi/step) * step, step: step, div: 1}
+	s := scale{Lo: roundTo(math.Floor(lo/step)*step, step), Hi: roundTo(math.Ceil(hi/step)*step, step), step: step, div: 1}
 	for k := math.Round(s.Lo / step); k*step <= s.Hi+step/2; k++ {
 		s.Ticks = append(s.Ticks, roundTo(k*step, step))
 	}
 	top := max(math.Abs(s.Lo), math.Abs(s.Hi))
 	switch {
-	case top >= 1e10:
+	case top >= 1e9:
 		s.div, s.suffix = 1e9, "G"
-	case top >= 1e7:
+	case top >= 1e6:
 		s.div, s.suffix = 1e6, "M"
 	case top >= 1e4:
 		s.div, s.suffix = 1e3, "k"
