@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 
 	"mmlab/live"
@@ -72,4 +71,3 @@ func main() {
 	stop()
 	os.Exit(code)
 }
-
