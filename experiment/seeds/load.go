@@ -1,0 +1,113 @@
+package seeds
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"mmlab/report"
+)
+
+// Set is the saved results of one host.
+type Set struct {
+	Host report.Host
+	Docs Docs
+	// Interrupted is set when one of its documents says its run was.
+	Interrupted bool
+}
+
+// Load reads results from directories and JSON files and groups them by
+// host (hostname and kernel), in the order first seen.
+func Load(paths []string) ([]*Set, error) {
+	var sets []*Set
+	add := func(name string, b []byte) error {
+		var head struct {
+			Experiment  string         `json:"experiment"`
+			Machine     report.Machine `json:"machine"`
+			Interrupted bool           `json:"interrupted"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil || head.Experiment == "" {
+			return fmt.Errorf("%s: not a result document of mmlab", name)
+		}
+		i := slices.IndexFunc(sets, func(s *Set) bool {
+			return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
+		})
+		if i < 0 {
+			label := head.Machine.Hostname
+			if label == "" {
+				label = name
+			}
+			sets = append(sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
+			i = len(sets) - 1
+		}
+		if _, dup := sets[i].Docs[head.Experiment]; dup {
+			return fmt.Errorf("%s: a second %s document of host %s", name, head.Experiment, sets[i].Host.Name)
+		}
+		sets[i].Docs[head.Experiment] = b
+		sets[i].Interrupted = sets[i].Interrupted || head.Interrupted
+		return nil
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		files := []string{p}
+		if fi.IsDir() {
+			if files, err = filepath.Glob(filepath.Join(p, "*.json")); err != nil {
+				return nil, err
+			}
+			if len(files) == 0 {
+				return nil, fmt.Errorf("%s: no result documents (*.json)", p)
+			}
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			if err := add(f, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sets, nil
+}
+
+// Page builds the report of sets: the seed sections of the first host and,
+// with several hosts, the comparison of every host's verdicts and headlines.
+func Page(all []*Seed, sets []*Set) *report.Page {
+	p := &report.Page{Title: "mmlab report"}
+	if len(sets) == 0 {
+		return p
+	}
+	cmp := &report.Table{Title: "hosts compared", Columns: []string{"host", "kernel", "CPUs"}}
+	for _, s := range all {
+		cmp.Columns = append(cmp.Columns, "seed "+s.ID)
+	}
+	for i, set := range sets {
+		p.Hosts = append(p.Hosts, set.Host)
+		p.Interrupted = p.Interrupted || set.Interrupted
+		row := []string{set.Host.Name, set.Host.Machine.Kernel, fmt.Sprint(set.Host.Machine.CPUs)}
+		for _, s := range all {
+			sec := s.Section(set.Docs)
+			if i == 0 {
+				p.Seeds = append(p.Seeds, sec)
+			}
+			cell := sec.Verdict
+			if sec.Headline != "" {
+				cell = sec.Headline
+			}
+			row = append(row, cell)
+		}
+		cmp.Rows = append(cmp.Rows, row)
+	}
+	p.Title = "mmlab: the three seeds on " + sets[0].Host.Machine.Kernel
+	if len(sets) > 1 {
+		p.Title = fmt.Sprintf("mmlab: %d hosts compared", len(sets))
+		p.Comparison = cmp
+	}
+	return p
+}

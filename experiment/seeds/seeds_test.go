@@ -1,0 +1,81 @@
+package seeds
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mmlab/experiment"
+	"mmlab/experiment/mapslock"
+	"mmlab/report"
+)
+
+func TestPublished(t *testing.T) {
+	for _, s := range All() {
+		p := s.Published
+		if p.Title == "" || p.Source == "" || p.Setting == "" || p.Summary == "" {
+			t.Errorf("seed %s: published data incomplete: %+v", s.ID, p)
+		}
+	}
+	all := All()
+	if len(all[0].Published.Forkstall) != 8 || all[1].Published.Mapscan == nil || len(all[2].Published.Trigger) != 14 {
+		t.Error("published figures missing")
+	}
+	if f := all[0].Published.Forkstall[0]; f.Case != "busy-maps" || f.ForkBeforeMs != 201 || f.AttachAfterMs != 232 {
+		t.Errorf("first row of seed 000: %+v", f)
+	}
+}
+
+// saveLock writes a mapslock document of host with the given share of
+// runs in which a query of the unrelated VMA returned during the hold.
+func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
+	doc := report.NewDocument[mapslock.Result]("mapslock", map[string]any{"runs": 4.0, "size_bytes": float64(1 << 30)})
+	doc.Machine = report.Machine{Hostname: host, Kernel: kernel, CPUs: 4}
+	for _, c := range []struct {
+		name  string
+		first float64
+	}{{mapslock.CaseOther, other}, {mapslock.CaseSame, same}} {
+		doc.Results = append(doc.Results, mapslock.Result{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel},
+			Case: c.name, HoldMs: 20, QueryMs: 0.001, First: c.first, Probed: 4, HoldMsRuns: make([]float64, 4)})
+	}
+	if err := experiment.Save(dir, doc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReportComparesHosts(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	saveLock(t, a, "node-a", "linux 6.18.44", 1, 0)
+	saveLock(t, b, "node-b", "linux 6.12.1", 0, 0)
+	sets, err := Load([]string{a, filepath.Join(b, "mapslock.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Page(All(), sets)
+	if p.Comparison == nil || len(p.Comparison.Rows) != 2 || len(p.Hosts) != 2 {
+		t.Fatalf("comparison %+v, hosts %d", p.Comparison, len(p.Hosts))
+	}
+	rowA, rowB := p.Comparison.Rows[0], p.Comparison.Rows[1]
+	col := 3 + 1 // host, kernel, CPUs, then seeds 000, 003, 004
+	if rowA[0] != "node-a" || rowA[1] != "linux 6.18.44" || !strings.Contains(rowA[col], "does not wait for mmap_lock") {
+		t.Errorf("row of node-a: %q", rowA)
+	}
+	if rowB[0] != "node-b" || !strings.Contains(rowB[col], "waits for mmap_lock") || strings.Contains(rowB[col], "does not") {
+		t.Errorf("row of node-b: %q", rowB)
+	}
+	// One host: no comparison.
+	if p := Page(All(), sets[:1]); p.Comparison != nil || len(p.Seeds) != 3 {
+		t.Errorf("one host: comparison %v, %d seeds", p.Comparison, len(p.Seeds))
+	}
+	// The same experiment twice for one host is an error, and so is a
+	// file that is not a result.
+	if _, err := Load([]string{a, a}); err == nil {
+		t.Error("a host's document given twice was accepted")
+	}
+	junk := filepath.Join(t.TempDir(), "x.json")
+	os.WriteFile(junk, []byte(`{"a":1}`), 0o644)
+	if _, err := Load([]string{junk}); err == nil {
+		t.Error("a JSON file that is no result was accepted")
+	}
+}
