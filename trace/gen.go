@@ -24,15 +24,16 @@ type GenOptions struct {
 type Family struct {
 	Name, Doc string
 
-	opsLo, opsHi            int    // ops, drawn from [opsLo, opsHi]
-	files, pages, maxDepth  int    // GenOptions defaults
-	minDepth                int    // forks are forced until the nesting reached this
-	unit                    uint64 // bytes of one page of the window
-	weights                 [10]int
-	noreplace, populate     int  // percent of mmaps
-	crossRemap, nearTop     bool // mremap onto and across mappings; arena at TASK_SIZE
-	tinyArena, edgeFiles    bool // the arena is the window; odd file sizes and offsets near 2^63
-	noreplaceTiny, anyFiles bool
+	opsLo, opsHi           int     // ops, drawn from [opsLo, opsHi]
+	files, pages, maxDepth int     // GenOptions defaults
+	minDepth               int     // forks are forced until the nesting reaches this
+	unit                   uint64  // bytes of one page of the window
+	weights                [10]int // of the ops, in the order of op()
+	noreplace, populate    int     // percent of mmaps
+	crossRemap             bool    // mremap onto and across mappings
+	nearTop                bool    // the arena is the window, ending at TASK_SIZE or 2^47
+	tinyArena              bool    // the arena is the window, 2 to 8 pages
+	edgeFiles              bool    // odd file sizes, offsets near 2^63
 }
 
 // The op weights, in the order of op(): mmap, munmap, mprotect, mremap,
