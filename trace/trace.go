@@ -142,7 +142,8 @@ type Zone struct {
 // ProcessZones are the ranges where Linux on x86-64 (4-level page tables,
 // the default top-down layout, ASLR's largest randomization, vm.mmap_rnd_bits
 // 32) places the mappings every process holds of its own, the live runner's
-// helper among them: no arena may overlap them, so that a trace one target
+// helper among them (which undoes a personality or a stack rlimit that would
+// change that layout): no arena may overlap them, so that a trace one target
 // refuses the other refuses too, before anything runs.
 var ProcessZones = []Zone{
 	// fs/binfmt_elf.c: a PIE loads at ELF_ET_DYN_BASE (0x555555554000) plus

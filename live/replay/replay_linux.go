@@ -288,7 +288,7 @@ func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
 		}
 	}
 	return fmt.Errorf("in %d processes in a row, the arena held the helper's own %s"+
-		" (is ASLR off? see /proc/sys/kernel/randomize_va_space)", busyRuns, busy)
+		" (is /proc/sys/kernel/randomize_va_space 0 or /proc/sys/vm/legacy_va_layout 1?)", busyRuns, busy)
 }
 
 // busyRuns is how many fresh helper processes Run tries when each finds a

@@ -12,7 +12,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"mmlab/trace"
 )
@@ -373,4 +376,26 @@ func BenchmarkRunMaps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// With an unlimited stack rlimit, mmap_base() would put the helper's
+// libraries 5/6 of the address space below TASK_SIZE, in this arena, every
+// time; the helper lowers the rlimit and runs again, so the trace runs.
+func TestHelperUnlimitedStack(t *testing.T) {
+	tmp := isolate(t)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &old); err != nil {
+		t.Fatal(err)
+	}
+	unlimited := syscall.Rlimit{Cur: unix.RLIM_INFINITY, Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_STACK, &unlimited); err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_STACK, &old)
+	p := parse(t, "arena 0x50000000000 0x160000000000\nmaps\n")
+	var out bytes.Buffer
+	if err := Run(context.Background(), p, &out); err != nil || out.String() != "\n" {
+		t.Errorf("Run = %v, output %q; want an empty maps", err, out.String())
+	}
+	checkClean(t, tmp)
 }

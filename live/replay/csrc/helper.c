@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,9 +239,39 @@ static void finish(void)
 	_exit(0);
 }
 
-int main(void)
+/* layout_ok runs the helper again, before it reads anything, when its
+ * mappings would lie outside the zones trace.ProcessZones reserves for them:
+ * those hold the default top-down layout with ASLR, which a personality
+ * asking for the legacy layout or no randomization, or a stack rlimit over
+ * 64 GiB (arch/x86/mm/mmap.c:mmap_base() leaves it as the gap below the
+ * stack), would change. */
+static void layout_ok(char **argv)
+{
+	int pers = personality(0xffffffff);
+	struct rlimit rl;
+	int again = 0;
+	if (pers != -1 && (pers & (ADDR_COMPAT_LAYOUT | ADDR_NO_RANDOMIZE))) {
+		if (personality((unsigned long)pers & ~(unsigned long)(ADDR_COMPAT_LAYOUT | ADDR_NO_RANDOMIZE)) == -1)
+			die("personality");
+		again = 1;
+	}
+	if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur > (1ULL << 36)) {
+		rl.rlim_cur = 8 << 20;
+		if (setrlimit(RLIMIT_STACK, &rl))
+			die("setrlimit RLIMIT_STACK");
+		again = 1;
+	}
+	if (again) {
+		execv("/proc/self/exe", argv);
+		die("execv /proc/self/exe");
+	}
+}
+
+int main(int argc, char **argv)
 {
 	char word[16];
+	(void)argc;
+	layout_ok(argv);
 	if (scanf("%15s %llu %llu", word, &arena_lo, &arena_hi) != 3 || strcmp(word, "arena"))
 		bad("bad header: arena");
 	if (scanf(" dir %4095[^\n]", dir) != 1)
