@@ -48,7 +48,7 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 	if length == 0 {
 		return 0, 0, errno.ENOMEM
 	}
-	if pgoff+length>>pgtable.PageShift < pgoff {
+	if pgoff+length>>pgtable.PageShift < pgoff { // offset overflow
 		return 0, 0, errEOVERFLOW
 	}
 	addr, err := m.getUnmappedArea(addr, length, flags&MAP_FIXED != 0)

@@ -252,11 +252,11 @@ func (lr *lineReader) next() (text string, more bool, err error) {
 		chunk, err := lr.r.ReadSlice('\n')
 		read = read || len(chunk) > 0
 		if !comment {
-			data := chunk
+			data := bytes.TrimSuffix(chunk, []byte("\n"))
 			if i := bytes.IndexByte(data, '#'); i >= 0 {
 				data, comment = data[:i], true
 			}
-			if len(lr.buf)+len(data) > MaxLineLen+1 { // +1: the newline
+			if len(lr.buf)+len(data) > MaxLineLen {
 				long = true
 			} else if !long {
 				lr.buf = append(lr.buf, data...)

@@ -128,6 +128,7 @@ func TestParseMalformed(t *testing.T) {
 		{"arena over the stack zone", "arena 0x7ffc00000000 0x800000000000\n", 1, "over 1 GiB of 0x7ffc00000000-0x800000000000"},
 		{"long line", "maps\nmaps " + strings.Repeat(" ", MaxLineLen) + "\n", 2, "line over 4096 bytes"},
 		{"long line at the end", "maps\n\n" + strings.Repeat("x", 3*MaxLineLen), 3, "line over 4096 bytes"},
+		{"a byte too long before a comment", "maps" + strings.Repeat(" ", MaxLineLen-3) + "#\n", 1, "line over 4096 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -176,6 +177,9 @@ func TestParseLongComment(t *testing.T) {
 	p, err := Parse(strings.NewReader(src[:strings.LastIndex(src, "munmapp")]))
 	if err != nil || len(p.Ops) != 2 {
 		t.Fatalf("Parse = %v, %v; want two maps ops", p, err)
+	}
+	if _, err := Parse(strings.NewReader("maps" + strings.Repeat(" ", MaxLineLen-4) + "\nmaps" + strings.Repeat(" ", MaxLineLen-4) + "#\n")); err != nil {
+		t.Errorf("lines of MaxLineLen bytes: %v", err)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
