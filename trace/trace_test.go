@@ -201,6 +201,24 @@ func TestParseReadError(t *testing.T) {
 	}
 }
 
+// Validate names the op of a hand-edited Program that breaks a rule by its
+// line and text.
+func TestValidate(t *testing.T) {
+	p, err := Parse(strings.NewReader("maps\nmmap 0x100000000000 4K rw- private,fixed\n"))
+	if err != nil || p.Validate() != nil {
+		t.Fatalf("Parse = %v; Validate of a parsed Program: %v", err, p.Validate())
+	}
+	p.Ops[1].Addr = 0x7f0000000000
+	err = p.Validate()
+	if err == nil || err.Error() != "invalid trace: line 2 (mmap 0x7f0000000000 4K rw- private,fixed): range 0x7f0000000000+0x1000 is outside the arena 0x100000000000-0x110000000000" {
+		t.Errorf("Validate = %v", err)
+	}
+	p.ArenaLo = 0x1000
+	if err := p.Validate(); err == nil || err.Error() != "invalid trace: arena must satisfy 0x10000 <= LO < HI <= 0x800000000000" {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
 func TestProtString(t *testing.T) {
 	for p, want := range []string{"---", "r--", "-w-", "rw-", "--x", "r-x", "-wx", "rwx"} {
 		if got := Prot(p).String(); got != want {

@@ -251,7 +251,7 @@ var subreaper sync.Once
 // so that the helper's forked children, orphaned when the helper is killed,
 // are reaped here rather than left to init.
 func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
-	if err := validate(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	bin, err := helperPath()
@@ -339,22 +339,6 @@ func runHelper(ctx context.Context, bin string, input []byte, stdout io.Writer) 
 		return "", fmt.Errorf("live replay helper: %v: %s", err, msg)
 	}
 	return "", nil
-}
-
-// validate checks a Program that may not come from Parse (Generate's, or one
-// built by hand) with all of Parse's rules, so that nothing outside the arena
-// ever reaches a real system call: it parses the canonical text again.
-func validate(p *trace.Program) error {
-	_, err := trace.Parse(strings.NewReader(p.String()))
-	var se *trace.SyntaxError
-	if errors.As(err, &se) {
-		// Line 1 of the canonical text is the arena, line k+2 is op k.
-		if k := se.Line - 2; k >= 0 && k < len(p.Ops) {
-			return fmt.Errorf("invalid trace: line %d (%s): %s", p.Ops[k].Line, &p.Ops[k], se.Msg)
-		}
-		return fmt.Errorf("invalid trace: %s", se.Msg)
-	}
-	return err
 }
 
 // copyOutput copies the helper's lines to w, naming errnos, until the helper
