@@ -1,13 +1,10 @@
 package replay
 
 import (
-	"flag"
 	"testing"
 
 	"mmlab/trace"
 )
-
-var familySeeds = flag.Int("family.seeds", 80, "generated traces per harder family the differential test replays on both targets")
 
 // TestDifferentialFamilies replays the same fixed set of traces of every
 // harder generator family (seeds 1..80 of each, 560 traces) on the model and

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"mmlab/mm"
 	"mmlab/trace"
 )
+
+var familySeeds = flag.Int("family.seeds", 80, "generated traces per harder family the differential test replays on both targets")
 
 // span is a VMA's range.
 type span struct{ lo, hi uint64 }
