@@ -48,12 +48,18 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 	if length == 0 {
 		return 0, 0, errno.ENOMEM
 	}
+	if pgoff+length>>pgtable.PageShift < pgoff { // offset overflow
+		return 0, 0, errEOVERFLOW
+	}
 	addr, err := m.getUnmappedArea(addr, length, flags&MAP_FIXED != 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	if flags&MAP_FIXED_NOREPLACE != 0 && len(m.vmasIn(addr, addr+length)) > 0 {
 		return 0, 0, errno.EEXIST
+	}
+	if file != nil && !fileMmapOK(pgoff, length) {
+		return 0, 0, errEOVERFLOW
 	}
 	vmFlags := calcVMProtBits(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC
 	switch flags & MAP_TYPE {
@@ -77,6 +83,24 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 		populate = length
 	}
 	return addr, populate, nil
+}
+
+// errEOVERFLOW is EOVERFLOW, which package errno names (its table) but does
+// not declare as a constant.
+const errEOVERFLOW = errno.Errno(75)
+
+// maxLFSFileSize is MAX_LFS_FILESIZE on 64-bit kernels (LLONG_MAX).
+const maxLFSFileSize = 1<<63 - 1
+
+// fileMmapOK mirrors mm/mmap.c:file_mmap_ok(): the mapping must end at or
+// below the largest file offset, which file_mmap_size_max() gives as
+// MAX_LFS_FILESIZE for a regular file. Every file of the model is a regular
+// file (a model choice: the kernel also maps devices, whose limit differs).
+func fileMmapOK(pgoff, length uint64) bool {
+	if length > maxLFSFileSize {
+		return false
+	}
+	return pgoff <= (maxLFSFileSize-length)>>pgtable.PageShift
 }
 
 // accountableMapping mirrors mm/vma.c:accountable_mapping(): private
@@ -177,45 +201,43 @@ func (m *MM) completeMunmap(vmas []*VMA) {
 // Munmap mirrors munmap(2) (__vm_munmap with unlock: detach under the write
 // lock, downgrade, then zap and free under the read lock).
 func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
-	if offsetInPage(start) || start > TaskSize || length > TaskSize-start {
-		return errno.EINVAL
-	}
-	length = pageAlign(length)
-	if length == 0 {
-		return errno.EINVAL
-	}
 	if err := m.MmapWriteLockKillable(w); err != nil {
 		return err
 	}
-	detached, _, _ := m.gatherMunmap(start, start+length)
-	if detached == nil {
-		m.MmapWriteUnlock()
-		return nil
-	}
-	m.detachVMAs(detached)
-	m.MmapWriteDowngrade()
-	m.zapVMAs(detached)
-	m.completeMunmap(detached)
+	downgraded, err := m.doVmiMunmap(start, length, true)
 	m.checkInvariants()
-	m.MmapReadUnlock()
-	return nil
+	if downgraded {
+		m.MmapReadUnlock()
+	} else {
+		m.MmapWriteUnlock()
+	}
+	return err
 }
 
-// doMunmap mirrors do_vmi_munmap() without unlocking: caller holds the write
-// lock throughout.
-func (m *MM) doMunmap(start, length uint64) error {
+// doVmiMunmap mirrors mm/vma.c:do_vmi_munmap(): check the range, then unmap
+// the VMAs in it. With downgrade (do_vmi_munmap's unlock) the write lock is
+// downgraded once the VMAs are detached, and downgraded reports that the
+// caller now holds the read lock; otherwise the write lock is held
+// throughout. Caller holds the write lock.
+func (m *MM) doVmiMunmap(start, length uint64, downgrade bool) (downgraded bool, err error) {
 	if offsetInPage(start) || start > TaskSize || length > TaskSize-start {
-		return errno.EINVAL
+		return false, errno.EINVAL
 	}
 	length = pageAlign(length)
 	if length == 0 {
-		return errno.EINVAL
+		return false, errno.EINVAL
 	}
 	detached, _, _ := m.gatherMunmap(start, start+length)
+	if detached == nil {
+		return false, nil
+	}
 	m.detachVMAs(detached)
+	if downgrade {
+		m.MmapWriteDowngrade()
+	}
 	m.zapVMAs(detached)
 	m.completeMunmap(detached)
-	return nil
+	return downgrade, nil
 }
 
 // mmPopulate mirrors mm/gup.c:__mm_populate() with ignore_errors: under the

@@ -124,14 +124,11 @@ func (m *MM) mremapAt(r *remap) (uint64, error) {
 	case remapNoResize:
 		return r.addr, nil
 	case remapShrink:
-		// shrink_vma with drop_lock: munmap the tail, downgrading.
-		detached, _, _ := m.gatherMunmap(r.addr+r.newLen, r.addr+r.newLen+r.delta)
-		if detached != nil {
-			m.detachVMAs(detached)
-			m.MmapWriteDowngrade()
-			r.downgraded = true
-			m.zapVMAs(detached)
-			m.completeMunmap(detached)
+		// shrink_vma with drop_lock: munmap the tail, downgrading. Its range
+		// check refuses a tail reaching past TASK_SIZE, changing nothing.
+		var err error
+		if r.downgraded, err = m.doVmiMunmap(r.addr+r.newLen, r.delta, true); err != nil {
+			return 0, err
 		}
 		return r.addr, nil
 	}
@@ -169,14 +166,14 @@ func (m *MM) vmaExpandable(v *VMA, delta uint64) bool {
 // mremapTo mirrors mremap_to(): unmap the target, shrink first if asked,
 // then move.
 func (m *MM) mremapTo(r *remap) (uint64, error) {
-	if err := m.doMunmap(r.newAddr, r.newLen); err != nil {
+	if _, err := m.doVmiMunmap(r.newAddr, r.newLen, false); err != nil {
 		return 0, err
 	}
 	if r.vma = m.mt.Load(r.addr); r.vma == nil {
 		return 0, errno.EFAULT
 	}
 	if r.typ == remapShrink {
-		if err := m.doMunmap(r.addr+r.newLen, r.delta); err != nil {
+		if _, err := m.doVmiMunmap(r.addr+r.newLen, r.delta, false); err != nil {
 			return 0, err
 		}
 		if r.vma = m.mt.Load(r.addr); r.vma == nil {
@@ -198,7 +195,7 @@ func (m *MM) moveVMA(r *remap) (uint64, error) {
 	// A failure is ignored, as there: with an old length of 0 (a shared
 	// mapping duplicated) do_vmi_munmap refuses with EINVAL and the source
 	// stays.
-	_ = m.doMunmap(r.addr, r.oldLen)
+	_, _ = m.doVmiMunmap(r.addr, r.oldLen, false)
 	return r.newAddr, nil
 }
 

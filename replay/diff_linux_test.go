@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"os"
-	"strings"
 	"testing"
 
 	live "mmlab/live/replay"
@@ -24,20 +23,27 @@ var (
 // what the live kernel prints (maps lines compared as START-END PERMS OFFSET
 // NAME, plus peek and error lines).
 func TestDifferential(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the live target needs root")
-	}
 	if testing.Short() {
 		*seeds = min(*seeds, 20)
+	}
+	compareTargets(t, "basic", *seedLo, *seeds, trace.GenOptions{Ops: *genOps, Pages: *genPages})
+}
+
+// compareTargets replays the traces of seeds lo..lo+n-1 generated with opt on
+// the live kernel and on the model and fails on the first three that differ.
+func compareTargets(t *testing.T, name string, lo int64, n int, opt trace.GenOptions) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the live target needs root")
 	}
 	ctx := context.Background()
 	failed, ops, lines := 0, 0, 0
 	defer func() {
-		t.Logf("seeds %d..%d: %d ops, %d output lines compared, %d traces differ",
-			*seedLo, *seedLo+int64(*seeds)-1, ops, lines, failed)
+		t.Logf("%s seeds %d..%d: %d ops, %d output lines compared, %d traces differ",
+			name, lo, lo+int64(n)-1, ops, lines, failed)
 	}()
-	for s := *seedLo; s < *seedLo+int64(*seeds); s++ {
-		p := trace.Generate(s, trace.GenOptions{Ops: *genOps, Pages: *genPages})
+	for s := lo; s < lo+int64(n); s++ {
+		p := trace.Generate(s, opt)
 		ops += len(p.Ops)
 		var want, got bytes.Buffer
 		if err := live.Run(ctx, p, &want); err != nil {
@@ -49,7 +55,7 @@ func TestDifferential(t *testing.T) {
 		if err := Run(ctx, p, &got); err != nil {
 			t.Fatalf("seed %d: model: %v", s, err)
 		}
-		lines += strings.Count(want.String(), "\n")
+		lines += bytes.Count(want.Bytes(), []byte("\n"))
 		if d := trace.Diff(want.String(), got.String()); d != "" {
 			failed++
 			t.Errorf("seed %d: model differs from live:\n%s\ntrace:\n%s", s, d, p.String())

@@ -21,8 +21,12 @@ import (
 // A fork runs the following ops on a copy of the address space (mm.Fork)
 // until the matching exit (or the end of the trace); then the child's address
 // space exits and the parent goes on. Run stops early with ctx's error when
-// ctx is cancelled.
+// ctx is cancelled. Like the live runner, it first refuses a Program that
+// breaks a rule of trace.Parse (Program.Validate), with the same error.
 func Run(ctx context.Context, p *trace.Program, w io.Writer) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}}
 	root := mm.New()
 	_, err := r.run(root, 0)

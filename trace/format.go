@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -76,4 +77,21 @@ func size(v uint64) string {
 		return fmt.Sprintf("%dK", v>>10)
 	}
 	return fmt.Sprintf("%d", v)
+}
+
+// Validate checks a Program that may not come from Parse (Generate's, or one
+// built by hand) with all of Parse's rules, by parsing its canonical text
+// again. Both targets' runners call it first, so that they refuse the same
+// Programs with the same error and nothing outside the arena ever runs.
+func (p *Program) Validate() error {
+	_, err := Parse(strings.NewReader(p.String()))
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		// Line 1 of the canonical text is the arena, line k+2 is op k.
+		if k := se.Line - 2; k >= 0 && k < len(p.Ops) {
+			return fmt.Errorf("invalid trace: line %d (%s): %s", p.Ops[k].Line, &p.Ops[k], se.Msg)
+		}
+		return fmt.Errorf("invalid trace: %s", se.Msg)
+	}
+	return err
 }

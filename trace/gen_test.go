@@ -19,6 +19,38 @@ func TestGenerateRoundTrip(t *testing.T) {
 	}
 }
 
+// Every family's traces are valid (they parse: arena, ranges, lengths, files)
+// and print back to themselves.
+func TestGenerateFamiliesRoundTrip(t *testing.T) {
+	for _, fam := range Families {
+		for seed := range int64(300) {
+			p := Generate(seed, GenOptions{Family: fam.Name})
+			q, err := Parse(strings.NewReader(p.String()))
+			if err != nil {
+				t.Fatalf("%s seed %d: generated trace does not parse: %v\n%s", fam.Name, seed, err, p)
+			}
+			if !reflect.DeepEqual(p, q) {
+				t.Fatalf("%s seed %d: round trip differs:\n%s\n%s", fam.Name, seed, p, q)
+			}
+		}
+	}
+}
+
+// The arenas of top end at TASK_SIZE or 2^47 a few pages above their start;
+// those of tiny hold 2 to 8 pages.
+func TestGenerateFamilyArenas(t *testing.T) {
+	for seed := range int64(100) {
+		top := Generate(seed, GenOptions{Family: "top"})
+		if (top.ArenaHi != MaxUserAddr && top.ArenaHi != MaxUserAddr-PageSize) || top.ArenaLo < MaxUserAddr-26*PageSize {
+			t.Errorf("top seed %d: arena %#x-%#x", seed, top.ArenaLo, top.ArenaHi)
+		}
+		tiny := Generate(seed, GenOptions{Family: "tiny"})
+		if n := (tiny.ArenaHi - tiny.ArenaLo) / PageSize; n < 2 || n > 8 {
+			t.Errorf("tiny seed %d: arena %#x-%#x", seed, tiny.ArenaLo, tiny.ArenaHi)
+		}
+	}
+}
+
 func TestGenerateDeterministic(t *testing.T) {
 	a, b := Generate(7, GenOptions{}), Generate(7, GenOptions{})
 	if a.String() != b.String() {

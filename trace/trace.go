@@ -22,6 +22,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -119,10 +120,49 @@ const (
 // Limits of the language.
 const (
 	PageSize = 4096
-	MaxLen   = 1 << 30 // largest LEN, OLDLEN, NEWLEN or SIZE
+	MaxLen   = 1 << 30 // largest LEN, OLDLEN, NEWLEN or SIZE, and all SIZEs together
 	// MaxUserAddr is the end of the x86-64 user address space with 4-level
 	// page tables; an arena must lie below it.
 	MaxUserAddr = 1 << 47
+	// MinArenaLo is the lowest arena start: the largest vm.mmap_min_addr
+	// distributions set, below which mmap fails for unprivileged processes.
+	MinArenaLo = 0x10000
+	// MaxLineLen is the most bytes a line may hold before its comment; a
+	// comment may be of any length.
+	MaxLineLen = 4096
+)
+
+// Zone is a range of addresses where the kernel places a process's own
+// mappings.
+type Zone struct {
+	Lo, Hi uint64
+	What   string
+}
+
+// ProcessZones are the ranges where Linux on x86-64 (4-level page tables,
+// the default top-down layout, ASLR's largest randomization, vm.mmap_rnd_bits
+// 32) places the mappings every process holds of its own, the live runner's
+// helper among them (which undoes a personality or a stack rlimit that would
+// change that layout): no arena may overlap them, so that a trace one target
+// refuses the other refuses too, before anything runs.
+var ProcessZones = []Zone{
+	// fs/binfmt_elf.c: a PIE loads at ELF_ET_DYN_BASE (0x555555554000) plus
+	// arch_mmap_rnd() (< 2^44); the brk heap follows within 32 MiB.
+	{0x550000000000, 0x660000000000, "the executable and its heap"},
+	// arch/x86/mm/mmap.c:mmap_base(): the mmap area (libraries, vDSO) grows
+	// down from at most 2^44 plus a gap below TASK_SIZE, the gap at least the
+	// stack's randomization (16 GiB).
+	{0x6f0000000000, StackZoneLo, "the shared libraries, vDSO and other mmap-area mappings"},
+}
+
+// StackZoneLo starts the top 16 GiB of the address space, where the stack
+// lies at a random place (randomize_stack_top(): STACK_RND_MASK pages below
+// TASK_SIZE). An arena may overlap at most MaxStackZoneArena bytes of it: a
+// live runner whose process finds its stack in the arena runs the trace
+// again in a fresh process, whose stack lies elsewhere.
+const (
+	StackZoneLo       = 0x7ffc00000000
+	MaxStackZoneArena = 1 << 30
 )
 
 // SyntaxError is a malformed trace: the line (counting every line from 1) and
@@ -136,29 +176,33 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("%d: %s", e.Line, e.Ms
 
 // Parse reads a trace and validates all of it (issue 2 item 4) before anything
 // runs: unknown ops or flags, missing or extra fields, maymove without fixed
-// NEWADDR, FLAGS without exactly one of fixed/noreplace, addresses or ranges
-// outside the arena, lengths over 1 GiB, exit with no process to return to,
-// and files used before they are declared or declared twice. A malformed
-// trace gives a *SyntaxError.
+// NEWADDR, FLAGS without exactly one of fixed/noreplace, arenas over the
+// process's own mappings (ProcessZones), addresses or ranges outside the
+// arena, lengths over 1 GiB, files of more than 1 GiB in all, exit with no
+// process to return to, files used before they are declared or declared
+// twice, and lines over MaxLineLen bytes before their comment. A malformed
+// trace gives a *SyntaxError; an error reading r is returned as it is. Parse
+// holds at most MaxLineLen bytes of a line, however long.
 func Parse(r io.Reader) (*Program, error) {
 	p := &Program{ArenaLo: DefaultArenaLo, ArenaHi: DefaultArenaHi}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	lr := &lineReader{r: bufio.NewReader(r)}
 	files := map[string]bool{}
+	var fileBytes uint64
 	depth := 0
 	arena := false
-	line := 0
-	for sc.Scan() {
-		line++
-		text := sc.Text()
-		if i := strings.IndexByte(text, '#'); i >= 0 {
-			text = text[:i]
+	for {
+		text, more, err := lr.next()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
 		}
 		f := strings.Fields(text)
 		if len(f) == 0 {
 			continue
 		}
-		ps := &lineParser{line: line, f: f, p: p}
+		ps := &lineParser{line: lr.line, f: f, p: p}
 		if f[0] == "arena" {
 			if len(p.Ops) > 0 || arena {
 				return nil, ps.errorf("arena must come before any other op, once")
@@ -183,13 +227,56 @@ func Parse(r io.Reader) (*Program, error) {
 			depth--
 		case OpFile:
 			files[op.File] = true
+			if fileBytes += op.Size; fileBytes > MaxLen {
+				return nil, ps.errorf("the files take over 1 GiB in all")
+			}
 		}
 		p.Ops = append(p.Ops, op)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &SyntaxError{Line: line + 1, Msg: err.Error()}
-	}
 	return p, nil
+}
+
+// lineReader reads a trace line by line, keeping at most MaxLineLen bytes of
+// a line and none of its comment.
+type lineReader struct {
+	r    *bufio.Reader
+	line int // the line last returned, counting from 1
+	buf  []byte
+}
+
+// next returns the next line without its comment; more is false at the end.
+func (lr *lineReader) next() (text string, more bool, err error) {
+	lr.buf = lr.buf[:0]
+	comment, long, read := false, false, false
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		read = read || len(chunk) > 0
+		if !comment {
+			data := bytes.TrimSuffix(chunk, []byte("\n"))
+			if i := bytes.IndexByte(data, '#'); i >= 0 {
+				data, comment = data[:i], true
+			}
+			if len(lr.buf)+len(data) > MaxLineLen {
+				long = true
+			} else if !long {
+				lr.buf = append(lr.buf, data...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return "", false, fmt.Errorf("reading line %d: %w", lr.line+1, err)
+		}
+		if !read {
+			return "", false, nil // the end, after a newline or at the start
+		}
+		lr.line++
+		if long {
+			return "", false, &SyntaxError{Line: lr.line, Msg: fmt.Sprintf("line over %d bytes before its comment", MaxLineLen)}
+		}
+		return string(lr.buf), true, nil
+	}
 }
 
 type lineParser struct {
@@ -227,8 +314,16 @@ func (ps *lineParser) arena() error {
 	if lo%PageSize != 0 || hi%PageSize != 0 {
 		return ps.errorf("arena bounds must be page aligned")
 	}
-	if lo == 0 || lo >= hi || hi > MaxUserAddr {
-		return ps.errorf("arena must satisfy 0 < LO < HI <= %#x", uint64(MaxUserAddr))
+	if lo < MinArenaLo || lo >= hi || hi > MaxUserAddr {
+		return ps.errorf("arena must satisfy %#x <= LO < HI <= %#x", uint64(MinArenaLo), uint64(MaxUserAddr))
+	}
+	for _, z := range ProcessZones {
+		if lo < z.Hi && hi > z.Lo {
+			return ps.errorf("arena overlaps %#x-%#x, where the kernel places a process's own mappings (%s)", z.Lo, z.Hi, z.What)
+		}
+	}
+	if hi > StackZoneLo && hi-max(lo, StackZoneLo) > MaxStackZoneArena {
+		return ps.errorf("arena holds over 1 GiB of %#x-%#x, where the kernel places a process's stack", uint64(StackZoneLo), uint64(MaxUserAddr))
 	}
 	ps.p.ArenaLo, ps.p.ArenaHi = lo, hi
 	return nil

@@ -2,9 +2,12 @@ package trace
 
 import (
 	"errors"
+	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestParseValid(t *testing.T) {
@@ -117,6 +120,15 @@ func TestParseMalformed(t *testing.T) {
 		{"undeclared file", "mmap " + a + " 4K rw- private,fixed nofile 0\n", 1, "not declared"},
 		{"file twice", "file f 4K\nfile f 8K\n", 2, "declared twice"},
 		{"file path", "file a/b 4K\n", 1, "bad file NAME"},
+		{"files over 1G in all", "file a 1G\nfile b 4K\n", 2, "over 1 GiB in all"},
+		{"arena below mmap_min_addr", "arena 0xf000 0x100000\n", 1, "arena must satisfy 0x10000 <= LO"},
+		{"arena over everything", "arena 0x10000 0x800000000000\nmaps\n", 1, "own mappings (the executable and its heap)"},
+		{"arena at the PIE base", "arena 0x555555554000 0x555555555000\n", 1, "the executable and its heap"},
+		{"arena at the mmap base", "# c\narena 0x7ffbfff00000 0x7ffc00001000\n", 2, "the shared libraries"},
+		{"arena over the stack zone", "arena 0x7ffc00000000 0x800000000000\n", 1, "over 1 GiB of 0x7ffc00000000-0x800000000000"},
+		{"long line", "maps\nmaps " + strings.Repeat(" ", MaxLineLen) + "\n", 2, "line over 4096 bytes"},
+		{"long line at the end", "maps\n\n" + strings.Repeat("x", 3*MaxLineLen), 3, "line over 4096 bytes"},
+		{"a byte too long before a comment", "maps" + strings.Repeat(" ", MaxLineLen-3) + "#\n", 1, "line over 4096 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,6 +144,78 @@ func TestParseMalformed(t *testing.T) {
 				t.Errorf("error %q is not LINE: msg", err)
 			}
 		})
+	}
+}
+
+// Arenas just outside the process zones, a gigabyte of the stack zone and
+// the top page of the address space are allowed.
+func TestParseArenaEdges(t *testing.T) {
+	for _, a := range []string{"0x10000 0x20000", "0x54fffffff000 0x550000000000", "0x660000000000 0x6f0000000000",
+		"0x7fffc0000000 0x800000000000", "0x7ffffffff000 0x800000000000", "0x7ffbfffff000 0x800000000000"} {
+		_, err := Parse(strings.NewReader("arena " + a + "\nmaps\n"))
+		if strings.HasSuffix(a, "0x7ffbfffff000 0x800000000000") {
+			if err == nil {
+				t.Errorf("arena %s: no error, want the mmap zone refused", a)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("arena %s: %v", a, err)
+		}
+	}
+}
+
+// A comment of any length is skipped, counting its line; the lines after it
+// keep their numbers. Parse reads it in bounded memory.
+func TestParseLongComment(t *testing.T) {
+	src := "maps\n# " + strings.Repeat("c", 2<<20) + "\nmaps # and " + strings.Repeat("#", 1<<20) + "\nmunmapp\n"
+	_, err := Parse(strings.NewReader(src))
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Line != 4 || !strings.Contains(se.Msg, "unknown op") {
+		t.Fatalf("Parse = %v, want line 4: unknown op", err)
+	}
+	p, err := Parse(strings.NewReader(src[:strings.LastIndex(src, "munmapp")]))
+	if err != nil || len(p.Ops) != 2 {
+		t.Fatalf("Parse = %v, %v; want two maps ops", p, err)
+	}
+	if _, err := Parse(strings.NewReader("maps" + strings.Repeat(" ", MaxLineLen-4) + "\nmaps" + strings.Repeat(" ", MaxLineLen-4) + "#\n")); err != nil {
+		t.Errorf("lines of MaxLineLen bytes: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _ = Parse(strings.NewReader(src))
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("Parse of a %d-byte trace allocated %d bytes, want under 1 MiB", len(src), n)
+	}
+}
+
+// An error reading the trace is not a malformed trace: it comes back as it
+// is, naming the line being read.
+func TestParseReadError(t *testing.T) {
+	boom := errors.New("boom")
+	_, err := Parse(io.MultiReader(strings.NewReader("maps\nma"), iotest.ErrReader(boom)))
+	var se *SyntaxError
+	if !errors.Is(err, boom) || errors.As(err, &se) || !strings.Contains(err.Error(), "reading line 2") {
+		t.Errorf("Parse = %v, want the read error of line 2", err)
+	}
+}
+
+// Validate names the op of a hand-edited Program that breaks a rule by its
+// line and text.
+func TestValidate(t *testing.T) {
+	p, err := Parse(strings.NewReader("maps\nmmap 0x100000000000 4K rw- private,fixed\n"))
+	if err != nil || p.Validate() != nil {
+		t.Fatalf("Parse = %v; Validate of a parsed Program: %v", err, p.Validate())
+	}
+	p.Ops[1].Addr = 0x7f0000000000
+	err = p.Validate()
+	if err == nil || err.Error() != "invalid trace: line 2 (mmap 0x7f0000000000 4K rw- private,fixed): range 0x7f0000000000+0x1000 is outside the arena 0x100000000000-0x110000000000" {
+		t.Errorf("Validate = %v", err)
+	}
+	p.ArenaLo = 0x1000
+	if err := p.Validate(); err == nil || err.Error() != "invalid trace: arena must satisfy 0x10000 <= LO < HI <= 0x800000000000" {
+		t.Errorf("Validate = %v", err)
 	}
 }
 

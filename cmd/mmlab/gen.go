@@ -13,17 +13,22 @@ import (
 func init() {
 	register(&command{
 		name:    "gen",
-		summary: "print a random trace for mmlab replay: mmlab gen [--seed N] [--ops N]",
+		summary: "print a random trace for mmlab replay: mmlab gen [--family F] [--seed N] [--ops N]",
 		run:     runGen,
 	})
 }
 
 func runGen(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	seed := fs.Int64("seed", 1, "seed of the generator (the same seed gives the same trace)")
-	ops := fs.Int("ops", 40, "number of ops after the file declarations")
+	family := fs.String("family", "basic", "the kind of trace (see the list above)")
+	seed := fs.Int64("seed", 1, "seed of the generator (the same family and seed give the same trace)")
+	ops := fs.Int("ops", 0, "number of ops after the file declarations (0: the family's)")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mmlab gen [--seed N] [--ops N]\n\nPrints a random, valid trace for 'mmlab replay' (see 'mmlab replay --help').\n\nflags:\n")
+		fmt.Fprintf(os.Stderr, "usage: mmlab gen [--family F] [--seed N] [--ops N]\n\nPrints a random, valid trace for 'mmlab replay' (see 'mmlab replay --help').\n\nfamilies:\n")
+		for _, f := range trace.Families {
+			fmt.Fprintf(os.Stderr, "  %-9s %s\n", f.Name, f.Doc)
+		}
+		fmt.Fprintf(os.Stderr, "\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -32,10 +37,10 @@ func runGen(ctx context.Context, args []string) int {
 		}
 		return 2
 	}
-	if fs.NArg() != 0 || *ops < 1 {
+	if _, ok := trace.FamilyNamed(*family); fs.NArg() != 0 || *ops < 0 || !ok {
 		fs.Usage()
 		return 2
 	}
-	fmt.Print(trace.Generate(*seed, trace.GenOptions{Ops: *ops}))
+	fmt.Print(trace.Generate(*seed, trace.GenOptions{Family: *family, Ops: *ops}))
 	return 0
 }

@@ -25,7 +25,12 @@ lines: /proc/PID/maps lines, empty lines, peek lines and error lines.
 
 The language, one op a line, '#' starts a comment:
   arena LO HI                          optional, before any other op;
-                                       default 0x100000000000 0x110000000000
+                                       default 0x100000000000 0x110000000000;
+                                       LO >= 0x10000, clear of the process's
+                                       own mappings: 0x550000000000-
+                                       0x660000000000 and 0x6f0000000000-
+                                       0x7ffc00000000, and at most 1 GiB above
+                                       0x7ffc00000000 (the stack)
   file NAME SIZE                       a file of SIZE bytes; byte i is i % 251
   mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT: r or -, w or -, x or- ("rw-");
                                        FLAGS: private|shared, fixed|noreplace,
@@ -43,11 +48,14 @@ The language, one op a line, '#' starts a comment:
   maps                                 print the VMAs overlapping the arena,
                                        then an empty line
 Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
+LEN, OLDLEN, NEWLEN and SIZE are at most 1G, all SIZEs together too; a line
+holds at most 4096 bytes before its comment.
 An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
 that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".
 
 Exit status: 0 when the trace ran (even if ops failed), 2 when it is malformed
-("LINE: what is wrong" on stderr), 1 when the target cannot run.
+("LINE: what is wrong" on stderr), 1 when TRACE cannot be read or the target
+cannot run. Both targets refuse the same traces with the same message.
 'mmlab gen' prints a random trace.
 
 flags:

@@ -26,7 +26,9 @@ import (
 //go:embed csrc/helper.c
 var helperSource []byte
 
-var ccFlags = []string{"-O2", "-Wall"}
+// ccFlags build a position-independent executable, which the kernel loads
+// in trace.ProcessZones (a fixed-address one would sit at 0x400000).
+var ccFlags = []string{"-O2", "-Wall", "-fPIE", "-pie"}
 
 // ErrNoCompiler is returned when there is no C compiler to build the helper.
 var ErrNoCompiler = errors.New("live replay needs a C compiler (cc): install gcc")
@@ -210,15 +212,28 @@ func makeFiles(p *trace.Program, dir string) error {
 		if o.Kind != trace.OpFile {
 			continue
 		}
-		data := make([]byte, o.Size)
-		for i := range data {
-			data[i] = trace.FileByte(uint64(i))
-		}
-		if err := os.WriteFile(filepath.Join(dir, o.File), data, 0o600); err != nil {
+		if err := makeFile(filepath.Join(dir, o.File), o.Size); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// makeFile writes a trace file of size bytes, a page at a time.
+func makeFile(path string, size uint64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 64*1024)
+	for i := range size {
+		_ = w.WriteByte(trace.FileByte(i)) // the error comes back from Flush
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 var subreaper sync.Once
@@ -228,12 +243,15 @@ var subreaper sync.Once
 // An op the kernel refuses is part of the output, not an error: Run returns
 // an error only when the trace cannot run (no C compiler, a helper that dies)
 // or ctx is cancelled, and then nothing it started or created is left.
+// Run refuses exactly the traces trace.Parse refuses; a helper process that
+// finds its stack in the arena (trace.StackZoneLo) prints nothing and Run
+// starts another, up to busyRuns of them.
 //
 // Run makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER),
 // so that the helper's forked children, orphaned when the helper is killed,
 // are reaped here rather than left to init.
 func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
-	if err := validate(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	bin, err := helperPath()
@@ -258,7 +276,36 @@ func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
 		return err
 	}
 	subreaper.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+	var busy string
+	for attempt := range busyRuns {
+		in := input
+		if hooks.input != nil {
+			in = hooks.input(attempt, input)
+		}
+		var err error
+		if busy, err = runHelper(ctx, bin, in, stdout); busy == "" {
+			return err
+		}
+	}
+	return fmt.Errorf("in %d processes in a row, the arena held the helper's own %s"+
+		" (is /proc/sys/kernel/randomize_va_space 0 or /proc/sys/vm/legacy_va_layout 1?)", busyRuns, busy)
+}
 
+// busyRuns is how many fresh helper processes Run tries when each finds a
+// mapping of its own (its stack) in the arena. trace.Parse keeps an arena
+// to at most trace.MaxStackZoneArena of the 16 GiB where the stack lies at
+// random, so one run finds it there with a chance of at most 1 in 16.
+const busyRuns = 10
+
+// hooks are set by tests: input rewrites the helper's input of one attempt.
+var hooks struct {
+	input func(attempt int, in []byte) []byte
+}
+
+// runHelper runs the helper once on input, copying its output to stdout.
+// When the helper finds a mapping of its own in the arena it prints nothing
+// and runHelper returns that mapping's maps line as busy.
+func runHelper(ctx context.Context, bin string, input []byte, stdout io.Writer) (busy string, err error) {
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Stdin = bytes.NewReader(input)
 	var stderr bytes.Buffer
@@ -267,45 +314,31 @@ func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return "", err
 	}
 	pgid := cmd.Process.Pid
 	werr := copyOutput(ctx, out, stdout)
 	_ = killGroup(pgid) // nothing is left in a finished run; this is for the others
 	err = cmd.Wait()
 	reapGroup(pgid)
+	msg := strings.TrimSpace(stderr.String())
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return "", ctx.Err()
 	case werr != nil:
-		return werr
+		return "", werr
+	case cmd.ProcessState.ExitCode() == 7:
+		return strings.TrimPrefix(msg, "replay helper: the arena already holds the helper's own "), nil
 	case err != nil:
-		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = "no message"
 		}
-		return fmt.Errorf("live replay helper: %v: %s", err, msg)
+		return "", fmt.Errorf("live replay helper: %v: %s", err, msg)
 	}
-	return nil
-}
-
-// validate checks a Program that may not come from Parse (Generate's, or one
-// built by hand) with all of Parse's rules, so that nothing outside the arena
-// ever reaches a real system call: it parses the canonical text again.
-func validate(p *trace.Program) error {
-	_, err := trace.Parse(strings.NewReader(p.String()))
-	var se *trace.SyntaxError
-	if errors.As(err, &se) {
-		// Line 1 of the canonical text is the arena, line k+2 is op k.
-		if k := se.Line - 2; k >= 0 && k < len(p.Ops) {
-			return fmt.Errorf("invalid trace: line %d (%s): %s", p.Ops[k].Line, &p.Ops[k], se.Msg)
-		}
-		return fmt.Errorf("invalid trace: %s", se.Msg)
-	}
-	return err
+	return "", nil
 }
 
 // copyOutput copies the helper's lines to w, naming errnos, until the helper

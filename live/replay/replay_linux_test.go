@@ -12,7 +12,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"mmlab/trace"
 )
@@ -208,14 +211,48 @@ peek 0x100000000000
 	checkClean(t, tmp)
 }
 
-// A run that fails (the helper refuses an arena that holds its own mappings)
-// returns an error and leaves nothing behind.
-func TestHelperErrorCleansUp(t *testing.T) {
+// busyArena rewrites the helper's arena to one that holds its stack wherever
+// ASLR put it (no trace may have it).
+func busyArena(in []byte) []byte {
+	_, rest, _ := bytes.Cut(in, []byte("\n"))
+	return append([]byte(fmt.Sprintf("arena %d %d\n", uint64(trace.StackZoneLo), uint64(trace.MaxUserAddr))), rest...)
+}
+
+// A helper that finds its own stack in the arena prints nothing, and Run
+// runs the trace again in a fresh process, where it prints the whole output
+// once.
+func TestBusyArenaRunsAgain(t *testing.T) {
 	tmp := isolate(t)
-	p := parse(t, "arena 0x1000 0x7ffffffff000\nfile f 4K\nfork\nmaps\n")
-	err := Run(context.Background(), p, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "arena") {
-		t.Fatalf("Run with an arena over the helper: %v, want an error about the arena", err)
+	attempts := 0
+	setInputHook(t, func(attempt int, in []byte) []byte {
+		attempts = attempt + 1
+		if attempt < 2 {
+			return busyArena(in)
+		}
+		return in
+	})
+	p := parse(t, "file f 4K\nmmap 0x100000000000 4K r-- private,fixed f 0\npeek 0x100000000001\n")
+	var out bytes.Buffer
+	if err := Run(context.Background(), p, &out); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 || out.String() != "peek 0x100000000001 1\n" {
+		t.Errorf("%d attempts, output %q; want 3 and the peek once", attempts, out.String())
+	}
+	checkClean(t, tmp)
+}
+
+// When every helper process finds its stack in the arena, Run says so and
+// leaves nothing behind.
+func TestBusyArenaGivesUp(t *testing.T) {
+	tmp := isolate(t)
+	setInputHook(t, func(_ int, in []byte) []byte { return busyArena(in) })
+	p := parse(t, "file f 4K\nfork\nmaps\n")
+	var out bytes.Buffer
+	err := Run(context.Background(), p, &out)
+	if err == nil || !strings.Contains(err.Error(), "in 10 processes in a row, the arena held the helper's own") ||
+		!strings.Contains(err.Error(), "[stack]") || out.Len() != 0 {
+		t.Fatalf("Run = %v, output %q; want the busy arena named, no output", err, out.String())
 	}
 	checkClean(t, tmp)
 }
@@ -339,4 +376,26 @@ func BenchmarkRunMaps(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// With an unlimited stack rlimit, mmap_base() would put the helper's
+// libraries 5/6 of the address space below TASK_SIZE, in this arena, every
+// time; the helper lowers the rlimit and runs again, so the trace runs.
+func TestHelperUnlimitedStack(t *testing.T) {
+	tmp := isolate(t)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &old); err != nil {
+		t.Fatal(err)
+	}
+	unlimited := syscall.Rlimit{Cur: unix.RLIM_INFINITY, Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_STACK, &unlimited); err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_STACK, &old)
+	p := parse(t, "arena 0x50000000000 0x160000000000\nmaps\n")
+	var out bytes.Buffer
+	if err := Run(context.Background(), p, &out); err != nil || out.String() != "\n" {
+		t.Errorf("Run = %v, output %q; want an empty maps", err, out.String())
+	}
+	checkClean(t, tmp)
 }

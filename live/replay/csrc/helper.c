@@ -17,7 +17,8 @@
  *   peek 0xADDR VALUE
  *   maps lines of /proc/self/maps overlapping the arena, file paths as NAME, then ""
  * Exit status: 0 when the trace ran; 3 on bad input or setup failure; 4 when a
- * forked child died.
+ * forked child died; 7 when the arena holds a mapping of the helper's own
+ * (its stack, placed at random: mmlab runs it again).
  *
  * Nothing allocates memory once the ops run: output and /proc reads use static
  * buffers, so nothing of the helper's own lands in the arena (checked at start).
@@ -31,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,9 +239,39 @@ static void finish(void)
 	_exit(0);
 }
 
-int main(void)
+/* layout_ok runs the helper again, before it reads anything, when its
+ * mappings would lie outside the zones trace.ProcessZones reserves for them:
+ * those hold the default top-down layout with ASLR, which a personality
+ * asking for the legacy layout or no randomization, or a stack rlimit over
+ * 64 GiB (arch/x86/mm/mmap.c:mmap_base() leaves it as the gap below the
+ * stack), would change. */
+static void layout_ok(char **argv)
+{
+	int pers = personality(0xffffffff);
+	struct rlimit rl;
+	int again = 0;
+	if (pers != -1 && (pers & (ADDR_COMPAT_LAYOUT | ADDR_NO_RANDOMIZE))) {
+		if (personality((unsigned long)pers & ~(unsigned long)(ADDR_COMPAT_LAYOUT | ADDR_NO_RANDOMIZE)) == -1)
+			die("personality");
+		again = 1;
+	}
+	if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur > (1ULL << 36)) {
+		rl.rlim_cur = 8 << 20;
+		if (setrlimit(RLIMIT_STACK, &rl))
+			die("setrlimit RLIMIT_STACK");
+		again = 1;
+	}
+	if (again) {
+		execv("/proc/self/exe", argv);
+		die("execv /proc/self/exe");
+	}
+}
+
+int main(int argc, char **argv)
 {
 	char word[16];
+	(void)argc;
+	layout_ok(argv);
 	if (scanf("%15s %llu %llu", word, &arena_lo, &arena_hi) != 3 || strcmp(word, "arena"))
 		bad("bad header: arena");
 	if (scanf(" dir %4095[^\n]", dir) != 1)
@@ -273,7 +306,7 @@ int main(void)
 	errno = 0;
 	maps_each(check_vma);
 	if (arena_busy)
-		bad("the arena must be free of the helper's own mappings: choose another with arena LO HI");
+		_exit(7);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;

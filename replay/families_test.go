@@ -1,0 +1,142 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"mmlab/mm"
+	"mmlab/trace"
+)
+
+var familySeeds = flag.Int("family.seeds", 80, "generated traces per harder family the differential test replays on both targets")
+
+// span is a VMA's range.
+type span struct{ lo, hi uint64 }
+
+// overlapping counts the spans that overlap [lo, hi).
+func overlapping(vs []span, lo, hi uint64) int {
+	n := 0
+	for _, v := range vs {
+		if v.lo < hi && v.hi > lo {
+			n++
+		}
+	}
+	return n
+}
+
+// familyCoverage replays seeds 1..n of a family on the model and counts what
+// its traces reached, by what each op met in the address space it ran on.
+func familyCoverage(t *testing.T, family string, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for s := int64(1); s <= int64(n); s++ {
+		p := trace.Generate(s, trace.GenOptions{Family: family})
+		depth, deepest := 0, 0
+		for _, o := range p.Ops {
+			switch o.Kind {
+			case trace.OpFork:
+				depth++
+				deepest = max(deepest, depth)
+			case trace.OpExit:
+				depth--
+			}
+		}
+		seen[fmt.Sprintf("depth %d", min(deepest, 3))]++
+		if len(p.Ops) >= 300 {
+			seen["300 ops"]++
+		}
+		before := map[*mm.MM][]span{} // each address space after its last op
+		failed := map[int]string{}    // line -> error name, filled after the run
+		type step struct {
+			op     trace.Op
+			before []span
+			known  bool
+		}
+		var steps []step
+		debugHook = func(m *mm.MM, op *trace.Op) {
+			prev, known := before[m]
+			steps = append(steps, step{*op, prev, known})
+			var now []span
+			for _, v := range m.VMAs() {
+				now = append(now, span{v.Start, v.End})
+				if v.End-v.Start >= 512<<20 {
+					seen["VMA of 512 MiB or more"]++
+				}
+				if v.End == mm.TaskSize {
+					seen["VMA ending at TASK_SIZE"]++
+				}
+				if v.File != nil && v.Pgoff<<12 >= 1<<63-1<<32 {
+					seen["file VMA at an offset within 4 GiB of 2^63"]++
+				}
+			}
+			before[m] = now
+		}
+		var out bytes.Buffer
+		err := Run(context.Background(), p, &out)
+		debugHook = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			var line int
+			var name string
+			if _, err := fmt.Sscanf(l, "error %d %s", &line, &name); err == nil {
+				failed[line] = name
+			}
+		}
+		for _, st := range steps {
+			o, e := st.op, failed[st.op.Line]
+			if e != "" {
+				seen[o.Kind.String()+" "+e]++
+			}
+			if o.Kind != trace.OpMremap || !st.known || e != "" {
+				continue
+			}
+			if o.MayMove && overlapping(st.before, o.NewAddr, o.NewAddr+o.NewLen) > 0 {
+				seen["mremap onto a mapping"]++
+			}
+			if o.MayMove && o.Len == o.NewLen && overlapping(st.before, o.Addr, o.Addr+o.Len) > 1 {
+				seen["mremap moving several VMAs"]++
+			}
+			if !o.MayMove && o.NewLen < o.Len && overlapping(st.before, o.Addr, o.Addr+o.Len) > 1 {
+				seen["mremap shrinking across VMAs"]++
+			}
+		}
+	}
+	return seen
+}
+
+// Each harder family reaches what its Doc says, over the 80 seeds the
+// differential test replays.
+func TestFamiliesReach(t *testing.T) {
+	want := map[string][]string{
+		"long":     {"300 ops"},
+		"deepfork": {"depth 3"},
+		"remap":    {"mremap onto a mapping", "mremap moving several VMAs", "mremap shrinking across VMAs", "mremap EFAULT", "mremap ENOMEM"},
+		"fileedge": {"mmap EOVERFLOW", "file VMA at an offset within 4 GiB of 2^63", "peek SIGBUS"},
+		"top":      {"VMA ending at TASK_SIZE", "mmap ENOMEM", "mremap EINVAL", "munmap EINVAL"},
+		"tiny":     {"mmap EEXIST", "mremap ENOMEM"},
+		"huge":     {"VMA of 512 MiB or more", "peek SIGBUS"},
+	}
+	for _, fam := range trace.Families[1:] {
+		t.Run(fam.Name, func(t *testing.T) {
+			seen := familyCoverage(t, fam.Name, *familySeeds)
+			for _, w := range want[fam.Name] {
+				if seen[w] == 0 {
+					t.Errorf("%d traces never reach %q (seen: %v)", *familySeeds, w, seen)
+				}
+			}
+			if fam.Name == "deepfork" && seen["depth 3"] != *familySeeds {
+				t.Errorf("%d of %d traces fork 3 deep", seen["depth 3"], *familySeeds)
+			}
+			if fam.Name == "long" && seen["300 ops"] != *familySeeds {
+				t.Errorf("%d of %d traces have 300 ops", seen["300 ops"], *familySeeds)
+			}
+			t.Log(seen)
+		})
+	}
+}
