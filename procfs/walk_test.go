@@ -130,13 +130,14 @@ func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.P
 }
 
 // PROCMAP_QUERY's semantics on a small layout, under both designs; the
-// expected values follow the rules of do_procmap_query (kernel-mechanisms
-// §6.5), checked against the live kernel in query_linux_test.go.
+// expected values follow the rules of do_procmap_query
+// (fs/proc/task_mmu.c), checked against the live kernel in
+// query_linux_test.go.
 func TestQuerySemantics(t *testing.T) {
 	m := mm.New()
 	const a = 0x7f0000000000
 	in := mm.NewInode("/opt/model/libx.so", 16*4096, nil)
-	SetBuildID(in, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	in.BuildID = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
 	mustMap := func(addr, n uint64, prot, flags int, f *mm.File, off uint64) {
 		if _, err := m.Mmap(nil, addr, n*4096, prot, flags|mm.MAP_FIXED, f, off); err != nil {
 			t.Fatal(err)

@@ -2,9 +2,16 @@ package main
 
 import (
 	"mmlab/experiment"
+	"mmlab/experiment/mapscan"
+	"mmlab/experiment/maptear"
+	livemapscan "mmlab/live/mapscan"
+	livemaptear "mmlab/live/maptear"
 )
 
 // boundExperiments pairs each experiment's definition (experiment/<name>)
 // with its live runner (live/<name>), in seed order. It is the only place
 // that imports both halves.
-var boundExperiments = []experiment.Experiment{}
+var boundExperiments = []experiment.Experiment{
+	experiment.Bind(mapscan.Def, livemapscan.Run),
+	experiment.Bind(maptear.Def, livemaptear.Run),
+}

@@ -1,0 +1,14 @@
+package maptear
+
+import (
+	"os"
+	"testing"
+
+	"mmlab/live"
+)
+
+// TestMain lets the test binary run the child role when Run re-executes it.
+func TestMain(m *testing.M) {
+	live.RunRole()
+	os.Exit(m.Run())
+}
