@@ -24,28 +24,25 @@ const (
 	Before
 )
 
+// variantNames are the names of the variants.
+var variantNames = [...]string{Before: "before", After: "after"}
+
 // Variants are the names of the two designs, in the order before, after:
 // what ParseVariant accepts and String returns.
-var Variants = []string{"before", "after"}
+var Variants = []string{variantNames[Before], variantNames[After]}
 
 // String returns "before" or "after".
-func (v Variant) String() string {
-	if v == Before {
-		return "before"
-	}
-	return "after"
-}
+func (v Variant) String() string { return variantNames[v] }
 
 // ErrVariant is returned by ParseVariant for a name that is not a variant.
 var ErrVariant = errors.New("unknown maps walk variant")
 
 // ParseVariant returns the variant named s ("before" or "after").
 func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "before":
-		return Before, nil
-	case "after":
-		return After, nil
+	for v, name := range variantNames {
+		if name == s {
+			return Variant(v), nil
+		}
 	}
 	return 0, fmt.Errorf("%w %q: want before or after", ErrVariant, s)
 }

@@ -3,12 +3,12 @@ package procfs
 import (
 	"bytes"
 	"errors"
-	"mmlab/uapi"
 	"strings"
 	"testing"
 
 	"mmlab/errno"
 	"mmlab/mm"
+	"mmlab/uapi"
 )
 
 const walkArena = 0x200000000
@@ -222,5 +222,23 @@ func TestQuerySemantics(t *testing.T) {
 		if err := mf.Query(&q, nil, nil); err != nil || q.VMAStart != 7 {
 			t.Errorf("%s: 24-byte struct: %v, vma_start %#x (want untouched 7)", v, err, q.VMAStart)
 		}
+	}
+}
+
+func TestParseVariant(t *testing.T) {
+	for _, name := range Variants {
+		v, err := ParseVariant(name)
+		if err != nil || v.String() != name {
+			t.Errorf("%q: %v, %v", name, v, err)
+		}
+	}
+	if v, _ := ParseVariant("before"); v != Before {
+		t.Errorf("before is %v", v)
+	}
+	if _, err := ParseVariant("Before"); !errors.Is(err, ErrVariant) {
+		t.Errorf("Before: %v", err)
+	}
+	if (Options{}).Variant != After {
+		t.Error("the zero variant is not After")
 	}
 }

@@ -196,7 +196,9 @@ func Table(w io.Writer, _ *Options, rs []Result) {
 // else "insufficient" if a case made no read, else "ok"; all but ok fail.
 func Verdict(_ *Options, rs []Result) (string, bool) {
 	var torn, none []string
+	reads := 0
 	for _, r := range rs {
+		reads += r.Reads
 		where := fmt.Sprintf("%s %s %s", r.Target, r.Variant, r.Case)
 		switch r.Judgement() {
 		case "TORN":
@@ -211,5 +213,5 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 	case len(none) > 0:
 		return "verdict: insufficient: no read in " + strings.Join(none, ", "), true
 	}
-	return fmt.Sprintf("verdict: ok (%d cases, no gap)", len(rs)), false
+	return fmt.Sprintf("verdict: ok (no gap in %d reads)", reads), false
 }

@@ -151,20 +151,36 @@ func Check(ctx context.Context, s Space, o *Options, row experiment.Row, emit fu
 	return nil
 }
 
+// boundary is one calibration reading: the two lines at the chunk
+// boundary and the VMA at the changing address.
+type boundary struct {
+	last, first, query Span
+	found              bool
+}
+
+// probe reads the boundary and queries addr.
+func probe(s Space, addr uint64) (b boundary, err error) {
+	if b.last, b.first, err = s.Observe(); err != nil {
+		return b, err
+	}
+	b.query, b.found, err = s.Query(addr)
+	return b, err
+}
+
 // checkCase calibrates the case with the modifier stopped (the boundary
 // original, modified, restored), then lets the modifier run free while it
 // observes, counting into res.
 func checkCase(ctx context.Context, s Space, o *Options, res *Result) error {
 	pieces, page := s.Pieces()
-	last0, first0, err := s.Observe()
+	last, first, err := s.Observe()
 	if err != nil {
 		return err
 	}
 	inPieces := func(v Span) bool { return v.Start >= pieces.Start && v.End <= pieces.End }
-	if !inPieces(last0) || !inPieces(first0) || last0.End-last0.Start != PiecePages*page || first0.Start != last0.End {
-		return fmt.Errorf("the chunk boundary is not between two pieces: %+v | %+v", last0, first0)
+	if !inPieces(last) || !inPieces(first) || last.End-last.Start != PiecePages*page || first.Start != last.End {
+		return fmt.Errorf("the chunk boundary is not between two pieces: %+v | %+v", last, first)
 	}
-	mod := Mod{Case: res.Case, Addr: last0.Start, Next: first0.Start, Prot: ProtOf(last0.Perm), Page: page}
+	mod := Mod{Case: res.Case, Addr: last.Start, Next: first.Start, Prot: ProtOf(last.Perm), Page: page}
 	qaddr := mod.Addr + page // split, remap: the middle page changes hands
 	var hole Span
 	if res.Case == "resize" {
@@ -174,39 +190,27 @@ func checkCase(ctx context.Context, s Space, o *Options, res *Result) error {
 	if err := s.Begin(mod); err != nil {
 		return err
 	}
-	q0, ok0, err := s.Query(qaddr)
-	if err != nil {
-		return err
+	var cal [3]boundary // restored, modified, restored again
+	for i, step := range []func() error{func() error { return nil }, s.Modify, s.Restore} {
+		if err := step(); err != nil {
+			return err
+		}
+		if cal[i], err = probe(s, qaddr); err != nil {
+			return err
+		}
 	}
-	if err := s.Modify(); err != nil {
-		return err
+	b0, bM := cal[0], cal[1]
+	if cal[2] != b0 || b0.last != last || b0.first != first {
+		return fmt.Errorf("restoring did not bring back the boundary: %+v, was %+v", cal[2], b0)
 	}
-	lastM, firstM, err := s.Observe()
-	if err != nil {
-		return err
-	}
-	qM, okM, err := s.Query(qaddr)
-	if err != nil {
-		return err
-	}
-	if err := s.Restore(); err != nil {
-		return err
-	}
-	lastR, firstR, err := s.Observe()
-	if err != nil {
-		return err
-	}
-	if lastR != last0 || firstR != first0 {
-		return fmt.Errorf("restoring did not bring back the boundary: %+v | %+v, was %+v | %+v", lastR, firstR, last0, first0)
-	}
-	if lastM == last0 || !ok0 || !okM {
-		return fmt.Errorf("the modification did not show at the boundary (%+v | %+v) or the query found nothing", lastM, firstM)
+	if bM.last == b0.last || !b0.found || !bM.found {
+		return fmt.Errorf("the modification did not show at the boundary (%+v) or the query found nothing", bM)
 	}
 	c := Checker{
-		LastRestored: last0, LastModified: lastM,
-		FirstRestored: first0, FirstModified: firstM,
-		QueryRestored: q0, QueryModified: qM,
-		Mapped: Span{Start: last0.Start, End: first0.End},
+		LastRestored: b0.last, LastModified: bM.last,
+		FirstRestored: b0.first, FirstModified: bM.first,
+		QueryRestored: b0.query, QueryModified: bM.query,
+		Mapped: Span{Start: b0.last.Start, End: b0.first.End},
 		Hole:   hole,
 	}
 

@@ -2,13 +2,21 @@ package mapscan
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
+	"mmlab/live"
 )
+
+// TestMain lets the test binary run the helper roles when Run re-executes it.
+func TestMain(m *testing.M) {
+	live.RunRole()
+	os.Exit(m.Run())
+}
 
 // Each case runs against the kernel: the mapper times calls and the
 // scanners finish passes; no helper process is left behind.

@@ -3,13 +3,21 @@ package maptear
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"mmlab/experiment"
 	"mmlab/experiment/maptear"
+	"mmlab/live"
 )
+
+// TestMain lets the test binary run the child role when Run re-executes it.
+func TestMain(m *testing.M) {
+	live.RunRole()
+	os.Exit(m.Run())
+}
 
 // run runs the live check with o, returning what it emitted.
 func run(ctx context.Context, o *maptear.Options) ([]maptear.Result, error) {
