@@ -93,8 +93,8 @@ type RunSpec struct {
 	Seed     uint64        // of the mapper's random pages
 }
 
-// check checks r.Scanners.
-func (r RunSpec) check() error {
+// Check checks r.Scanners.
+func (r RunSpec) Check() error {
 	if !slices.Contains(Cases, r.Scanners) {
 		return fmt.Errorf("mapscan: scanners %q: want one of %s", r.Scanners, strings.Join(Cases, ", "))
 	}

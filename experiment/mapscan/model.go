@@ -38,7 +38,7 @@ const regionBase = 0x7f0000000000
 
 // RunModel runs one model run with the maps walk variant.
 func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return Stats{}, err
 	}
 	m := mm.New()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,8 +84,8 @@ func Run(ctx context.Context, o *mapscan.Options, env experiment.Env, emit func(
 // scanners. Every helper is gone when it returns, on error or cancellation
 // too.
 func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
-	if !slices.Contains(mapscan.Cases, o.Scanners) {
-		return mapscan.Stats{}, fmt.Errorf("mapscan: scanners %q: want one of %s", o.Scanners, strings.Join(mapscan.Cases, ", "))
+	if err := o.Check(); err != nil {
+		return mapscan.Stats{}, err
 	}
 	var helpers []*helperProc
 	defer func() {
