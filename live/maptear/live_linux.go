@@ -100,7 +100,9 @@ func startChild(ctx context.Context, pin bool, file string) (*childSpace, error)
 	if pin {
 		env = append(env, childCPUEnv+"=1")
 	}
-	cmd, err := live.Command(ctx, childRole, env...)
+	// Not killed when ctx is cancelled: the check stops between two reads
+	// and close ends the child, so the last read is whole.
+	cmd, err := live.Command(context.WithoutCancel(ctx), childRole, env...)
 	if err != nil {
 		return nil, fmt.Errorf("maptear: %w", err)
 	}
