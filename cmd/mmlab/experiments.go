@@ -12,6 +12,6 @@ import (
 // with its live runner (live/<name>), in seed order. It is the only place
 // that imports both halves.
 var boundExperiments = []experiment.Experiment{
-	experiment.Bind(mapscan.Def, livemapscan.Run),
 	experiment.Bind(maptear.Def, livemaptear.Run),
+	experiment.Bind(mapscan.Def, livemapscan.Run),
 }
