@@ -23,6 +23,9 @@ type Inode struct {
 	Shmem bool
 	// Cache is the page cache, filled on first access.
 	Cache *pgtable.Cache
+	// BuildID is the NT_GNU_BUILD_ID note build_id_parse_file() would find
+	// in the file (at most BUILD_ID_SIZE_MAX, 20 bytes); nil for none.
+	BuildID []byte
 
 	// IMmapRwsem is i_mmap_rwsem: it protects iMmap. Order: inside the
 	// mmap lock and VMA locks, outside anon_vma and PTE locks.

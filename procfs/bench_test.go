@@ -33,7 +33,7 @@ func benchMM(b *testing.B, n int) *mm.MM {
 func BenchmarkModelMapsRead(b *testing.B) {
 	m := benchMM(b, benchVMAs)
 	for _, v := range []Variant{Before, After} {
-		b.Run(string(v), func(b *testing.B) {
+		b.Run(v.String(), func(b *testing.B) {
 			f := OpenMaps(m, Options{Variant: v})
 			buf := make([]byte, 0, 2<<20)
 			b.ReportAllocs()

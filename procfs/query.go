@@ -1,12 +1,10 @@
 package procfs
 
 import (
-	"mmlab/uapi"
-	"sync"
-
 	"mmlab/errno"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/uapi"
 )
 
 // procmapQueryValidFlags is PROCMAP_QUERY_VALID_FLAGS_MASK.
@@ -22,14 +20,6 @@ const offsetofEndQueryAddr = 24
 
 // pathMax is PATH_MAX.
 const pathMax = 4096
-
-// buildIDs holds the build ID of model files that carry one: the
-// NT_GNU_BUILD_ID note build_id_parse_file() would find in the file.
-var buildIDs sync.Map // *mm.Inode -> []byte
-
-// SetBuildID gives the model file in the build ID id (at most 20 bytes,
-// BUILD_ID_SIZE_MAX), as if its ELF notes held it.
-func SetBuildID(in *mm.Inode, id []byte) { buildIDs.Store(in, append([]byte(nil), id...)) }
 
 // vmaName is get_vma_name() for the model: the file's path or the special
 // mapping's name, "" for none.
@@ -126,9 +116,7 @@ func (f *MapsFile) Query(q *uapi.ProcmapQuery, name, buildID []byte) error {
 	if karg.BuildIDSize != 0 {
 		var id []byte
 		if inode != nil {
-			if b, ok := buildIDs.Load(inode); ok {
-				id = b.([]byte)
-			}
+			id = inode.BuildID
 		}
 		if id == nil { // no file, or a file without a build ID: not an error
 			karg.BuildIDSize = 0
@@ -193,7 +181,7 @@ func (lc *queryLock) find(addr uint64) *mm.VMA {
 			return nil
 		}
 		lc.locked = v
-		if lc.f.opt.BrokenSkip != nil && lc.f.opt.BrokenSkip(v.Start, true) {
+		if brokenSkip(v.Start, true) {
 			addr = v.End
 			m.VMAEndRead(v)
 			lc.locked = nil

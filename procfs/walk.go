@@ -1,6 +1,8 @@
 package procfs
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"mmlab/locking"
@@ -9,18 +11,41 @@ import (
 )
 
 // Variant selects how a maps reader locks the address space: the design
-// before seed 003 or after it.
-type Variant string
+// before seed 003 or after it. The zero Variant is After.
+type Variant int
 
 // The two lock designs of /proc/PID/maps and PROCMAP_QUERY.
 const (
-	// Before: every read() chunk and every query holds the mmap read lock
-	// (kernels up to 6.16).
-	Before Variant = "before"
 	// After: RCU lookups and one VMA read lock at a time, falling back to
 	// the mmap read lock only when a VMA cannot be locked (6.17+).
-	After Variant = "after"
+	After Variant = iota
+	// Before: every read() chunk and every query holds the mmap read lock
+	// (kernels up to 6.16).
+	Before
 )
+
+// variantNames are the names of the variants.
+var variantNames = [...]string{Before: "before", After: "after"}
+
+// Variants are the names of the two designs, in the order before, after:
+// what ParseVariant accepts and String returns.
+var Variants = []string{variantNames[Before], variantNames[After]}
+
+// String returns "before" or "after".
+func (v Variant) String() string { return variantNames[v] }
+
+// ErrVariant is returned by ParseVariant for a name that is not a variant.
+var ErrVariant = errors.New("unknown maps walk variant")
+
+// ParseVariant returns the variant named s ("before" or "after").
+func ParseVariant(s string) (Variant, error) {
+	for v, name := range variantNames {
+		if name == s {
+			return Variant(v), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q: want before or after", ErrVariant, s)
+}
 
 // ChunkSize is the seq_file buffer: one read() returns whole lines up to
 // this many bytes (PAGE_SIZE).
@@ -45,12 +70,20 @@ type Options struct {
 	// rcu_read_lock(). Not needed if Waiter names its thread
 	// (rcu.OnThread).
 	Thread *sched.Thread
+}
 
-	// BrokenSkip is a test hook for the tearing checks, never set
-	// otherwise: the After text walk (query false) and query (query true)
-	// pass over the VMAs it names by their start, as a reader with a broken
-	// walk would, so that a checker can prove it reports the gap.
-	BrokenSkip func(start uint64, query bool) bool
+// hooks are the package's test hooks, set only from export_test.go.
+var hooks struct {
+	// brokenSkip, if set, makes the After text walk (query false) and
+	// query (query true) pass over the VMAs it names by their start, as a
+	// reader with a broken walk would, so that a tearing checker can prove
+	// it reports the gap.
+	brokenSkip func(start uint64, query bool) bool
+}
+
+// brokenSkip reports whether the test hook skips the VMA starting at start.
+func brokenSkip(start uint64, query bool) bool {
+	return hooks.brokenSkip != nil && hooks.brokenSkip(start, query)
 }
 
 // MapsFile is an open /proc/PID/maps of a model address space: a seq_file
@@ -66,9 +99,6 @@ type MapsFile struct {
 
 // OpenMaps opens m's maps file for a reader with opt.
 func OpenMaps(m *mm.MM, opt Options) *MapsFile {
-	if opt.Variant == "" {
-		opt.Variant = After
-	}
 	if opt.Thread != nil {
 		opt.Waiter = threadWaiter{opt.Waiter, opt.Thread}
 	}
@@ -179,7 +209,7 @@ func (f *MapsFile) readVMALocked() {
 			f.done = true
 			return
 		}
-		if f.opt.BrokenSkip != nil && f.opt.BrokenSkip(v.Start, false) {
+		if brokenSkip(v.Start, false) {
 			f.pos = v.End
 			f.m.VMAEndRead(v)
 			continue

@@ -3,12 +3,12 @@ package procfs
 import (
 	"bytes"
 	"errors"
-	"mmlab/uapi"
 	"strings"
 	"testing"
 
 	"mmlab/errno"
 	"mmlab/mm"
+	"mmlab/uapi"
 )
 
 const walkArena = 0x200000000
@@ -130,13 +130,14 @@ func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.P
 }
 
 // PROCMAP_QUERY's semantics on a small layout, under both designs; the
-// expected values follow the rules of do_procmap_query (kernel-mechanisms
-// §6.5), checked against the live kernel in query_linux_test.go.
+// expected values follow the rules of do_procmap_query
+// (fs/proc/task_mmu.c), checked against the live kernel in
+// query_linux_test.go.
 func TestQuerySemantics(t *testing.T) {
 	m := mm.New()
 	const a = 0x7f0000000000
 	in := mm.NewInode("/opt/model/libx.so", 16*4096, nil)
-	SetBuildID(in, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	in.BuildID = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
 	mustMap := func(addr, n uint64, prot, flags int, f *mm.File, off uint64) {
 		if _, err := m.Mmap(nil, addr, n*4096, prot, flags|mm.MAP_FIXED, f, off); err != nil {
 			t.Fatal(err)
@@ -221,5 +222,23 @@ func TestQuerySemantics(t *testing.T) {
 		if err := mf.Query(&q, nil, nil); err != nil || q.VMAStart != 7 {
 			t.Errorf("%s: 24-byte struct: %v, vma_start %#x (want untouched 7)", v, err, q.VMAStart)
 		}
+	}
+}
+
+func TestParseVariant(t *testing.T) {
+	for _, name := range Variants {
+		v, err := ParseVariant(name)
+		if err != nil || v.String() != name {
+			t.Errorf("%q: %v, %v", name, v, err)
+		}
+	}
+	if v, _ := ParseVariant("before"); v != Before {
+		t.Errorf("before is %v", v)
+	}
+	if _, err := ParseVariant("Before"); !errors.Is(err, ErrVariant) {
+		t.Errorf("Before: %v", err)
+	}
+	if (Options{}).Variant != After {
+		t.Error("the zero variant is not After")
 	}
 }

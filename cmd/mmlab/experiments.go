@@ -2,13 +2,19 @@ package main
 
 import (
 	"mmlab/experiment"
+	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
+	"mmlab/experiment/maptear"
+	livemapscan "mmlab/live/mapscan"
 	livemapslock "mmlab/live/mapslock"
+	livemaptear "mmlab/live/maptear"
 )
 
 // boundExperiments pairs each experiment's definition (experiment/<name>)
 // with its live runner (live/<name>), in seed order. It is the only place
 // that imports both halves.
 var boundExperiments = []experiment.Experiment{
+	experiment.Bind(mapscan.Def, livemapscan.Run),
+	experiment.Bind(maptear.Def, livemaptear.Run),
 	experiment.Bind(mapslock.Def, livemapslock.Run),
 }

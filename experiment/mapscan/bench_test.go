@@ -14,11 +14,11 @@ import (
 // comparison: after should be about 10x lower in the maxima).
 func BenchmarkModelTextScanners(b *testing.B) {
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
-		b.Run(string(v), func(b *testing.B) {
+		b.Run(v.String(), func(b *testing.B) {
 			var meanSum, opMax, waitMax float64
 			n := 0
 			for b.Loop() {
-				st, err := RunModel(context.Background(), v, Options{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1)})
+				st, err := RunModel(context.Background(), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1)})
 				if err != nil {
 					b.Fatal(err)
 				}

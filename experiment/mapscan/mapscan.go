@@ -1,30 +1,34 @@
 // Package mapscan is Paul McKenney's proc-mmap_sem-test, the benchmark of
-// seed 003, on the model: a mapper task keeps re-mapping (MAP_FIXED |
-// MAP_POPULATE) or unmapping random pages of a 128 MiB anonymous region and
-// times every call, while two scanner tasks read its /proc/PID/maps in a
-// loop, as text or with PROCMAP_QUERY. The scanners run at nice 15 on a
-// model CPU shared with a normal-priority busy task (spin 2 ms, sleep 1 ms),
-// so the busy task preempts a scanner at its next preemption point: with the
-// Before walk the scanner may then hold the mmap read lock, and the mapper's
-// mmap and munmap wait for the whole preemption (the priority inversion the
-// seed removes); with the After walk it holds no lock there.
+// seed 003: a mapper keeps re-mapping (MAP_FIXED | MAP_POPULATE) or
+// unmapping random pages of a 128 MiB anonymous region and times every
+// call, while two scanners read its /proc/PID/maps in a loop, as text or
+// with PROCMAP_QUERY. The scanners run at nice 15 on a CPU shared with a
+// normal-priority busy task (spin 2 ms, sleep 1 ms), so the busy task
+// preempts a scanner: with the Before walk the scanner may then hold the
+// mmap read lock, and the mapper's mmap and munmap wait for the whole
+// preemption (the priority inversion the seed removes); with the After walk
+// it holds no lock there.
 //
-// The types here are shared with the live run (mmlab/live/mapscan).
+// The package is the experiment's one definition (Def): cases, options,
+// the per-run figures (Stats, Acc), the typed result and its summary over
+// runs (RunCases), the table and the verdict, and the model runner (on
+// model CPUs); the live runner is mmlab/live/mapscan.
 package mapscan
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"flag"
 	"fmt"
-	"math/rand/v2"
-	"mmlab/uapi"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
 
-	"mmlab/errno"
-	"mmlab/kernel"
-	"mmlab/mm"
+	"mmlab/experiment"
 	"mmlab/procfs"
-	"mmlab/sched"
+	"mmlab/report"
 )
 
 // Cases are the scanner kinds, the key field "scanners".
@@ -43,11 +47,58 @@ const (
 	regionPages = RegionSize / PageSize
 )
 
-// Options set one run.
+// Options are the benchmark's flags; their JSON (with the constants
+// region_bytes, scanner_count and scanner_nice) is the document's params.
 type Options struct {
-	Scanners string        // "none", "text" or "query"
+	Runs     int           `json:"runs"` // per case
+	Duration time.Duration `json:"-"`    // "duration_ms": how long the mapper is timed in each run
+}
+
+// NewOptions returns the defaults: three runs of two seconds per case.
+func NewOptions() *Options { return &Options{Runs: 3, Duration: 2 * time.Second} }
+
+// MarshalJSON adds duration_ms and the constants to the fields.
+func (o Options) MarshalJSON() ([]byte, error) {
+	type fields Options
+	return json.Marshal(struct {
+		fields
+		DurationMS   int64 `json:"duration_ms"`
+		RegionBytes  int   `json:"region_bytes"`
+		ScannerCount int   `json:"scanner_count"`
+		ScannerNice  int   `json:"scanner_nice"`
+	}{fields(o), o.Duration.Milliseconds(), RegionSize, NumScanners, ScannerNice})
+}
+
+// Flags registers the options on fs.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per case")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the mapper is timed in each run")
+}
+
+// Validate checks every option.
+func (o *Options) Validate() error {
+	if o.Runs < 1 {
+		return fmt.Errorf("--runs %d: want 1 or more", o.Runs)
+	}
+	if o.Duration <= 0 {
+		return fmt.Errorf("--duration %v: want more than 0", o.Duration)
+	}
+	return nil
+}
+
+// RunSpec sets one run.
+type RunSpec struct {
+	Scanners string        // one of Cases
 	Duration time.Duration // how long the mapper is timed
 	Seed     uint64        // of the mapper's random pages
+}
+
+// Check checks r.Scanners.
+func (r RunSpec) Check() error {
+	if !slices.Contains(Cases, r.Scanners) {
+		return fmt.Errorf("mapscan: scanners %q: want one of %s", r.Scanners, strings.Join(Cases, ", "))
+	}
+	return nil
 }
 
 // Stats are one run's figures. Lock waits are the model's only.
@@ -59,25 +110,6 @@ type Stats struct {
 	LockWaitMeanUS            float64 // time blocked on any lock per op
 	LockWaitMaxUS             float64
 	ScanPasses                int // full scans the scanners finished
-}
-
-// Fields returns s as report metrics; lockWaits adds the model-only ones.
-func (s Stats) Fields(lockWaits bool) map[string]any {
-	f := map[string]any{
-		"ops":            s.Ops,
-		"scan_passes":    s.ScanPasses,
-		"mmap_mean_us":   s.MmapMeanUS,
-		"mmap_max_us":    s.MmapMaxUS,
-		"munmap_mean_us": s.MunmapMeanUS,
-		"munmap_max_us":  s.MunmapMaxUS,
-		"op_mean_us":     s.OpMeanUS,
-		"op_max_us":      s.OpMaxUS,
-	}
-	if lockWaits {
-		f["lock_wait_mean_us"] = s.LockWaitMeanUS
-		f["lock_wait_max_us"] = s.LockWaitMaxUS
-	}
-	return f
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -123,147 +155,203 @@ func (a *Acc) Stats() Stats {
 	}
 }
 
-// regionBase is where the model maps the region.
-const regionBase = 0x7f0000000000
+// Result summarises the runs of one case on one target and variant as the
+// seed does: the median of the means and the maximum of the maxima, with
+// the per-run values in the *_runs lists. The lock waits are the model's
+// only (absent from live results).
+type Result struct {
+	experiment.Row
+	Scanners   string `json:"scanners"`
+	Runs       int    `json:"runs"`
+	Ops        int    `json:"ops"`      // timed calls, all runs
+	OpsRuns    []int  `json:"ops_runs"` // per run
+	ScanPasses int    `json:"scan_passes"`
 
-// RunModel runs one model run with the maps walk variant.
-func RunModel(ctx context.Context, variant procfs.Variant, o Options) (Stats, error) {
-	if variant != procfs.Before && variant != procfs.After {
-		return Stats{}, fmt.Errorf("mapscan: variant %q: want before or after", variant)
-	}
-	switch o.Scanners {
-	case "none", "text", "query":
-	default:
-		return Stats{}, fmt.Errorf("mapscan: scanners %q: want none, text or query", o.Scanners)
-	}
-	m := mm.New()
-	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		return Stats{}, err
-	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x6d61707363616e))
-	op := func(w *kernel.Task) (bool, error) {
-		addr := uint64(regionBase + rng.IntN(regionPages)*PageSize)
-		if rng.IntN(2) == 0 {
-			_, err := m.Mmap(w, addr, PageSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0)
-			return true, err
-		}
-		return false, m.Munmap(w, addr, PageSize)
-	}
-	for range WarmupOps {
-		if _, err := op(nil); err != nil {
-			return Stats{}, err
-		}
-	}
+	MmapMeanUS         float64   `json:"mmap_mean_us"`
+	MmapMeanUSRuns     []float64 `json:"mmap_mean_us_runs"`
+	MmapMaxUS          float64   `json:"mmap_max_us"`
+	MmapMaxUSRuns      []float64 `json:"mmap_max_us_runs"`
+	MunmapMeanUS       float64   `json:"munmap_mean_us"`
+	MunmapMeanUSRuns   []float64 `json:"munmap_mean_us_runs"`
+	MunmapMaxUS        float64   `json:"munmap_max_us"`
+	MunmapMaxUSRuns    []float64 `json:"munmap_max_us_runs"`
+	OpMeanUS           float64   `json:"op_mean_us"`
+	OpMeanUSRuns       []float64 `json:"op_mean_us_runs"`
+	OpMaxUS            float64   `json:"op_max_us"`
+	OpMaxUSRuns        []float64 `json:"op_max_us_runs"`
+	LockWaitMeanUS     *float64  `json:"lock_wait_mean_us,omitempty"`
+	LockWaitMeanUSRuns []float64 `json:"lock_wait_mean_us_runs,omitempty"`
+	LockWaitMaxUS      *float64  `json:"lock_wait_max_us,omitempty"`
+	LockWaitMaxUSRuns  []float64 `json:"lock_wait_max_us_runs,omitempty"`
+}
 
-	sys := sched.NewSystem(2)
-	var acc Acc
-	var opErr error
-	mapperDone := make(chan struct{})
-	// The mapper: CPU 0, normal priority.
-	sys.Spawn(0, 0, func(th *sched.Thread) {
-		defer close(mapperDone)
-		t := kernel.NewTask("mapper")
-		t.Thread = th
-		deadline := time.Now().Add(o.Duration)
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			t.TakeBlocked()
-			t0 := time.Now()
-			isMmap, err := op(t)
-			d := time.Since(t0)
-			if err != nil {
-				opErr = err
-				return
-			}
-			var wait time.Duration
-			for _, b := range t.TakeBlocked() {
-				wait += b.Total
-			}
-			acc.Add(isMmap, d, wait)
-			t.Block(func() { time.Sleep(MapperSleep) })
+// Insufficient reports whether a run of r timed no call: its figures say
+// nothing.
+func (r Result) Insufficient() bool { return slices.Contains(r.OpsRuns, 0) }
+
+// Summarise summarises the runs all of case scanners; the lock waits are
+// kept for the model.
+func Summarise(row experiment.Row, scanners string, all []Stats) Result {
+	r := Result{Row: row, Scanners: scanners, Runs: len(all)}
+	for _, s := range all {
+		r.Ops += s.Ops
+		r.OpsRuns = append(r.OpsRuns, s.Ops)
+		r.ScanPasses += s.ScanPasses
+	}
+	type metric struct {
+		v    *float64
+		runs *[]float64
+		of   func(Stats) float64
+		max  bool // the maximum over runs, else the median
+	}
+	ms := []metric{
+		{&r.MmapMeanUS, &r.MmapMeanUSRuns, func(s Stats) float64 { return s.MmapMeanUS }, false},
+		{&r.MmapMaxUS, &r.MmapMaxUSRuns, func(s Stats) float64 { return s.MmapMaxUS }, true},
+		{&r.MunmapMeanUS, &r.MunmapMeanUSRuns, func(s Stats) float64 { return s.MunmapMeanUS }, false},
+		{&r.MunmapMaxUS, &r.MunmapMaxUSRuns, func(s Stats) float64 { return s.MunmapMaxUS }, true},
+		{&r.OpMeanUS, &r.OpMeanUSRuns, func(s Stats) float64 { return s.OpMeanUS }, false},
+		{&r.OpMaxUS, &r.OpMaxUSRuns, func(s Stats) float64 { return s.OpMaxUS }, true},
+	}
+	if row.Target == experiment.Model {
+		r.LockWaitMeanUS, r.LockWaitMaxUS = new(float64), new(float64)
+		ms = append(ms,
+			metric{r.LockWaitMeanUS, &r.LockWaitMeanUSRuns, func(s Stats) float64 { return s.LockWaitMeanUS }, false},
+			metric{r.LockWaitMaxUS, &r.LockWaitMaxUSRuns, func(s Stats) float64 { return s.LockWaitMaxUS }, true})
+	}
+	for _, m := range ms {
+		xs := make([]float64, len(all))
+		for i, s := range all {
+			xs[i] = m.of(s)
 		}
-	})
-	passes := make([]int, NumScanners)
-	var scanErr [NumScanners]error
-	if o.Scanners != "none" {
-		// The busy task: CPU 1, normal priority.
-		sys.Spawn(1, 0, func(th *sched.Thread) {
-			t := kernel.NewTask("busy")
-			t.Thread = th
-			for !th.Stopping() {
-				t0 := time.Now()
-				for time.Since(t0) < BusySpin {
-					th.Point()
-				}
-				t.Block(func() { time.Sleep(BusySleep) })
-			}
-		})
-		for i := range NumScanners {
-			sys.Spawn(1, ScannerNice, func(th *sched.Thread) {
-				t := kernel.NewTask("scanner")
-				t.Thread = th
-				f := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: t, Point: th.Point, Thread: th})
-				name := make([]byte, 256)
-				for !th.Stopping() {
-					var err error
-					if o.Scanners == "text" {
-						err = scanText(f)
-					} else {
-						err = scanQuery(f, name)
-					}
-					if err != nil {
-						scanErr[i] = err
-						return
-					}
-					passes[i]++
-					th.Yield() // equal priorities share the CPU through Yield
-				}
-			})
+		*m.runs = xs
+		if m.max {
+			*m.v = report.Max(xs)
+		} else {
+			*m.v = report.Median(xs)
 		}
 	}
-	<-mapperDone
-	sys.Stop()
-	if opErr != nil {
-		return Stats{}, fmt.Errorf("mapscan: mapper: %w", opErr)
-	}
-	for _, err := range scanErr {
+	return r
+}
+
+// RunCases runs o.Runs runs of each case with one (seeds 1, 2, ...) and
+// emits each case's summary; a case cut short by an error or ctx is
+// emitted with the runs that finished.
+func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(context.Context, RunSpec) (Stats, error), emit func(Result)) error {
+	for _, c := range Cases {
+		var all []Stats
+		var err error
+		for r := range o.Runs {
+			var st Stats
+			if st, err = one(ctx, RunSpec{Scanners: c, Duration: o.Duration, Seed: uint64(r + 1)}); err != nil {
+				break
+			}
+			all = append(all, st)
+		}
+		if len(all) > 0 {
+			emit(Summarise(row, c, all))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil {
-			return Stats{}, fmt.Errorf("mapscan: scanner: %w", err)
+			return fmt.Errorf("%s: %w", c, err)
 		}
 	}
-	st := acc.Stats()
-	for _, p := range passes {
-		st.ScanPasses += p
-	}
-	return st, ctx.Err()
+	return nil
 }
 
-// scanText reads the whole maps text, one 4 KiB chunk per read.
-func scanText(f *procfs.MapsFile) error {
-	f.Rewind()
-	for {
-		b, err := f.Read()
-		if err != nil || len(b) == 0 {
-			return err
-		}
-	}
+// Def is the experiment's definition.
+var Def = experiment.Def[*Options, Result]{
+	Name:    "mapscan",
+	Seed:    "003",
+	Summary: "mmap/munmap latency while nice-15 scanners read /proc/PID/maps (proc-mmap_sem-test)",
+	Help: `usage: mmlab run mapscan [--target model|live|both] [--variant before|after]
+                        [--runs N] [--duration D] [--json]
+
+Paul McKenney's proc-mmap_sem-test, the benchmark of seed 003. A mapper
+re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of a 128 MiB
+anonymous region, sleeping 10us between calls and timing each, for
+--duration. Two scanners read its /proc/PID/maps in a loop, as text in 4 KiB
+read()s (scanners=text) or with PROCMAP_QUERY (scanners=query), at nice 15 on
+a CPU shared with a normal-priority task that spins 2 ms and sleeps 1 ms; a
+scanner preempted while it holds the mmap lock stalls the mapper.
+The model runs the maps walk before seed 003 (the mmap read lock per 4 KiB
+chunk) and after it (per-VMA locks); the live target runs this kernel's.
+Per case: op_mean_us is the median over runs of the mean call latency,
+op_max_us the maximum over runs of the maximum (the seed's summary); the
+model also reports the mapper's time blocked on locks per call. A run that
+timed no call makes the result insufficient (exit status 1).
+`,
+	Variants:   procfs.Variants,
+	NewOptions: NewOptions,
+	Quick:      []string{"--runs", "1", "--duration", "300ms"},
+	Model:      Model,
+	Table:      Table,
+	Verdict:    Verdict,
 }
 
-// scanQuery walks every VMA with PROCMAP_QUERY (COVERING_OR_NEXT_VMA from 0,
-// then from the end of each VMA found), asking for names.
-func scanQuery(f *procfs.MapsFile, name []byte) error {
-	addr := uint64(0)
-	for {
-		q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr,
-			QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, VMANameSize: uint32(len(name)), VMANameAddr: 1}
-		err := f.Query(&q, name, nil)
-		if err != nil {
-			if isENOENT(err) {
-				return nil
+// Table prints one row per target, variant and case, then the seed's
+// comparison: the model's after against before, with text scanners.
+func Table(w io.Writer, _ *Options, rs []Result) {
+	fmt.Fprintf(w, "mapscan: mapper latency under /proc/PID/maps scanners (%s)\n", report.ThisMachine().Kernel)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tvariant\tscanners\truns\tops\tpasses\top_mean_us\top_max_us\tmmap_mean_us\tmmap_max_us\tmunmap_mean_us\tmunmap_max_us\tlock_wait_mean_us\tlock_wait_max_us\t\n")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t", r.Target, r.Variant, r.Scanners, r.Runs, r.Ops, r.ScanPasses)
+		for _, v := range []*float64{&r.OpMeanUS, &r.OpMaxUS, &r.MmapMeanUS, &r.MmapMaxUS, &r.MunmapMeanUS, &r.MunmapMaxUS, r.LockWaitMeanUS, r.LockWaitMaxUS} {
+			if v != nil && r.Ops > 0 {
+				fmt.Fprintf(tw, "%.1f\t", *v)
+			} else {
+				fmt.Fprint(tw, "-\t")
 			}
-			return err
 		}
-		addr = q.VMAEnd
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, line := range Ratios(rs) {
+		fmt.Fprintln(w, line)
 	}
 }
 
-func isENOENT(err error) bool { return errors.Is(err, errno.ENOENT) }
+// Ratios are the seed's comparison lines: op_max_us and lock_wait_max_us of
+// the model, before over after, with text scanners.
+func Ratios(rs []Result) []string {
+	find := func(variant string) *Result {
+		for i, r := range rs {
+			if r.Target == experiment.Model && r.Variant == variant && r.Scanners == "text" && !r.Insufficient() {
+				return &rs[i]
+			}
+		}
+		return nil
+	}
+	b, a := find(procfs.Before.String()), find(procfs.After.String())
+	if b == nil || a == nil {
+		return nil
+	}
+	var lines []string
+	for _, m := range []struct {
+		name   string
+		before float64
+		after  float64
+	}{{"op_max_us", b.OpMaxUS, a.OpMaxUS}, {"lock_wait_max_us", *b.LockWaitMaxUS, *a.LockWaitMaxUS}} {
+		if m.after > 0 {
+			lines = append(lines, fmt.Sprintf("model, text scanners: %s before/after = %.1fx", m.name, m.before/m.after))
+		}
+	}
+	return lines
+}
+
+// Verdict says "insufficient" when a run timed no call (and fails); the
+// benchmark has no other judgement.
+func Verdict(_ *Options, rs []Result) (string, bool) {
+	var none []string
+	for _, r := range rs {
+		if r.Insufficient() {
+			none = append(none, fmt.Sprintf("%s %s %s", r.Target, r.Variant, r.Scanners))
+		}
+	}
+	if len(none) > 0 {
+		return "verdict: insufficient: a run timed no call in " + strings.Join(none, ", "), true
+	}
+	return "", false
+}

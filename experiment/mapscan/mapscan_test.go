@@ -2,20 +2,111 @@ package mapscan
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"mmlab/experiment"
 	"mmlab/procfs"
 )
 
 func TestRunModelSmoke(t *testing.T) {
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
 		for _, c := range Cases {
-			st, err := RunModel(context.Background(), v, Options{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1})
+			st, err := RunModel(context.Background(), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s %s: %+v", v, c, st)
+			if st.Ops == 0 || (c == "none") != (st.ScanPasses == 0) {
+				t.Errorf("%s %s: %d ops, %d scan passes", v, c, st.Ops, st.ScanPasses)
+			}
 		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		bad  string
+	}{
+		{nil, ""},
+		{[]string{"--runs", "1", "--duration", "1ms"}, ""},
+		{[]string{"--runs", "0"}, "--runs 0"},
+		{[]string{"--runs", "-3"}, "--runs -3"},
+		{[]string{"--duration", "0"}, "--duration 0s"},
+		{[]string{"--duration", "-1s"}, "--duration -1s"},
+	} {
+		o := NewOptions()
+		fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.Flags(fs)
+		err := fs.Parse(c.args)
+		if err == nil {
+			err = o.Validate()
+		}
+		if c.bad == "" && err != nil || c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)) {
+			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.bad)
+		}
+	}
+	b, err := json.Marshal(NewOptions())
+	if want := `{"runs":3,"duration_ms":2000,"region_bytes":134217728,"scanner_count":2,"scanner_nice":15}`; err != nil || string(b) != want {
+		t.Errorf("params %s, %v; want %s", b, err, want)
+	}
+}
+
+// The seed's summary: the median of the means, the maximum of the maxima;
+// lock waits on the model only; a run that timed no call is insufficient.
+func TestSummarise(t *testing.T) {
+	runs := []Stats{
+		{Ops: 10, OpMeanUS: 5, OpMaxUS: 50, LockWaitMaxUS: 7, ScanPasses: 1},
+		{Ops: 20, OpMeanUS: 1, OpMaxUS: 90, LockWaitMaxUS: 3, ScanPasses: 2},
+		{Ops: 30, OpMeanUS: 3, OpMaxUS: 20, LockWaitMaxUS: 9, ScanPasses: 3},
+	}
+	model := Summarise(experiment.Row{Target: experiment.Model, Variant: "before"}, "text", runs)
+	if model.OpMeanUS != 3 || model.OpMaxUS != 90 || *model.LockWaitMaxUS != 9 || model.Ops != 60 || model.ScanPasses != 6 ||
+		model.Runs != 3 || !slices.Equal(model.OpMaxUSRuns, []float64{50, 90, 20}) || model.Insufficient() {
+		t.Errorf("model summary: %+v", model)
+	}
+	live := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "text", runs)
+	b, _ := json.Marshal(live)
+	if strings.Contains(string(b), "lock_wait") || live.LockWaitMaxUS != nil {
+		t.Errorf("live summary has lock waits: %s", b)
+	}
+	runs[1] = Stats{}
+	empty := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "query", runs)
+	if !empty.Insufficient() {
+		t.Errorf("a run without calls is not insufficient: %+v", empty)
+	}
+	if line, failed := Verdict(nil, []Result{model, empty}); !failed || !strings.Contains(line, "insufficient") || !strings.Contains(line, "live kernel query") {
+		t.Errorf("verdict %q, %v", line, failed)
+	}
+	if line, failed := Verdict(nil, []Result{model}); failed || line != "" {
+		t.Errorf("verdict %q, %v on sufficient runs", line, failed)
+	}
+}
+
+// The model runner emits one summary per variant and case, each over
+// o.Runs runs, and the table ends with the seed's comparison.
+func TestModel(t *testing.T) {
+	o := &Options{Runs: 2, Duration: 50 * time.Millisecond}
+	var rs []Result
+	if err := Model(context.Background(), o, experiment.Env{Variants: procfs.Variants}, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(procfs.Variants)*len(Cases) {
+		t.Fatalf("%d results", len(rs))
+	}
+	for _, r := range rs {
+		if r.Runs != 2 || len(r.OpMeanUSRuns) != 2 || r.LockWaitMeanUS == nil || r.Target != experiment.Model {
+			t.Errorf("%+v", r)
+		}
+	}
+	if n := len(Ratios(rs)); n == 0 {
+		t.Error("no before/after lines")
 	}
 }

@@ -248,7 +248,7 @@ per-VMA-lock queries (Linux 6.17+) query-other returns before mprotect does;
 under mmap_lock it waits. returned_first is the share of runs in which the
 query returned while mprotect was still running.
 `,
-	Variants:   []string{string(procfs.Before), string(procfs.After)},
+	Variants:   procfs.Variants,
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 1 << 30, Cases: Cases} },
 	Quick:      []string{"--runs", "5", "--size", "512M"},
 	Model:      runModel,
@@ -266,7 +266,10 @@ const (
 // that queries once mprotect holds the lock.
 func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	for _, v := range env.Variants {
-		variant := procfs.Variant(v)
+		variant, err := procfs.ParseVariant(v)
+		if err != nil {
+			return err
+		}
 		for _, c := range o.Cases {
 			m := mm.New()
 			rw := mm.PROT_READ | mm.PROT_WRITE

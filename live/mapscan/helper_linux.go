@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"mmlab/uapi"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,15 +15,36 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/experiment/mapscan"
+	"mmlab/live"
 	"mmlab/live/procmaps"
+	"mmlab/uapi"
 )
 
-// roleEnv names the helper role: mapper, scanner or busy.
-const roleEnv = "MMLAB_MAPSCAN_ROLE"
+// The helper roles, and the scanner's environment: the mapper's pid and
+// the scanner kind (text or query).
+const (
+	roleMapper  = "mapscan-mapper"
+	roleScanner = "mapscan-scanner"
+	roleBusy    = "mapscan-busy"
+	pidEnv      = "MMLAB_MAPSCAN_PID"
+	kindEnv     = "MMLAB_MAPSCAN_KIND"
+)
 
 func init() {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(helperMain(role))
+	live.RegisterRole(roleMapper, helper(mapperMain))
+	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv)) }))
+	live.RegisterRole(roleBusy, helper(busyMain))
+}
+
+// helper returns the role main of a helper: on error it prints "err ..."
+// for the parent and exits 1.
+func helper(run func() error) func() int {
+	return func() int {
+		if err := run(); err != nil {
+			fmt.Printf("err %v\n", err)
+			return 1
+		}
+		return 0
 	}
 }
 
@@ -41,25 +61,6 @@ func pinThread(cpu, nice int) error {
 		return fmt.Errorf("setpriority %d: %s", nice, unix.ErrnoName(err.(unix.Errno)))
 	}
 	return nil
-}
-
-func helperMain(role string) int {
-	var err error
-	switch role {
-	case "mapper":
-		err = mapperMain()
-	case "scanner":
-		err = scannerMain(os.Getenv("MMLAB_MAPSCAN_PID"), os.Getenv("MMLAB_MAPSCAN_KIND"))
-	case "busy":
-		err = busyMain()
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Printf("err %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 func nanosleep(d time.Duration) {

@@ -8,27 +8,28 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
+	"mmlab/live"
 )
 
-// helper is one helper process.
-type helper struct {
+// helperProc is one helper process.
+type helperProc struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
 }
 
-func startHelper(role string, env ...string) (*helper, error) {
-	exe, err := os.Executable()
+func startHelper(ctx context.Context, role string, env ...string) (*helperProc, error) {
+	cmd, err := live.Command(ctx, role, append([]string{"GOGC=off", "GOMAXPROCS=2"}, env...)...)
 	if err != nil {
-		return nil, fmt.Errorf("mapscan: finding this binary to start the %s: %w", role, err)
+		return nil, fmt.Errorf("mapscan: %w", err)
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), append([]string{roleEnv + "=" + role, "GOGC=off", "GOMAXPROCS=2"}, env...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
@@ -42,7 +43,7 @@ func startHelper(role string, env ...string) (*helper, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("mapscan: starting the %s: %w", role, err)
 	}
-	h := &helper{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	h := &helperProc{cmd: cmd, in: in, out: bufio.NewReader(out)}
 	if _, err := h.expect("ready"); err != nil {
 		h.kill()
 		return nil, fmt.Errorf("mapscan: the %s did not start: %w", role, err)
@@ -51,7 +52,7 @@ func startHelper(role string, env ...string) (*helper, error) {
 }
 
 // expect reads one line, which must start with word; it returns the rest.
-func (h *helper) expect(word string) (string, error) {
+func (h *helperProc) expect(word string) (string, error) {
 	line, err := h.out.ReadString('\n')
 	if err != nil {
 		return "", fmt.Errorf("no answer (%w)", err)
@@ -64,41 +65,48 @@ func (h *helper) expect(word string) (string, error) {
 	return strings.TrimSpace(rest), nil
 }
 
-func (h *helper) kill() {
+func (h *helperProc) kill() {
 	h.in.Close()
 	h.cmd.Process.Kill()
 	h.cmd.Wait()
 }
 
-// Run runs one live run: the mapper for o.Duration with o.Scanners
+// Run runs the benchmark on the running kernel: o.Runs runs of each case,
+// emitting each case's summary.
+func Run(ctx context.Context, o *mapscan.Options, env experiment.Env, emit func(mapscan.Result)) error {
+	if runtime.NumCPU() < 2 {
+		return live.Unsupported("the helpers run on CPUs 0 and 1: needs 2 CPUs, this machine has %d", runtime.NumCPU())
+	}
+	return mapscan.RunCases(ctx, o, experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, runOnce, emit)
+}
+
+// runOnce runs one live run: the mapper for o.Duration with o.Scanners
 // scanners. Every helper is gone when it returns, on error or cancellation
 // too.
-func Run(ctx context.Context, o mapscan.Options) (mapscan.Stats, error) {
-	switch o.Scanners {
-	case "none", "text", "query":
-	default:
-		return mapscan.Stats{}, fmt.Errorf("mapscan: scanners %q: want none, text or query", o.Scanners)
+func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
+	if err := o.Check(); err != nil {
+		return mapscan.Stats{}, err
 	}
-	var helpers []*helper
+	var helpers []*helperProc
 	defer func() {
 		for _, h := range helpers {
 			h.kill()
 		}
 	}()
-	mapper, err := startHelper("mapper")
+	mapper, err := startHelper(ctx, roleMapper)
 	if err != nil {
 		return mapscan.Stats{}, err
 	}
 	helpers = append(helpers, mapper)
-	var scanners []*helper
+	var scanners []*helperProc
 	if o.Scanners != "none" {
-		busy, err := startHelper("busy")
+		busy, err := startHelper(ctx, roleBusy)
 		if err != nil {
 			return mapscan.Stats{}, err
 		}
 		helpers = append(helpers, busy)
 		for range mapscan.NumScanners {
-			s, err := startHelper("scanner", "MMLAB_MAPSCAN_PID="+strconv.Itoa(mapper.cmd.Process.Pid), "MMLAB_MAPSCAN_KIND="+o.Scanners)
+			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.cmd.Process.Pid), kindEnv+"="+o.Scanners)
 			if err != nil {
 				return mapscan.Stats{}, err
 			}

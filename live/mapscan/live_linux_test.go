@@ -2,12 +2,21 @@ package mapscan
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"testing"
 	"time"
 
+	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
+	"mmlab/live"
 )
+
+// TestMain lets the test binary run the helper roles when Run re-executes it.
+func TestMain(m *testing.M) {
+	live.RunRole()
+	os.Exit(m.Run())
+}
 
 // Each case runs against the kernel: the mapper times calls and the
 // scanners finish passes; no helper process is left behind.
@@ -15,18 +24,35 @@ func TestRunLive(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("the helpers use CPUs 0 and 1: this machine has one")
 	}
-	for _, c := range mapscan.Cases {
-		st, err := Run(context.Background(), mapscan.Options{Scanners: c, Duration: 200 * time.Millisecond, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
+	var rs []mapscan.Result
+	if err := Run(context.Background(), &mapscan.Options{Runs: 1, Duration: 200 * time.Millisecond}, experiment.Env{}, func(r mapscan.Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(mapscan.Cases) {
+		t.Fatalf("%d results, want %d", len(rs), len(mapscan.Cases))
+	}
+	for _, r := range rs {
+		t.Logf("%+v", r)
+		if r.Insufficient() || r.Ops == 0 || r.Target != experiment.Live || r.LockWaitMaxUS != nil {
+			t.Errorf("%s: the mapper timed no calls, or the row is wrong: %+v", r.Scanners, r)
 		}
-		t.Logf("%s: %+v", c, st)
-		if st.Ops == 0 || st.MmapOps == 0 || st.MunmapOps == 0 {
-			t.Errorf("%s: the mapper timed no calls: %+v", c, st)
+		if (r.Scanners == "none") != (r.ScanPasses == 0) {
+			t.Errorf("%s: %d scan passes", r.Scanners, r.ScanPasses)
 		}
-		if (c == "none") != (st.ScanPasses == 0) {
-			t.Errorf("%s: %d scan passes", c, st.ScanPasses)
-		}
+	}
+}
+
+// One run splits its calls between mmap and munmap.
+func TestRunOnce(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("the helpers use CPUs 0 and 1: this machine has one")
+	}
+	st, err := runOnce(context.Background(), mapscan.RunSpec{Scanners: "none", Duration: 100 * time.Millisecond, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MmapOps == 0 || st.MunmapOps == 0 {
+		t.Errorf("%+v", st)
 	}
 }
 
@@ -34,7 +60,7 @@ func TestRunLive(t *testing.T) {
 func TestRunLiveCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Run(ctx, mapscan.Options{Scanners: "text", Duration: time.Hour}); err == nil {
+	if _, err := runOnce(ctx, mapscan.RunSpec{Scanners: "text", Duration: time.Hour}); err == nil {
 		t.Fatal("a cancelled run succeeded")
 	}
 }

@@ -4,12 +4,13 @@ package mapscan
 
 import (
 	"context"
-	"errors"
 
+	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
+	"mmlab/live"
 )
 
 // Run needs Linux processes and /proc: on other systems it says so.
-func Run(ctx context.Context, o mapscan.Options) (mapscan.Stats, error) {
-	return mapscan.Stats{}, errors.New("mapscan: the live run needs Linux (/proc/PID/maps, sched_setaffinity): not supported on this system")
+func Run(ctx context.Context, o *mapscan.Options, env experiment.Env, emit func(mapscan.Result)) error {
+	return live.Unsupported("the live run reads /proc/PID/maps and pins helpers with sched_setaffinity: needs Linux")
 }

@@ -9,34 +9,25 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/experiment/maptear"
+	"mmlab/live"
 )
 
-// childEnv, when set, makes any binary importing this package run the
-// modifier child instead of its main (from the init function below).
-const childEnv = "MMLAB_MAPTEAR_CHILD"
+// childRole is the helper role of the modifier child.
+const childRole = "maptear-child"
 
 // childCPUEnv, if set, is the CPU the child pins its modifier thread to.
 const childCPUEnv = "MMLAB_MAPTEAR_CPU"
 
-// The child's layout, as in proc-maps-race.c: nPieces anonymous private
-// VMAs of piecePages pages each, alternating RW and R so that neighbours
-// never merge, never touched (no page faults, so a split piece can always
-// merge back). They sit at a fixed low address (tried from regionBases),
-// below the Go heap arenas at 0xc000000000 and above a non-PIE binary:
-// whatever the Go runtime maps later lands elsewhere and, in address order,
-// after them, so it cannot move the chunk boundary.
-const (
-	nPieces    = 129
-	piecePages = 3
-)
-
+// The child's pieces (maptear.NPieces of maptear.PiecePages pages) sit at a
+// fixed low address (tried from regionBases), below the Go heap arenas at
+// 0xc000000000 and above a non-PIE binary: whatever the Go runtime maps
+// later lands elsewhere and, in address order, after them, so it cannot move
+// the chunk boundary.
 var regionBases = []uintptr{0x200000000, 0x300000000, 0x400000000, 0x800000000}
 
-func init() {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(childMain())
-	}
-}
+func init() { live.RegisterRole(childRole, childMain) }
 
 func sysMmap(addr, length uintptr, prot, flags int) (uintptr, error) {
 	r, _, e := unix.Syscall6(unix.SYS_MMAP, addr, length, uintptr(prot), uintptr(flags), ^uintptr(0), 0)
@@ -62,44 +53,31 @@ func sysMprotect(addr, length uintptr, prot int) error {
 	return nil
 }
 
-// childCase is one modification of the VMA at addr (whose protection is
-// prot); next is the start of the VMA after it.
-type childCase struct {
-	name       string
-	addr, next uintptr
-	prot       int
-	page       uintptr
-}
+// sysMapper makes maptear's modifications with system calls.
+type sysMapper struct{}
 
 const anonFixed = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED
 
-// modify and restore are the three pairs of proc-maps-race.c.
-func (c *childCase) modify() error {
-	p := c.page
-	switch c.name {
-	case "split": // map the first page anew with PROT_NONE: [addr,+1P) [addr+1P,+3P)
-		_, err := sysMmap(c.addr, p, unix.PROT_NONE, anonFixed)
-		return err
-	case "resize": // shrink in place to one page
-		return sysMremap(c.addr, 3*p, p, 0, 0)
-	case "remap": // move the next VMA's last page onto the middle page
-		return sysMremap(c.next+2*p, p, p, unix.MREMAP_FIXED|unix.MREMAP_MAYMOVE|unix.MREMAP_DONTUNMAP, c.addr+p)
-	}
-	return unix.EINVAL
+func (sysMapper) MapAnon(addr, length uint64, prot int) error {
+	_, err := sysMmap(uintptr(addr), uintptr(length), prot, anonFixed)
+	return err
 }
 
-func (c *childCase) restore() error {
-	p := c.page
-	switch c.name {
-	case "split": // the first page again with the original protection: merges back
-		_, err := sysMmap(c.addr, p, c.prot, anonFixed)
-		return err
-	case "resize": // grow back in place (the two pages after it are free)
-		return sysMremap(c.addr, p, 3*p, 0, 0)
-	case "remap": // give the middle page the original protection: merges back
-		return sysMprotect(c.addr+p, p, c.prot)
-	}
-	return unix.EINVAL
+func (sysMapper) Resize(addr, oldLen, newLen uint64) error {
+	return sysMremap(uintptr(addr), uintptr(oldLen), uintptr(newLen), 0, 0)
+}
+
+func (sysMapper) Mprotect(addr, length uint64, prot int) error {
+	return sysMprotect(uintptr(addr), uintptr(length), prot)
+}
+
+// MovePage moves the last page of the VMA at next (a piece, of the other
+// protection) onto dst, MREMAP_DONTUNMAP leaving an empty page in its place:
+// the VMA at next stays as it is.
+func (sysMapper) MovePage(dst, next uint64) error {
+	p := uint64(os.Getpagesize())
+	return sysMremap(uintptr(next+(maptear.PiecePages-1)*p), uintptr(p), uintptr(p),
+		unix.MREMAP_FIXED|unix.MREMAP_MAYMOVE|unix.MREMAP_DONTUNMAP, uintptr(dst))
 }
 
 // childMain maps the pieces, says "ready BASE PIECES PAGES", and obeys one
@@ -114,7 +92,7 @@ func (c *childCase) restore() error {
 //	q                         exit (so does EOF on stdin)
 func childMain() int {
 	if cpu, err := strconv.Atoi(os.Getenv(childCPUEnv)); err == nil {
-		// The modifier runs on this thread (init runs on the main goroutine).
+		// The modifier runs on this thread (RunRole runs on the main goroutine).
 		runtime.LockOSThread()
 		var set unix.CPUSet
 		set.Set(cpu)
@@ -124,7 +102,7 @@ func childMain() int {
 		}
 	}
 	page := uintptr(os.Getpagesize())
-	size := nPieces * piecePages * page
+	size := maptear.NPieces * maptear.PiecePages * page
 	var base uintptr
 	var err error
 	for _, b := range regionBases {
@@ -136,16 +114,16 @@ func childMain() int {
 		fmt.Printf("err mmap of the pieces: %s\n", unix.ErrnoName(err.(unix.Errno)))
 		return 1
 	}
-	for i := uintptr(1); i < nPieces; i += 2 {
-		if err := sysMprotect(base+i*piecePages*page, piecePages*page, unix.PROT_READ); err != nil {
+	for i := uintptr(1); i < maptear.NPieces; i += 2 {
+		if err := sysMprotect(base+i*maptear.PiecePages*page, maptear.PiecePages*page, unix.PROT_READ); err != nil {
 			fmt.Printf("err mprotect: %v\n", err)
 			return 1
 		}
 	}
-	fmt.Printf("ready %#x %d %d\n", base, nPieces, piecePages)
+	fmt.Printf("ready %#x %d %d\n", base, maptear.NPieces, maptear.PiecePages)
 
 	in := bufio.NewReader(os.Stdin)
-	var c childCase
+	var c maptear.Mod
 	reply := func(err error) {
 		if err != nil {
 			os.Stdout.WriteString("err " + err.Error() + "\n")
@@ -175,12 +153,12 @@ func childMain() int {
 				reply(fmt.Errorf("bad command %q", line))
 				continue
 			}
-			c = childCase{name: f[1], addr: uintptr(addr), next: uintptr(next), prot: prot, page: page}
+			c = maptear.Mod{Case: f[1], Addr: addr, Next: next, Prot: prot, Page: uint64(page)}
 			reply(nil)
 		case "m":
-			reply(c.modify())
+			reply(c.Modify(sysMapper{}))
 		case "r":
-			reply(c.restore())
+			reply(c.Restore(sysMapper{}))
 		case "g":
 			reply(freeRun(&c, in))
 		case "s":
@@ -194,13 +172,13 @@ func childMain() int {
 
 // freeRun modifies and restores until a command is waiting on stdin, looking
 // every 64 pairs.
-func freeRun(c *childCase, in *bufio.Reader) error {
+func freeRun(c *maptear.Mod, in *bufio.Reader) error {
 	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
 	for i := 1; ; i++ {
-		if err := c.modify(); err != nil {
+		if err := c.Modify(sysMapper{}); err != nil {
 			return err
 		}
-		if err := c.restore(); err != nil {
+		if err := c.Restore(sysMapper{}); err != nil {
 			return err
 		}
 		if i%64 == 0 {

@@ -3,10 +3,28 @@ package maptear
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/experiment"
+	"mmlab/experiment/maptear"
+	"mmlab/live"
 )
+
+// TestMain lets the test binary run the child role when Run re-executes it.
+func TestMain(m *testing.M) {
+	live.RunRole()
+	os.Exit(m.Run())
+}
+
+// run runs the live check with o, returning what it emitted.
+func run(ctx context.Context, o *maptear.Options) ([]maptear.Result, error) {
+	var res []maptear.Result
+	err := Run(ctx, o, experiment.Env{}, func(r maptear.Result) { res = append(res, r) })
+	return res, err
+}
 
 // The live kernel keeps the promise: in every case, reads may see
 // duplicates but never a gap, never a line that is neither the old nor the
@@ -14,23 +32,27 @@ import (
 func TestLiveNoGaps(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		o    Options
+		o    maptear.Options
 	}{
-		{"maps", Options{Reads: 3000}},
-		{"maps/pinned", Options{Reads: 3000, Pin: true}},
-		{"smaps", Options{Reads: 3000, File: "smaps"}},
+		{"maps", maptear.Options{File: "maps"}},
+		{"maps/pinned", maptear.Options{File: "maps", Pin: true}},
+		{"smaps", maptear.Options{File: "smaps"}},
 	} {
-		t.Run(c.name, func(t *testing.T) { testLiveNoGaps(t, c.o) })
+		t.Run(c.name, func(t *testing.T) {
+			o := c.o
+			o.Cases, o.Reads = maptear.Cases, 3000
+			testLiveNoGaps(t, &o)
+		})
 	}
 }
 
-func testLiveNoGaps(t *testing.T, o Options) {
-	res, err := RunLive(context.Background(), o)
+func testLiveNoGaps(t *testing.T, o *maptear.Options) {
+	res, err := run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != len(Cases) {
-		t.Fatalf("%d results, want %d", len(res), len(Cases))
+	if len(res) != len(maptear.Cases) {
+		t.Fatalf("%d results, want %d", len(res), len(maptear.Cases))
 	}
 	for _, r := range res {
 		t.Logf("%+v", r)
@@ -39,6 +61,9 @@ func testLiveNoGaps(t *testing.T, o Options) {
 		}
 		if r.Failed() {
 			t.Errorf("%s: the kernel broke the promise: %+v", r.Case, r)
+		}
+		if r.Target != experiment.Live || r.Variant != experiment.VariantKernel || r.File != o.File {
+			t.Errorf("%s: row %+v, file %s", r.Case, r.Row, r.File)
 		}
 	}
 }
@@ -50,7 +75,8 @@ func testLiveNoGaps(t *testing.T, o Options) {
 // resize it is not always a gap: dropping the restored [a,+3P) after the
 // shrunk [a,+1P) skips only the unmapped part, so that case is left out.
 func TestLiveCatchesSkippedVMA(t *testing.T) {
-	res, err := RunLive(context.Background(), Options{Cases: []string{"split", "remap"}, Reads: 200, dropNext: true})
+	defer setHooks(true, nil)()
+	res, err := run(context.Background(), &maptear.Options{Cases: []string{"split", "remap"}, File: "maps", Reads: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,25 +91,18 @@ func TestLiveCatchesSkippedVMA(t *testing.T) {
 	}
 }
 
-func TestRunLiveBadOptions(t *testing.T) {
-	for _, o := range []Options{{Cases: []string{"nope"}}, {File: "status"}} {
-		if _, err := RunLive(context.Background(), o); err == nil {
-			t.Errorf("%+v: no error", o)
-		}
-	}
-}
-
-// Cancelled in the middle of a case's free run, RunLive stops, returns the
-// case so far and why, and leaves no child behind.
+// Cancelled in the middle of a case's free run, Run stops, emits the case
+// so far, returns why, and leaves no child behind.
 func TestRunLiveCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
-	res, err := RunLive(ctx, Options{Reads: 1 << 30, afterRead: func() {
+	defer setHooks(false, func() {
 		if n++; n == 100 {
 			cancel()
 		}
-	}})
+	})()
+	res, err := run(ctx, &maptear.Options{Cases: maptear.Cases, File: "maps", Reads: 1 << 30})
 	if !errors.Is(err, context.Canceled) || len(res) != 1 || res[0].Reads != 100 {
 		t.Fatalf("%+v, %v", res, err)
 	}

@@ -4,10 +4,13 @@ package maptear
 
 import (
 	"context"
-	"errors"
+
+	"mmlab/experiment"
+	"mmlab/experiment/maptear"
+	"mmlab/live"
 )
 
-// RunLive needs /proc/PID/maps: on other systems it says so.
-func RunLive(ctx context.Context, opts Options) ([]CaseResult, error) {
-	return nil, errors.New("maptear: the live tearing check reads /proc/PID/maps: not supported on this system (Linux only)")
+// Run needs /proc/PID/maps: on other systems it says so.
+func Run(ctx context.Context, o *maptear.Options, env experiment.Env, emit func(maptear.Result)) error {
+	return live.Unsupported("the live tearing check reads /proc/PID/maps: needs Linux")
 }

@@ -11,8 +11,7 @@ type Span struct {
 // SpanOf returns the Span of v.
 func SpanOf(v *uapi.VMA) Span { return Span{v.Start, v.End, v.Flags} }
 
-// Checker judges the observations of one case, for the live kernel here and
-// for any other maps walk (the model's) that reads the same boundary: one
+// Checker judges the observations of one case, on either target: one
 // definition of a duplicate and a gap. It knows, from the calibration with
 // the modifier stopped, the restored (original) and the modified form of the
 // two boundary lines and of the VMA covering the changing address, and the
@@ -29,7 +28,7 @@ type Checker struct {
 
 // Observe counts one read: last and first are the lines on either side of
 // the chunk boundary.
-func (c *Checker) Observe(r *CaseResult, last, first Span) {
+func (c *Checker) Observe(r *Result, last, first Span) {
 	r.Reads++
 	if last == c.LastModified {
 		r.Modified++
@@ -51,7 +50,7 @@ func (c *Checker) Observe(r *CaseResult, last, first Span) {
 
 // ObserveQuery counts one PROCMAP_QUERY of the changing address: found is
 // false when the kernel answered ENOENT.
-func (c *Checker) ObserveQuery(r *CaseResult, v Span, found bool) {
+func (c *Checker) ObserveQuery(r *Result, v Span, found bool) {
 	r.Queries++
 	switch {
 	case !found:

@@ -26,26 +26,26 @@ func splitChecker() Checker {
 
 func TestCheckerCounts(t *testing.T) {
 	c := splitChecker()
-	var r CaseResult
+	var r Result
 	c.Observe(&r, rw, bNext)   // restored: fine
 	c.Observe(&r, head, tail)  // modified: fine
 	c.Observe(&r, head, rw)    // resumed inside a restored A: a duplicate
 	c.Observe(&r, rw, cAfter)  // skipped B: a gap
 	c.Observe(&r, head, bNext) // skipped [a+P, a+3P): a gap
 	c.Observe(&r, rw, Span{a + 3*P, a + 4*P, 1})
-	want := CaseResult{Reads: 6, Modified: 3, Duplicates: 1, Gaps: 2, Unexpected: 2}
+	want := Result{Reads: 6, Modified: 3, Duplicates: 1, Gaps: 2, Unexpected: 2}
 	if r != want {
 		t.Errorf("got %+v\nwant %+v", r, want)
 	}
-	var q CaseResult
+	var q Result
 	c.ObserveQuery(&q, rw, true)
 	c.ObserveQuery(&q, tail, true)
 	c.ObserveQuery(&q, head, true)
 	c.ObserveQuery(&q, Span{}, false)
-	if want := (CaseResult{Queries: 4, QueryGaps: 1, QueryWrong: 1}); q != want {
+	if want := (Result{Queries: 4, QueryGaps: 1, QueryWrong: 1}); q != want {
 		t.Errorf("queries: got %+v\nwant %+v", q, want)
 	}
-	if !r.Failed() || !q.Failed() || (CaseResult{Reads: 1, Duplicates: 1}).Failed() {
+	if !r.Failed() || !q.Failed() || (Result{Reads: 1, Duplicates: 1}).Failed() {
 		t.Error("Failed() wrong")
 	}
 }

@@ -1,0 +1,217 @@
+// Package maptear is the /proc/PID/maps tearing check of seed 003, after
+// the kernel's tools/testing/selftests/proc/proc-maps-race.c: a modifier
+// keeps changing a VMA that straddles the boundary between two read()
+// chunks of the maps text (split and merge, shrink and grow, a page remapped
+// into its middle) while a reader reads the two lines on either side of the
+// boundary and asks PROCMAP_QUERY about the changing address. A VMA may be
+// reported twice or in its old or new form, but a range mapped throughout
+// must never be missing (a gap), and the query must find the old or the new
+// VMA.
+//
+// The package is the experiment's one definition (Def): its cases, options,
+// typed result, checker, table and verdict, and the protocol both targets
+// run (Check, over a Space): on the model's two maps walks (ModelSpace,
+// procfs.Before and procfs.After) and, in mmlab/live/maptear, on a child
+// process of the running kernel whose modifier loop runs in the child.
+package maptear
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/procfs"
+	"mmlab/report"
+)
+
+// Cases are the three modifications of proc-maps-race.c, in its order.
+var Cases = []string{"split", "resize", "remap"}
+
+// Files are the files the check can read: maps, or smaps, whose text has
+// each VMA's counters after its line (proc-maps-race.c has both). The model
+// has only maps.
+var Files = []string{"maps", "smaps"}
+
+// Options are the check's flags; their JSON is the document's params.
+type Options struct {
+	Cases []string `json:"cases"`
+	File  string   `json:"file"`
+	// Each case runs until Reads observations (0: as many as Duration
+	// allows), or for Duration (0: no limit), whichever ends first.
+	Reads    int           `json:"reads"`
+	Duration time.Duration `json:"-"` // "duration_ms"
+	// Pin runs the live reader on CPU 0 and the modifier on CPU 1, so that
+	// they always overlap (with fewer than two CPUs it does nothing).
+	Pin bool `json:"pin"`
+}
+
+// NewOptions returns the defaults: every case, maps, two seconds per case.
+func NewOptions() *Options {
+	return &Options{Cases: slices.Clone(Cases), File: "maps", Duration: 2 * time.Second}
+}
+
+// MarshalJSON adds "duration_ms" to the fields.
+func (o Options) MarshalJSON() ([]byte, error) {
+	type fields Options
+	return json.Marshal(struct {
+		fields
+		DurationMS int64 `json:"duration_ms"`
+	}{fields(o), o.Duration.Milliseconds()})
+}
+
+// Flags registers the options on fs.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.Var((*list)(&o.Cases), "cases", "comma-separated cases: "+strings.Join(Cases, ", "))
+	fs.StringVar(&o.File, "file", o.File, "the file read, "+strings.Join(Files, " or ")+" (the model has only maps)")
+	fs.IntVar(&o.Reads, "reads", o.Reads, "reads per case (0: as many as --duration allows)")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "longest time per case (0: until --reads)")
+	fs.BoolVar(&o.Pin, "pin", o.Pin, "live: run the reader on CPU 0 and the modifier on CPU 1")
+}
+
+// list is a comma-separated flag value.
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(s string) error { *l = strings.Split(s, ","); return nil }
+
+// Validate checks every option.
+func (o *Options) Validate() error {
+	if _, err := experiment.List("cases", strings.Join(o.Cases, ","), Cases...); err != nil {
+		return err
+	}
+	if err := experiment.OneOf("file", o.File, Files...); err != nil {
+		return err
+	}
+	if o.Reads < 0 {
+		return fmt.Errorf("--reads %d: want 0 (as many as --duration allows) or more", o.Reads)
+	}
+	if o.Duration < 0 {
+		return fmt.Errorf("--duration %v: want 0 (until --reads) or more", o.Duration)
+	}
+	if o.Reads == 0 && o.Duration == 0 {
+		return fmt.Errorf("--reads 0 with --duration 0: a case would never end; set either")
+	}
+	return nil
+}
+
+// Result is what one case saw on one target and variant. Gaps, Unexpected,
+// QueryGaps and QueryWrong must all be 0.
+type Result struct {
+	experiment.Row
+	Case string `json:"case"`
+	File string `json:"file"` // maps or smaps
+	// Reads is the number of observations: the two lines on either side of
+	// the chunk boundary, each from its own read().
+	Reads int `json:"reads"`
+	// Modified counts reads whose last line showed the modified VMA, to show
+	// that the race was exercised.
+	Modified int `json:"modified"`
+	// Duplicates counts reads in which the second line starts below the end
+	// of the first: a range reported twice (allowed).
+	Duplicates int `json:"duplicates"`
+	// Gaps counts reads that skipped part of the range that stays mapped
+	// throughout.
+	Gaps int `json:"gaps"`
+	// Unexpected counts boundary lines that are neither the old nor the new
+	// form of their VMA.
+	Unexpected int `json:"unexpected"`
+	// Queries is the number of PROCMAP_QUERY lookups of the changing
+	// address; QueryGaps of them found nothing (ENOENT), QueryWrong found a
+	// VMA that is neither the old nor the new one.
+	Queries    int `json:"queries"`
+	QueryGaps  int `json:"query_gaps"`
+	QueryWrong int `json:"query_wrong"`
+}
+
+// Failed reports whether r saw anything the kernel promises never happens.
+func (r Result) Failed() bool {
+	return r.Gaps+r.Unexpected+r.QueryGaps+r.QueryWrong > 0
+}
+
+// Judgement returns "TORN" if r failed, "insufficient" if it made no read
+// (nothing was checked), else "ok".
+func (r Result) Judgement() string {
+	switch {
+	case r.Failed():
+		return "TORN"
+	case r.Reads == 0:
+		return "insufficient"
+	}
+	return "ok"
+}
+
+// Def is the experiment's definition.
+var Def = experiment.Def[*Options, Result]{
+	Name:    "maptear",
+	Seed:    "003",
+	Summary: "can a /proc/PID/maps reader miss a VMA that changes under it?",
+	Help: `usage: mmlab run maptear [--target model|live|both] [--variant before|after]
+                        [--cases split,resize,remap] [--duration D] [--reads N]
+                        [--file maps|smaps] [--pin] [--json]
+
+The tearing check of the kernel's proc-maps-race.c. A process keeps changing
+a VMA that straddles the boundary between two read() chunks of its
+/proc/PID/maps text: split and merge (split), shrink and grow (resize), or a
+page remapped into its middle (remap). A reader reads the two lines on either
+side of the boundary and asks PROCMAP_QUERY for the VMA at the changing
+address. A VMA may be reported twice (duplicates) or in its old or new form,
+but a range mapped throughout must never be missing (gaps), the lines must be
+the old or new form (unexpected), and the query must find the old or the new
+VMA (query_gaps, query_wrong). All four must be 0; the exit status is 1 if
+not, or if a case made no read (insufficient). modified counts the reads
+that saw the change, showing that the race ran. Each case runs for
+--duration or --reads reads, whichever ends first.
+--file smaps reads /proc/PID/smaps instead (each VMA's line is followed by
+its counters), the other variant of proc-maps-race.c; the query is the same.
+--pin keeps the reader on CPU 0 and the modifier on CPU 1, so they overlap.
+The live target needs Linux 6.11+ (PROCMAP_QUERY).
+`,
+	Variants:   procfs.Variants,
+	NewOptions: NewOptions,
+	Quick:      []string{"--reads", "2000", "--duration", "1s"},
+	Model:      Model,
+	Table:      Table,
+	Verdict:    Verdict,
+}
+
+// Table prints one row per target, variant and case.
+func Table(w io.Writer, _ *Options, rs []Result) {
+	fmt.Fprintf(w, "maptear: /proc/PID/maps tearing check (%s)\n", report.ThisMachine().Kernel)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tvariant\tfile\tcase\treads\tmodified\tduplicates\tgaps\tunexpected\tqueries\tquery_gaps\tquery_wrong\tverdict\t\n")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Target, r.Variant, r.File, r.Case,
+			r.Reads, r.Modified, r.Duplicates, r.Gaps, r.Unexpected, r.Queries, r.QueryGaps, r.QueryWrong, r.Judgement())
+	}
+	tw.Flush()
+}
+
+// Verdict is "torn" if any case saw a gap or an unexpected line or query,
+// else "insufficient" if a case made no read, else "ok"; all but ok fail.
+func Verdict(_ *Options, rs []Result) (string, bool) {
+	var torn, none []string
+	reads := 0
+	for _, r := range rs {
+		reads += r.Reads
+		where := fmt.Sprintf("%s %s %s", r.Target, r.Variant, r.Case)
+		switch r.Judgement() {
+		case "TORN":
+			torn = append(torn, where)
+		case "insufficient":
+			none = append(none, where)
+		}
+	}
+	switch {
+	case len(torn) > 0:
+		return "verdict: torn (" + strings.Join(torn, ", ") + ")", true
+	case len(none) > 0:
+		return "verdict: insufficient: no read in " + strings.Join(none, ", "), true
+	}
+	return fmt.Sprintf("verdict: ok (no gap in %d reads)", reads), false
+}

@@ -1,0 +1,213 @@
+package maptear
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"mmlab/errno"
+	"mmlab/experiment"
+	"mmlab/mm"
+	"mmlab/procfs"
+	"mmlab/uapi"
+)
+
+// Model runs the check on the model, once per variant of env: the cases of
+// o on an address space read with that maps walk.
+func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	if o.File != "maps" {
+		return fmt.Errorf("maptear: the model has no %s file, only maps", o.File)
+	}
+	for _, name := range env.Variants {
+		v, err := procfs.ParseVariant(name)
+		if err != nil {
+			return err
+		}
+		s, err := NewModelSpace(v)
+		if err != nil {
+			return err
+		}
+		if err := Check(ctx, s, o, experiment.Row{Target: experiment.Model, Variant: name}, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The model's layout: the pieces at base, and the spare page of the remap
+// case above them, in address order after both chunks read.
+const (
+	page  = 4096
+	base  = 0x200000000
+	spare = base + (NPieces+16)*PiecePages*page
+)
+
+// ModelSpace is a model address space holding the pieces, read through one
+// open maps file with one of the two walks; its modifier is a goroutine.
+type ModelSpace struct {
+	m   *mm.MM
+	f   *procfs.MapsFile
+	mod Mod
+	ops modelMapper
+
+	stop    chan struct{} // closed by Stop
+	done    sync.WaitGroup
+	runErr  error // the modifier's, written before done
+	spareIn bool  // the spare page is mapped (remap)
+}
+
+// NewModelSpace maps the pieces in a new model address space read with the
+// maps walk v.
+func NewModelSpace(v procfs.Variant) (*ModelSpace, error) {
+	m := mm.New()
+	for i := range NPieces {
+		prot := mm.PROT_READ | mm.PROT_WRITE
+		if i%2 == 1 {
+			prot = mm.PROT_READ
+		}
+		if _, err := m.Mmap(nil, base+uint64(i)*PiecePages*page, PiecePages*page, prot, anonFixed, nil, 0); err != nil {
+			return nil, err
+		}
+	}
+	return &ModelSpace{m: m, f: procfs.OpenMaps(m, procfs.Options{Variant: v}), ops: modelMapper{m: m}}, nil
+}
+
+const anonFixed = mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
+
+// Pieces returns the pieces' range and the model's page size.
+func (s *ModelSpace) Pieces() (Span, uint64) {
+	return Span{Start: base, End: base + NPieces*PiecePages*page}, page
+}
+
+// Observe reads the last line of the first chunk and the first line of the
+// second: the model's pieces start in the first chunk.
+func (s *ModelSpace) Observe() (last, first Span, err error) {
+	s.f.Rewind()
+	c, err := s.f.Read()
+	if err != nil {
+		return last, first, err
+	}
+	if len(c) == 0 {
+		return last, first, errors.New("empty maps")
+	}
+	c = c[:len(c)-1]
+	if last, err = lineSpan(c[bytes.LastIndexByte(c, '\n')+1:]); err != nil {
+		return last, first, err
+	}
+	if c, err = s.f.Read(); err != nil {
+		return last, first, err
+	}
+	if len(c) == 0 {
+		return last, first, errors.New("maps ends at the first chunk")
+	}
+	first, err = lineSpan(c[:bytes.IndexByte(c, '\n')])
+	return last, first, err
+}
+
+func lineSpan(line []byte) (Span, error) {
+	var v uapi.VMA
+	if err := uapi.ParseLine(line, &v); err != nil {
+		return Span{}, err
+	}
+	return SpanOf(&v), nil
+}
+
+// Query asks the model's PROCMAP_QUERY.
+func (s *ModelSpace) Query(addr uint64) (Span, bool, error) {
+	q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr}
+	err := s.f.Query(&q, nil, nil)
+	if errors.Is(err, errno.ENOENT) {
+		return Span{}, false, nil
+	}
+	if err != nil {
+		return Span{}, false, err
+	}
+	return Span{Start: q.VMAStart, End: q.VMAEnd, Perm: uapi.Perm(q.VMAFlags)}, true, nil
+}
+
+// Begin chooses c; for remap it maps the spare page, of the other
+// protection than the boundary VMA's so that it does not merge into it.
+func (s *ModelSpace) Begin(c Mod) error {
+	s.mod = c
+	s.ops.spareProt = mm.PROT_READ
+	if c.Prot == mm.PROT_READ {
+		s.ops.spareProt = mm.PROT_READ | mm.PROT_WRITE
+	}
+	if s.spareIn {
+		if err := s.m.Munmap(nil, spare, page); err != nil {
+			return err
+		}
+		s.spareIn = false
+	}
+	if c.Case != "remap" {
+		return nil
+	}
+	s.spareIn = true
+	return s.ops.MapAnon(spare, page, s.ops.spareProt)
+}
+
+func (s *ModelSpace) Modify() error  { return s.mod.Modify(s.ops) }
+func (s *ModelSpace) Restore() error { return s.mod.Restore(s.ops) }
+
+// Start runs the modifier goroutine.
+func (s *ModelSpace) Start() error {
+	s.stop = make(chan struct{})
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			if s.runErr = s.Modify(); s.runErr != nil {
+				return
+			}
+			if s.runErr = s.Restore(); s.runErr != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop stops the modifier goroutine and returns its error.
+func (s *ModelSpace) Stop() error {
+	close(s.stop)
+	s.done.Wait()
+	return s.runErr
+}
+
+// modelMapper makes the modifications on the model's mm.
+type modelMapper struct {
+	m         *mm.MM
+	spareProt int // of the spare page (remap)
+}
+
+func (o modelMapper) MapAnon(addr, length uint64, prot int) error {
+	_, err := o.m.Mmap(nil, addr, length, prot, anonFixed, nil, 0)
+	return err
+}
+
+func (o modelMapper) Resize(addr, oldLen, newLen uint64) error {
+	_, err := o.m.Mremap(nil, addr, oldLen, newLen, 0, 0)
+	return err
+}
+
+func (o modelMapper) Mprotect(addr, length uint64, prot int) error {
+	return o.m.Mprotect(nil, addr, length, prot)
+}
+
+// MovePage moves the spare page onto dst and maps a new spare page. The
+// live child moves the next VMA's last page with MREMAP_DONTUNMAP, which
+// the model's mremap lacks; a spare page far from the boundary leaves the
+// next VMA unchanged in the same way.
+func (o modelMapper) MovePage(dst, _ uint64) error {
+	if _, err := o.m.Mremap(nil, spare, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, dst); err != nil {
+		return err
+	}
+	return o.MapAnon(spare, page, o.spareProt)
+}
