@@ -2,9 +2,14 @@ package seeds
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"mmlab/experiment"
+	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
+	"mmlab/experiment/maptear"
 	"mmlab/report"
 )
 
@@ -12,42 +17,190 @@ func seed003() *Seed {
 	return &Seed{
 		ID: "003",
 		Steps: []Step{
-			{Experiment: "mapslock", Quick: []string{"--runs", "5", "--size", "512M"}, Full: []string{"--runs", "30", "--size", "4G"},
-				EstQuick: 10 * 1e9, EstFull: 60 * 1e9},
+			{Experiment: "mapslock", Quick: []string{"--runs", "9", "--size", "1G"}, Full: []string{"--runs", "30", "--size", "4G"},
+				EstQuick: 5 * time.Second, EstFull: 40 * time.Second},
+			{Experiment: "mapscan", Quick: []string{"--runs", "1", "--duration", "300ms"}, Full: []string{"--runs", "30", "--duration", "10s"},
+				EstQuick: 8 * time.Second, EstFull: 50 * time.Minute},
+			{Experiment: "maptear", Quick: []string{"--reads", "2000", "--duration", "1s"}, Full: []string{"--reads", "0", "--duration", "20s"},
+				EstQuick: 10 * time.Second, EstFull: 3 * time.Minute},
 		},
 		section: section003,
 	}
 }
 
+// column names the three kinds of columns of a seed table.
+func column(target experiment.Target, variant string) string {
+	if target == experiment.Live {
+		return "live kernel"
+	}
+	return "model " + variant
+}
+
 func section003(s *Seed, docs Docs) report.Seed {
 	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
+	var lines []string
+
 	var lock report.Document[mapslock.Result]
-	verdict := "seed 003: no live result of the mapslock probe"
 	if decode(docs, "mapslock", &lock) {
-		part := report.Part{Experiment: "mapslock", Title: "Does PROCMAP_QUERY wait for mmap_lock?"}
+		part := report.Part{Experiment: "mapslock", Title: "Does PROCMAP_QUERY wait for mmap_lock? (the discriminating probe)"}
 		t := report.Table{
-			Title:   fmt.Sprintf("PROCMAP_QUERY during mprotect(%s) of a populated region (median of %v runs)", experiment.Bytes(uint64(toFloat(lock.Params["size_bytes"]))), lock.Params["runs"]),
-			Columns: []string{"target", "variant", "case", "hold ms", "query ms", "returned during the hold"},
+			Title:   fmt.Sprintf("PROCMAP_QUERY during mprotect(%s) of a populated region, median of %v runs", experiment.Bytes(uint64(toFloat(lock.Params["size_bytes"]))), lock.Params["runs"]),
+			Columns: []string{"target", "case", "mprotect ms", "query ms", "returned during mprotect"},
 		}
 		for _, r := range lock.Results {
-			t.Rows = append(t.Rows, []string{string(r.Target), r.Variant, r.Case, ms(r.HoldMs, true), ms(r.QueryMs, true),
+			t.Rows = append(t.Rows, []string{column(r.Target, r.Variant), r.Case, ms(r.HoldMs, true), ms(r.QueryMs, true),
 				fmt.Sprintf("%.0f%% of %d", 100*r.First, r.Probed)})
 		}
 		part.Tables = append(part.Tables, t)
 		sec.Parts = append(sec.Parts, part)
 		if l := mapslock.Line(lock.Results, experiment.Live, experiment.VariantKernel); l != "" {
-			verdict = "seed 003: " + l
-		} else {
-			for _, sk := range lock.Skipped {
-				verdict = "seed 003: the live probe did not run: " + sk
+			lines = append(lines, strings.TrimPrefix(l, "live kernel: "))
+			other, _ := findLock(lock.Results, mapslock.CaseOther)
+			same, _ := findLock(lock.Results, mapslock.CaseSame)
+			switch mapslock.Judge(other, same) {
+			case mapslock.VerdictPerVMA:
+				sec.Headline = "PROCMAP_QUERY without mmap_lock"
+			case mapslock.VerdictMmapLock:
+				sec.Headline = "PROCMAP_QUERY waits for mmap_lock"
+			default:
+				sec.Headline = "PROCMAP_QUERY probe inconclusive"
 			}
 		}
+		lines = append(lines, skipped("mapslock", lock.Skipped)...)
 	}
-	sec.Verdict = verdict
+
+	var scan report.Document[mapscan.Result]
+	if decode(docs, "mapscan", &scan) {
+		part, line := mapscanPart(s, &scan)
+		sec.Parts = append(sec.Parts, part)
+		if line != "" {
+			lines = append(lines, line)
+			if sec.Headline != "" {
+				sec.Headline += "; " + line
+			}
+		}
+		lines = append(lines, skipped("mapscan", scan.Skipped)...)
+	}
+
+	var tear report.Document[maptear.Result]
+	if decode(docs, "maptear", &tear) {
+		part := report.Part{Experiment: "maptear", Title: "Tearing: a VMA may be seen twice, never a gap (proc-maps-race.c)"}
+		t := report.Table{Columns: []string{"target", "case", "reads", "modified", "duplicates", "gaps", "unexpected", "query gaps", "query wrong"}}
+		reads, gaps := 0, 0
+		for _, r := range tear.Results {
+			t.Rows = append(t.Rows, []string{column(r.Target, r.Variant), r.Case, fmt.Sprint(r.Reads), fmt.Sprint(r.Modified),
+				fmt.Sprint(r.Duplicates), fmt.Sprint(r.Gaps), fmt.Sprint(r.Unexpected), fmt.Sprint(r.QueryGaps), fmt.Sprint(r.QueryWrong)})
+			if r.Target == experiment.Live {
+				reads += r.Reads
+				gaps += r.Gaps + r.Unexpected + r.QueryGaps + r.QueryWrong
+			}
+		}
+		part.Tables = append(part.Tables, t)
+		if tear.Verdict != "" {
+			part.Notes = append(part.Notes, tear.Verdict)
+		}
+		sec.Parts = append(sec.Parts, part)
+		if reads > 0 {
+			lines = append(lines, fmt.Sprintf("tearing: %d gaps or wrong lines in %d live reads", gaps, reads))
+		}
+		lines = append(lines, skipped("maptear", tear.Skipped)...)
+	}
+	if len(lines) == 0 {
+		lines = []string{"no live result"}
+	}
+	sec.Verdict = "seed 003: this kernel: " + strings.Join(lines, "; ")
 	return sec
 }
 
-func toFloat(v any) float64 {
-	f, _ := v.(float64)
-	return f
+func findLock(rs []mapslock.Result, c string) (mapslock.Result, bool) {
+	i := slices.IndexFunc(rs, func(r mapslock.Result) bool { return r.Target == experiment.Live && r.Case == c })
+	if i < 0 {
+		return mapslock.Result{}, false
+	}
+	return rs[i], true
+}
+
+// skipped turns a document's skipped parts into verdict phrases.
+func skipped(name string, sk []string) []string {
+	var out []string
+	for _, s := range sk {
+		out = append(out, name+" "+s)
+	}
+	return out
+}
+
+// mapscanPart is seed 003's own figure: the mapper's mean and maximum
+// latency with two text scanners, published against model and live, and
+// the charts of every scanner case.
+func mapscanPart(s *Seed, doc *report.Document[mapscan.Result]) (report.Part, string) {
+	part := report.Part{Experiment: "mapscan", Title: "mmap/munmap latency while maps scanners run (proc-mmap_sem-test)"}
+	pub := s.Published.Mapscan
+	find := func(target experiment.Target, variant, scanners string) (mapscan.Result, bool) {
+		i := slices.IndexFunc(doc.Results, func(r mapscan.Result) bool {
+			return r.Target == target && r.Variant == variant && r.Scanners == scanners && !r.Insufficient()
+		})
+		if i < 0 {
+			return mapscan.Result{}, false
+		}
+		return doc.Results[i], true
+	}
+	runs := doc.Params["runs"]
+	dur := toFloat(doc.Params["duration_ms"])
+	cols := []struct {
+		target  experiment.Target
+		variant string
+	}{{experiment.Model, "before"}, {experiment.Model, "after"}, {experiment.Live, experiment.VariantKernel}}
+	t := report.Table{
+		Title: fmt.Sprintf("mapper latency, ms: published (%s) against this run (%v runs of %.0f ms per case; %s)",
+			s.Published.Setting, runs, dur, settingLine(doc.Machine, "")),
+		Columns: []string{"", "published before", "published after", "model before", "model after", "live kernel"},
+	}
+	row := func(label string, pubB, pubA string, scanners string, f func(mapscan.Result) float64) {
+		r := []string{label, pubB, pubA}
+		for _, c := range cols {
+			x, ok := find(c.target, c.variant, scanners)
+			r = append(r, ms(f(x)/1000, ok))
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	rng := func(lo, hi float64) string { return fmt.Sprintf("%s-%s", ms(lo, true), ms(hi, true)) }
+	row("mean, 2 text scanners", ms(pub.Before.MedianMean, true), ms(pub.After.MedianMean, true), "text", func(r mapscan.Result) float64 { return r.OpMeanUS })
+	row("max, 2 text scanners", rng(pub.Before.MaxLo, pub.Before.MaxHi), rng(pub.After.MaxLo, pub.After.MaxHi), "text", func(r mapscan.Result) float64 { return r.OpMaxUS })
+	row("max, 2 query scanners", "-", "-", "query", func(r mapscan.Result) float64 { return r.OpMaxUS })
+	row("max, no scanner", "-", "-", "none", func(r mapscan.Result) float64 { return r.OpMaxUS })
+	part.Tables = append(part.Tables, t)
+
+	// Ratios are what compares across targets.
+	b, okb := find(experiment.Model, "before", "text")
+	a, oka := find(experiment.Model, "after", "text")
+	if okb && oka && a.OpMaxUS > 0 {
+		part.Notes = append(part.Notes, fmt.Sprintf("model max before/after with text scanners: %.1fx (published: %.1fx to %.1fx, \"close to 10x\")",
+			b.OpMaxUS/a.OpMaxUS, pub.Before.MaxLo/pub.After.MaxLo, pub.Before.MaxHi/pub.After.MaxHi))
+	}
+	cats := []string{"none", "text", "query"}
+	command := fmt.Sprintf("mmlab run mapscan --runs %v --duration %.0fms", runs, dur)
+	for _, m := range []struct {
+		title string
+		f     func(mapscan.Result) float64
+	}{{"mapper max latency", func(r mapscan.Result) float64 { return r.OpMaxUS }}, {"mapper mean latency", func(r mapscan.Result) float64 { return r.OpMeanUS }}} {
+		ch := report.Chart{Title: m.title + " by scanners", Kind: report.Bars, XLabel: "maps scanners", YLabel: m.title + " (us)", LogY: true,
+			Categories: cats, Command: command}
+		for _, c := range cols {
+			se := report.Series{Name: column(c.target, c.variant)}
+			for i, cat := range cats {
+				if x, ok := find(c.target, c.variant, cat); ok {
+					se.Points = append(se.Points, report.Point{X: float64(i), Y: m.f(x)})
+				}
+			}
+			ch.Series = append(ch.Series, se)
+		}
+		part.Charts = append(part.Charts, ch)
+	}
+	line := ""
+	if w, ok1 := find(experiment.Live, experiment.VariantKernel, "text"); ok1 {
+		if n, ok2 := find(experiment.Live, experiment.VariantKernel, "none"); ok2 {
+			line = fmt.Sprintf("mapper max %s ms with text scanners, %s ms without", ms(w.OpMaxUS/1000, true), ms(n.OpMaxUS/1000, true))
+		}
+	}
+	return part, line
 }

@@ -197,3 +197,9 @@ func Plan(seeds []*Seed, full bool) []PlannedStep {
 	}
 	return plan
 }
+
+// toFloat reads a number of a document's params.
+func toFloat(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}

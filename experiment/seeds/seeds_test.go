@@ -58,10 +58,10 @@ func TestReportComparesHosts(t *testing.T) {
 	}
 	rowA, rowB := p.Comparison.Rows[0], p.Comparison.Rows[1]
 	col := 3 + 1 // host, kernel, CPUs, then seeds 000, 003, 004
-	if rowA[0] != "node-a" || rowA[1] != "linux 6.18.44" || !strings.Contains(rowA[col], "does not wait for mmap_lock") {
+	if rowA[0] != "node-a" || rowA[1] != "linux 6.18.44" || !strings.Contains(rowA[col], "without mmap_lock") {
 		t.Errorf("row of node-a: %q", rowA)
 	}
-	if rowB[0] != "node-b" || !strings.Contains(rowB[col], "waits for mmap_lock") || strings.Contains(rowB[col], "does not") {
+	if rowB[0] != "node-b" || !strings.Contains(rowB[col], "waits for mmap_lock") || strings.Contains(rowB[col], "without") {
 		t.Errorf("row of node-b: %q", rowB)
 	}
 	// One host: no comparison.
