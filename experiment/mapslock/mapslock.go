@@ -126,7 +126,7 @@ type Result struct {
 	QueryMsRuns  []float64 `json:"query_ms_runs"`
 	First        float64   `json:"returned_first"` // share of the probed runs in which a query returned first
 	FirstRuns    []bool    `json:"returned_first_runs"`
-	Probed       int       `json:"probed_runs"` // runs in which a query was under way in the window
+	Probed       int       `json:"probed_runs"`                          // runs in which a query was under way in the window
 	QueryBlocked float64   `json:"query_blocked_mmap_lock_ms,omitempty"` // model: median time the query slept on mmap_lock
 }
 

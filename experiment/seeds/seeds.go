@@ -39,7 +39,7 @@ type Published struct {
 
 // PubFork is one row of seed 000's table.
 type PubFork struct {
-	Case, Mode                   string
+	Case, Mode                    string
 	ForkBeforeMs, ForkAfterMs     float64
 	AttachBeforeMs, AttachAfterMs float64
 }
