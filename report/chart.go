@@ -16,8 +16,8 @@ import (
 // The chart's SVG canvas, in viewBox units.
 const (
 	chartW      = 520
-	chartH      = 300
-	marginLeft  = 62
+	chartH      = 300 // with one line of X labels
+	marginLeft  = 62  // at least: it grows with the Y labels
 	marginRight = 12
 	marginTop   = 12
 	// charW is the width of a character of a tick label at the larger
@@ -55,9 +55,10 @@ type chartView struct {
 }
 
 type tickView struct {
-	X, Y  string   // the label's anchor
-	Grid  string   // the grid line's fixed coordinate
-	Lines []string // the label, one or more lines
+	X, Y   string   // the label's anchor
+	Grid   string   // the grid line's fixed coordinate
+	Lines  []string // the label, one or more lines
+	Rotate string   // the label's transform when it is turned
 }
 
 type labelView struct {
@@ -203,47 +204,75 @@ func layoutChart(ch *Chart) chartView {
 	}
 	v.NoData = len(xs) == 0
 
-	// X axis: categories (with their labels wrapped to the band) or numbers.
-	plotW := float64(chartW - marginLeft - marginRight)
-	var catLines [][]string
-	var band float64
-	var xsc scale
-	if categorical {
-		band = plotW / float64(max(len(ch.Categories), 1))
-		for _, cat := range ch.Categories {
-			catLines = append(catLines, wrap(cat, int(band/charW)))
-		}
-	} else {
-		xsc = numericX(xs)
-		xsc.P0, xsc.P1 = marginLeft, marginLeft+plotW
+	// The left margin fits the longest Y tick label.
+	x0 := float64(marginLeft)
+	for _, t := range ys0.Ticks {
+		x0 = max(x0, 30+charW*float64(len(ys0.label(t))))
 	}
-	xLines := 1
-	for _, l := range catLines {
-		xLines = max(xLines, len(l))
-	}
-	plotBottom := float64(chartH - 30 - lineH*xLines)
-	v.H = chartH
-	ys0.P0, ys0.P1 = plotBottom, marginTop
-	x0, x1 := float64(marginLeft), marginLeft+plotW
-	v.X0, v.Y0, v.X1, v.Y1 = c(x0), c(marginTop), c(x1), c(plotBottom)
+	x1 := float64(chartW - marginRight)
+	plotBottom := float64(chartH - 30 - lineH)
 
+	// X categories: their labels wrapped to the band or, when a word is
+	// wider than the band, turned (and the left margin made room for the
+	// first). The canvas grows below the plot to fit the labels.
+	below := 17.0 // from the plot's bottom to the first label's baseline
+	var lines [][]string
+	var band float64
+	turn := false
+	if categorical {
+		n := float64(max(len(ch.Categories), 1))
+		band = (x1 - x0) / n
+		width := int(band / charW)
+		longest := 0
+		for _, cat := range ch.Categories {
+			l := wrap(cat, width)
+			lines = append(lines, l)
+			for _, w := range l {
+				turn = turn || len(w) > width
+			}
+			longest = max(longest, len(cat))
+		}
+		if turn {
+			const cos, sin = 0.819, 0.574 // of the 35 degrees turned
+			x0 = max(x0, float64(len(ch.Categories[0]))*charW*cos+4-band/2)
+			band = (x1 - x0) / n
+			below = 12 + float64(longest)*charW*sin + 4
+		} else {
+			for _, l := range lines {
+				below = max(below, 17+float64(len(l)-1)*lineH)
+			}
+		}
+	}
+
+	ys0.P0, ys0.P1 = plotBottom, marginTop
+	v.X0, v.Y0, v.X1, v.Y1 = c(x0), c(marginTop), c(x1), c(plotBottom)
 	for _, t := range ys0.Ticks {
 		y := ys0.pos(t)
 		v.YTicks = append(v.YTicks, tickView{X: c(x0 - 6), Y: c(y + 4), Grid: c(y), Lines: []string{ys0.label(t)}})
 	}
+	var xsc scale
 	if categorical {
-		for i, l := range catLines {
+		for i, cat := range ch.Categories {
 			x := x0 + band*(float64(i)+0.5)
-			v.XTicks = append(v.XTicks, tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: l})
+			t := tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: lines[i]}
+			if turn {
+				t.Y = c(plotBottom + 12)
+				t.Lines = []string{cat}
+				t.Rotate = "rotate(-35 " + t.X + " " + t.Y + ")"
+			}
+			v.XTicks = append(v.XTicks, t)
 		}
 	} else {
+		xsc = numericX(xs)
+		xsc.P0, xsc.P1 = x0, x1
 		for _, t := range xsc.Ticks {
 			x := xsc.pos(t)
 			v.XTicks = append(v.XTicks, tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: []string{xsc.label(t)}})
 		}
 	}
+	v.H = int(math.Ceil(plotBottom + below + 28))
 	v.NoDataX, v.NoDataY = c((x0+x1)/2), c((marginTop+plotBottom)/2)
-	v.XLabel = labelView{X: c((x0 + x1) / 2), Y: c(float64(chartH - 6)), Text: ch.XLabel}
+	v.XLabel = labelView{X: c((x0 + x1) / 2), Y: c(float64(v.H - 6)), Text: ch.XLabel}
 	v.YLabel = labelView{X: "16", Y: c((marginTop + plotBottom) / 2), Text: ch.YLabel}
 
 	for _, r := range refs {
