@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // A chart is laid out here into a chartView: every coordinate computed and
@@ -16,8 +17,8 @@ import (
 // The chart's SVG canvas, in viewBox units.
 const (
 	chartW      = 520
-	chartH      = 300
-	marginLeft  = 62
+	chartH      = 300 // with one line of X labels
+	marginLeft  = 62  // at least: it grows with the Y labels
 	marginRight = 12
 	marginTop   = 12
 	// charW is the width of a character of a tick label at the larger
@@ -55,9 +56,10 @@ type chartView struct {
 }
 
 type tickView struct {
-	X, Y  string   // the label's anchor
-	Grid  string   // the grid line's fixed coordinate
-	Lines []string // the label, one or more lines
+	X, Y   string   // the label's anchor
+	Grid   string   // the grid line's fixed coordinate
+	Lines  []string // the label, one or more lines
+	Rotate string   // the label's transform when it is turned
 }
 
 type labelView struct {
@@ -190,64 +192,92 @@ func layoutChart(ch *Chart) chartView {
 	}
 
 	// Y scale.
-	var ys0 scale
+	var ysc scale
 	switch {
 	case len(ys) == 0 && ch.LogY:
-		ys0 = logScale(1, 10)
+		ysc = logScale(1, 10)
 	case len(ys) == 0:
-		ys0 = linearScale(0, 1, 6, true)
+		ysc = linearScale(0, 1, 6, true)
 	case ch.LogY:
-		ys0 = logScale(slices.Min(ys), slices.Max(ys))
+		ysc = logScale(slices.Min(ys), slices.Max(ys))
 	default:
-		ys0 = linearScale(slices.Min(ys), slices.Max(ys), 6, true)
+		ysc = linearScale(slices.Min(ys), slices.Max(ys), 6, true)
 	}
 	v.NoData = len(xs) == 0
 
-	// X axis: categories (with their labels wrapped to the band) or numbers.
-	plotW := float64(chartW - marginLeft - marginRight)
-	var catLines [][]string
+	// The left margin fits the longest Y tick label.
+	x0 := float64(marginLeft)
+	for _, t := range ysc.Ticks {
+		x0 = max(x0, 30+charW*float64(runes(ysc.label(t))))
+	}
+	x1 := float64(chartW - marginRight)
+	plotBottom := float64(chartH - 30 - lineH)
+
+	// X categories: their labels wrapped to the band or, when a word is
+	// wider than the band, turned (and the left margin made room for the
+	// first). The canvas grows below the plot to fit the labels.
+	below := 17.0 // from the plot's bottom to the first label's baseline
+	var lines [][]string
 	var band float64
+	turn := false
+	if categorical {
+		n := float64(max(len(ch.Categories), 1))
+		band = (x1 - x0) / n
+		width := int(band / charW)
+		longest := 0
+		for _, cat := range ch.Categories {
+			l := wrap(cat, width)
+			lines = append(lines, l)
+			for _, w := range l {
+				turn = turn || runes(w) > width
+			}
+			longest = max(longest, runes(cat))
+		}
+		if turn {
+			const cos, sin = 0.819, 0.574 // of the 35 degrees turned
+			x0 = max(x0, float64(runes(ch.Categories[0]))*charW*cos+4-band/2)
+			band = (x1 - x0) / n
+			below = 12 + float64(longest)*charW*sin + 4
+		} else {
+			for _, l := range lines {
+				below = max(below, 17+float64(len(l)-1)*lineH)
+			}
+		}
+	}
+
+	ysc.P0, ysc.P1 = plotBottom, marginTop
+	v.X0, v.Y0, v.X1, v.Y1 = c(x0), c(marginTop), c(x1), c(plotBottom)
+	for _, t := range ysc.Ticks {
+		y := ysc.pos(t)
+		v.YTicks = append(v.YTicks, tickView{X: c(x0 - 6), Y: c(y + 4), Grid: c(y), Lines: []string{ysc.label(t)}})
+	}
 	var xsc scale
 	if categorical {
-		band = plotW / float64(max(len(ch.Categories), 1))
-		for _, cat := range ch.Categories {
-			catLines = append(catLines, wrap(cat, int(band/charW)))
+		for i, cat := range ch.Categories {
+			x := x0 + band*(float64(i)+0.5)
+			t := tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: lines[i]}
+			if turn {
+				t.Y = c(plotBottom + 12)
+				t.Lines = []string{cat}
+				t.Rotate = "rotate(-35 " + t.X + " " + t.Y + ")"
+			}
+			v.XTicks = append(v.XTicks, t)
 		}
 	} else {
 		xsc = numericX(xs)
-		xsc.P0, xsc.P1 = marginLeft, marginLeft+plotW
-	}
-	xLines := 1
-	for _, l := range catLines {
-		xLines = max(xLines, len(l))
-	}
-	plotBottom := float64(chartH - 30 - lineH*xLines)
-	v.H = chartH
-	ys0.P0, ys0.P1 = plotBottom, marginTop
-	x0, x1 := float64(marginLeft), marginLeft+plotW
-	v.X0, v.Y0, v.X1, v.Y1 = c(x0), c(marginTop), c(x1), c(plotBottom)
-
-	for _, t := range ys0.Ticks {
-		y := ys0.pos(t)
-		v.YTicks = append(v.YTicks, tickView{X: c(x0 - 6), Y: c(y + 4), Grid: c(y), Lines: []string{ys0.label(t)}})
-	}
-	if categorical {
-		for i, l := range catLines {
-			x := x0 + band*(float64(i)+0.5)
-			v.XTicks = append(v.XTicks, tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: l})
-		}
-	} else {
+		xsc.P0, xsc.P1 = x0, x1
 		for _, t := range xsc.Ticks {
 			x := xsc.pos(t)
 			v.XTicks = append(v.XTicks, tickView{X: c(x), Y: c(plotBottom + 17), Grid: c(x), Lines: []string{xsc.label(t)}})
 		}
 	}
+	v.H = int(math.Ceil(plotBottom + below + 28))
 	v.NoDataX, v.NoDataY = c((x0+x1)/2), c((marginTop+plotBottom)/2)
-	v.XLabel = labelView{X: c((x0 + x1) / 2), Y: c(float64(chartH - 6)), Text: ch.XLabel}
+	v.XLabel = labelView{X: c((x0 + x1) / 2), Y: c(float64(v.H - 6)), Text: ch.XLabel}
 	v.YLabel = labelView{X: "16", Y: c((marginTop + plotBottom) / 2), Text: ch.YLabel}
 
 	for _, r := range refs {
-		y := ys0.pos(r.Y)
+		y := ysc.pos(r.Y)
 		v.Refs = append(v.Refs, refView{Y: c(y), X0: c(x0), X1: c(x1), LabelX: c(x0 + 6), LabelY: c(y - 5),
 			Label: r.Label + ": " + value(r.Y)})
 	}
@@ -291,10 +321,10 @@ func layoutChart(ch *Chart) chartView {
 				vals := make([]float64, len(cp))
 				for j, p := range cp {
 					x := cx + (float64(j)-float64(len(cp)-1)/2)*dx
-					sv.Marks = append(sv.Marks, markView{D: markerPath(sv.Marker, x, ys0.pos(p.y), r), Title: title(p)})
+					sv.Marks = append(sv.Marks, markView{D: markerPath(sv.Marker, x, ysc.pos(p.y), r), Title: title(p)})
 					vals[j] = p.y
 				}
-				my := ys0.pos(Median(vals))
+				my := ysc.pos(Median(vals))
 				half := max(sub*0.38, 4)
 				sv.Medians = append(sv.Medians, segView{c(cx - half), c(my), c(cx + half), c(my)})
 			}
@@ -302,9 +332,9 @@ func layoutChart(ch *Chart) chartView {
 			for _, p := range pts {
 				left := x0 + band*p.x + band*0.1 + sub*float64(i) + sub*0.08
 				w := sub * 0.84
-				top, base := ys0.pos(p.y), ys0.pos(max(ys0.Lo, 0))
-				if ys0.Log {
-					base = ys0.pos(ys0.Lo)
+				top, base := ysc.pos(p.y), ysc.pos(max(ysc.Lo, 0))
+				if ysc.Log {
+					base = ysc.pos(ysc.Lo)
 				}
 				y, h := min(top, base), math.Abs(base-top)
 				m := markView{D: "M" + c(left) + " " + c(y) + "h" + c(w) + "v" + c(h) + "h" + c(-w) + "Z", Title: title(p)}
@@ -325,7 +355,7 @@ func layoutChart(ch *Chart) chartView {
 			})
 			var line []string
 			for _, p := range pts {
-				x, y := xsc.pos(p.x), ys0.pos(p.y)
+				x, y := xsc.pos(p.x), ysc.pos(p.y)
 				line = append(line, c(x)+","+c(y))
 				sv.Marks = append(sv.Marks, markView{D: markerPath(sv.Marker, x, y, 3.5), Title: title(p)})
 			}
@@ -362,7 +392,7 @@ func wrap(s string, width int) []string {
 		switch {
 		case cur == "":
 			cur = w
-		case len(cur)+1+len(w) <= width:
+		case runes(cur)+1+runes(w) <= width:
 			cur += " " + w
 		default:
 			lines = append(lines, cur)
@@ -371,6 +401,9 @@ func wrap(s string, width int) []string {
 	}
 	return append(lines, cur)
 }
+
+// runes is the length of s in characters.
+func runes(s string) int { return utf8.RuneCountInString(s) }
 
 // count prints n with its noun, plural when it is not one.
 func count(n int, noun string) string {

@@ -18,7 +18,12 @@ var pageTemplate string
 
 var tmpl = template.Must(template.New("page").Parse(pageTemplate))
 
-// WriteHTML writes p as one self-contained HTML page.
+// WriteHTML writes p as one self-contained HTML page: each seed's section
+// (section.seed) with its verdict, tables, text and charts, then the
+// comparison and the hosts. Each chart is a figure.chart whose attributes
+// say what it drew (data-chart: its kind; data-points, data-series,
+// data-empty-series: series without a point; data-skipped: points that
+// could not be placed), for tests to read; package reporttest reads them.
 func WriteHTML(w io.Writer, p *Page) error {
 	return tmpl.Execute(w, newPageView(p))
 }
@@ -64,7 +69,7 @@ func newTableView(t *Table) tableView {
 	for _, r := range t.Rows {
 		row := make([]cellView, len(r))
 		for i, s := range r {
-			row[i] = cellView{Text: s, Num: numeric.MatchString(s), Short: len([]rune(s)) <= 24}
+			row[i] = cellView{Text: s, Num: numeric.MatchString(s), Short: runes(s) <= 24}
 		}
 		tv.Rows = append(tv.Rows, row)
 	}

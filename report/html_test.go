@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"mmlab/report/reporttest"
 )
 
 func render(t *testing.T, p *Page) []byte {
@@ -18,147 +20,54 @@ func render(t *testing.T, p *Page) []byte {
 	return buf.Bytes()
 }
 
-var (
-	hasNumber   = regexp.MustCompile(`[0-9]`)
-	notANumber  = regexp.MustCompile(`NaN|[-+]?Inf`)
-	plainNumber = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?`)
-)
+var notANumber = regexp.MustCompile(`NaN|[-+]?Inf`)
 
-// checkPage checks a rendered page of p as a reader would look at it:
-// every seed with its verdict, every chart drawn with all its series and
-// points, no NaN or Inf anywhere, every table with numbers in it.
-func checkPage(t *testing.T, root *node, p *Page) {
+// parse parses a rendered page.
+func parse(t *testing.T, page []byte) *reporttest.Node {
 	t.Helper()
-	var all []*node
-	all = root.all(func(*node) bool { return true })
-	for _, n := range all {
-		for k, v := range n.Attr {
-			if notANumber.MatchString(v) {
-				t.Errorf("<%s %s=%q>: not a number", n.Name, k, v)
-			}
-		}
-		if notANumber.MatchString(n.Text) {
-			t.Errorf("<%s>%q: not a number", n.Name, n.Text)
-		}
+	root, err := reporttest.Parse(bytes.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return root
+}
 
-	seeds := root.all(tag("section", "seed"))
-	if len(seeds) != len(p.Seeds) {
-		t.Fatalf("%d seed sections, want %d", len(seeds), len(p.Seeds))
+// checkPage checks a rendered page of p: what reporttest.Check checks, and
+// that it found each seed of p in order with its title, verdict and charts,
+// and every table of p.
+func checkPage(t *testing.T, root *reporttest.Node, p *Page) {
+	t.Helper()
+	sum := reporttest.Check(t, root)
+	if len(sum.Seeds) != len(p.Seeds) {
+		t.Fatalf("%d seed sections, want %d", len(sum.Seeds), len(p.Seeds))
 	}
-	charts := 0
-	for i, sec := range seeds {
-		s := p.Seeds[i]
-		if h := sec.all(tag("h2")); len(h) != 1 || !strings.Contains(h[0].text(), s.Title) {
-			t.Errorf("seed %s: heading %v, want one with %q", s.ID, h, s.Title)
-		}
-		if v := sec.all(tag("p", "verdict")); len(v) != 1 || !strings.Contains(v[0].text(), s.Verdict) {
-			t.Errorf("seed %s: verdict missing", s.ID)
-		}
-		want := 0
+	tables := 0
+	for i, s := range p.Seeds {
+		got := sum.Seeds[i]
+		charts := 0
 		for _, part := range s.Parts {
-			want += len(part.Charts)
+			charts += len(part.Charts)
+			tables += len(part.Tables)
 		}
-		figs := sec.all(tag("figure", "chart"))
-		if len(figs) != want {
-			t.Errorf("seed %s: %d charts, want %d", s.ID, len(figs), want)
-		}
-		charts += len(figs)
-		for _, f := range figs {
-			checkChart(t, s.ID, f)
-		}
-	}
-	if charts == 0 {
-		t.Error("no chart on the page")
-	}
-
-	tables := root.all(tag("table"))
-	want := 0
-	for _, s := range p.Seeds {
-		for _, part := range s.Parts {
-			want += len(part.Tables)
+		if got.ID != s.ID || !strings.Contains(got.Heading, s.Title) || !strings.Contains(got.Verdict, s.Verdict) || got.Charts != charts {
+			t.Errorf("seed %d: found %+v, want seed %s %q with verdict %q and %d charts", i, got, s.ID, s.Title, s.Verdict, charts)
 		}
 	}
 	if p.Comparison != nil {
-		want++
+		tables++
 	}
 	if len(p.Hosts) > 0 {
-		want++
+		tables++
 	}
-	if len(tables) != want {
-		t.Errorf("%d tables, want %d", len(tables), want)
-	}
-	for i, tb := range tables {
-		cells := tb.all(tag("td"))
-		numbers := 0
-		for _, c := range cells {
-			if plainNumber.MatchString(strings.TrimSpace(c.text())) {
-				numbers++
-			}
-		}
-		if len(cells) == 0 || numbers == 0 {
-			t.Errorf("table %d: %d cells, %d numbers", i, len(cells), numbers)
-		}
-	}
-}
-
-// checkChart checks one drawn chart: its data attributes agree with what
-// is drawn, every series has points and a legend entry, none is empty.
-func checkChart(t *testing.T, seed string, f *node) {
-	t.Helper()
-	title := f.all(tag("figcaption"))[0].text()
-	attr := func(k string) int {
-		n, err := strconv.Atoi(f.Attr[k])
-		if err != nil {
-			t.Errorf("seed %s chart %q: %s=%q", seed, title, k, f.Attr[k])
-		}
-		return n
-	}
-	points, series := attr("data-points"), attr("data-series")
-	if points == 0 || series == 0 || attr("data-empty-series") != 0 || attr("data-skipped") != 0 {
-		t.Errorf("seed %s chart %q: %v", seed, title, f.Attr)
-	}
-	svgs := f.all(tag("svg"))
-	if len(svgs) == 0 || svgs[0].Attr["viewbox"] == "" {
-		t.Fatalf("seed %s chart %q: no scalable svg", seed, title)
-	}
-	if drawn := len(svgs[0].all(tag("path", "pt"))); drawn != points {
-		t.Errorf("seed %s chart %q: %d points drawn, data-points=%d", seed, title, drawn, points)
-	}
-	gs := svgs[0].all(tag("g", "series"))
-	if len(gs) != series {
-		t.Errorf("seed %s chart %q: %d series drawn, want %d", seed, title, len(gs), series)
-	}
-	for _, g := range gs {
-		if len(g.all(tag("path", "pt"))) == 0 {
-			t.Errorf("seed %s chart %q: series %q has no point", seed, title, g.Attr["data-name"])
-		}
-	}
-	items := f.all(func(n *node) bool { return n.Name == "li" && n.Attr["class"] != "ref-item" })
-	if len(items) != series {
-		t.Errorf("seed %s chart %q: %d legend entries, want %d", seed, title, len(items), series)
-	}
-	for _, it := range items {
-		if _, empty := it.Attr["data-empty"]; empty || strings.Contains(it.text(), "(no data)") {
-			t.Errorf("seed %s chart %q: empty series %q", seed, title, it.text())
-		}
-	}
-	ticks := 0
-	for _, g := range svgs[0].all(tag("g", "tick")) {
-		ticks += len(g.all(tag("text")))
-	}
-	if ticks < 4 {
-		t.Errorf("seed %s chart %q: %d tick labels", seed, title, ticks)
-	}
-	if !strings.Contains(f.text(), "Reproduce:") {
-		t.Errorf("seed %s chart %q: no command", seed, title)
+	if sum.Tables != tables {
+		t.Errorf("%d tables, want %d", sum.Tables, tables)
 	}
 }
 
 func TestWriteHTMLSample(t *testing.T) {
 	p := samplePage()
 	out := render(t, p)
-	checkPage(t, parseDOM(t, bytes.NewReader(out)), p)
+	checkPage(t, parse(t, out), p)
 	// Self-contained: no script, stylesheet, image or font is fetched.
 	for _, bad := range []string{"<script", "<link", "<img", "src=", "url(", "@import", "@font-face"} {
 		if bytes.Contains(out, []byte(bad)) {
@@ -197,30 +106,30 @@ func TestWriteHTMLEscapes(t *testing.T) {
 	if strings.Contains(out, "<script") {
 		t.Fatal("a text of the page model reached the page unescaped")
 	}
-	root := parseDOM(t, strings.NewReader(out))
+	root := parse(t, []byte(out))
 	// The texts come back whole when the page is parsed.
 	want := map[string]bool{"title": true, "h1": true, "h2": true, "h3": true, "pre": true, "td": true, "th": true, "figcaption": true, "code": true, "tspan": true}
-	for _, n := range root.all(func(n *node) bool { return want[n.Name] }) {
-		if strings.Contains(n.text(), evil) {
+	for _, n := range root.All(func(n *reporttest.Node) bool { return want[n.Name] }) {
+		if strings.Contains(n.Text(), evil) {
 			delete(want, n.Name)
 		}
 	}
 	if len(want) > 0 {
 		t.Errorf("no element of %v holds %q", want, evil)
 	}
-	if g := root.all(tag("g", "series")); len(g) != 1 || g[0].Attr["data-name"] != evil {
+	if g := root.All(reporttest.Tag("g", "series")); len(g) != 1 || g[0].Attr["data-name"] != evil {
 		t.Errorf("series attribute = %v", g)
 	}
 }
 
 // chartOf renders a page of one chart and returns its figure.
-func chartOf(t *testing.T, ch Chart) (*node, string) {
+func chartOf(t *testing.T, ch Chart) (*reporttest.Node, string) {
 	t.Helper()
 	out := render(t, &Page{Seeds: []Seed{{ID: "000", Parts: []Part{{Charts: []Chart{ch}}}}}})
 	if m := notANumber.Find(out); m != nil {
 		t.Errorf("the page holds %q", m)
 	}
-	figs := parseDOM(t, bytes.NewReader(out)).all(tag("figure", "chart"))
+	figs := parse(t, out).All(reporttest.Tag("figure", "chart"))
 	if len(figs) != 1 {
 		t.Fatalf("%d charts", len(figs))
 	}
@@ -240,13 +149,13 @@ func TestChartSkipsNonFinite(t *testing.T) {
 			if f.Attr["data-points"] != "2" || f.Attr["data-skipped"] != "5" || f.Attr["data-empty-series"] != "2" || f.Attr["data-series"] != "3" {
 				t.Errorf("attributes %v", f.Attr)
 			}
-			if n := len(f.all(tag("path", "pt"))); n != 2 {
+			if n := len(f.All(reporttest.Tag("path", "pt"))); n != 2 {
 				t.Errorf("%d points drawn, want 2", n)
 			}
-			if n := len(f.all(tag("g", "ref"))); n != 0 {
+			if n := len(f.All(reporttest.Tag("g", "ref"))); n != 0 {
 				t.Errorf("%d reference lines drawn, want 0", n)
 			}
-			txt := f.text()
+			txt := f.Text()
 			for _, want := range []string{"5 points not drawn: not a finite number.", "1 reference line not drawn", "bad (no data)", "none (no data)"} {
 				if !strings.Contains(txt, want) {
 					t.Errorf("chart text lacks %q", want)
@@ -262,8 +171,8 @@ func TestChartSkipsNonFinite(t *testing.T) {
 func TestChartWithoutData(t *testing.T) {
 	for _, logY := range []bool{false, true} {
 		f, _ := chartOf(t, Chart{Kind: Lines, LogY: logY, Series: []Series{{Name: "s", Points: []Point{{1, math.NaN()}}}}})
-		if f.Attr["data-points"] != "0" || !strings.Contains(f.text(), "no data") {
-			t.Errorf("logY=%v: %v %q", logY, f.Attr, f.text())
+		if f.Attr["data-points"] != "0" || !strings.Contains(f.Text(), "no data") {
+			t.Errorf("logY=%v: %v %q", logY, f.Attr, f.Text())
 		}
 	}
 }
@@ -276,7 +185,7 @@ func TestChartSkipsOffAxis(t *testing.T) {
 		t.Errorf("attributes %v", f.Attr)
 	}
 	for _, want := range []string{"2 points not drawn: zero or negative on the logarithmic axis.", "3 points not drawn: X is not one of the 1 categories."} {
-		if !strings.Contains(f.text(), want) {
+		if !strings.Contains(f.Text(), want) {
 			t.Errorf("chart text lacks %q", want)
 		}
 	}
@@ -297,10 +206,10 @@ func TestChartManySeries(t *testing.T) {
 		seen[key] = s.Name
 	}
 	f, _ := chartOf(t, Chart{Kind: Lines, Series: ss})
-	if n := len(f.all(tag("li"))); n != 42 {
+	if n := len(f.All(reporttest.Tag("li"))); n != 42 {
 		t.Errorf("%d legend entries, want 42", n)
 	}
-	if n := len(f.all(tag("polyline"))); n != 42 {
+	if n := len(f.All(reporttest.Tag("polyline"))); n != 42 {
 		t.Errorf("%d lines, want 42", n)
 	}
 }

@@ -35,6 +35,29 @@ func samplePage() *Page {
 		Refs:    []Ref{{Label: "quiet baseline", Y: 1.3}},
 		Command: "mmlab run forkstall --runs 5 --size 1G --cases busy-maps,busy-forks,idle-1000 --modes multi-1",
 	}
+	var fullCats []string
+	for _, c := range []string{"busy-maps", "busy-forks", "idle-1000", "idle-5000"} {
+		for _, m := range []string{"multi-1", "multi-4", "perf-4"} {
+			fullCats = append(fullCats, c+" "+m)
+		}
+	}
+	detach := Chart{
+		Title: "Longest fork() during a uprobe detach, per run, every case and mode", Kind: Dots,
+		XLabel: "case and mode", YLabel: "longest fork() (ms)", Categories: fullCats,
+		Refs:    []Ref{{Label: "quiet baseline", Y: 1.3}},
+		Command: "mmlab run forkstall --full --target live",
+	}
+	for _, name := range []string{"model before", "model after", "live kernel"} {
+		var per [][]float64
+		for i := range fullCats {
+			center := 2500.0
+			if name == "model after" || i >= 6 {
+				center = 30
+			}
+			per = append(per, runs(center, 0.5, 3))
+		}
+		detach.Series = append(detach.Series, Series{Name: name, Points: dots(len(fullCats), per)})
+	}
 	mapCats := []string{"no scanners", "4 scanners"}
 	mapper := func(title, ylabel string, k float64) Chart {
 		return Chart{
@@ -100,7 +123,7 @@ func samplePage() *Page {
 						},
 					}},
 					Text:   "forkstall, live (median of 5 runs; ms)\ncase        mode     attach  detach\nbusy-maps   multi-1   174.0   161.2\n",
-					Charts: []Chart{fork},
+					Charts: []Chart{fork, detach},
 					Notes:  []string{"idle-5000 runs only with --full, after a memory check."},
 				}},
 			},
