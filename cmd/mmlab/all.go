@@ -40,6 +40,7 @@ func runAll(ctx context.Context, args []string) int {
 	fs.SetOutput(os.Stderr)
 	full := fs.Bool("full", false, "the seeds' own settings (long)")
 	fs.Bool("quick", true, "the quick setting (the default)")
+	smoke := fs.Bool("smoke", false, "the smallest setting that runs every part, in seconds (for tests: its figures say little)")
 	target := fs.String("target", "both", "model, live or both")
 	out := fs.String("out", "", "results directory (default mmlab-results-TIME in the current directory)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -67,7 +68,17 @@ func runAll(ctx context.Context, args []string) int {
 		return experiment.ExitFailed
 	}
 	all := seeds.All()
-	plan := seeds.Plan(all, *full)
+	setting := seeds.Quick
+	switch {
+	case *full && *smoke:
+		fmt.Fprintln(os.Stderr, "mmlab all: --full and --smoke: choose one setting")
+		return experiment.ExitUsage
+	case *full:
+		setting = seeds.Full
+	case *smoke:
+		setting = seeds.Smoke
+	}
+	plan := seeds.Plan(all, setting)
 	var total time.Duration
 	for _, st := range plan {
 		total += st.Est

@@ -70,4 +70,3 @@ func runReport(ctx context.Context, args []string) int {
 	fmt.Printf("report: %s (%d host(s))\n", path, len(sets))
 	return experiment.ExitOK
 }
-

@@ -90,6 +90,7 @@ type Step struct {
 	Experiment string
 	Quick      []string // its arguments in the quick setting
 	Full       []string // in the full setting (the seed's)
+	Smoke      []string // in the smallest setting that runs every part (tests)
 	// EstQuick and EstFull are the expected run time of both targets,
 	// for the progress line and the full setting's announcement.
 	EstQuick, EstFull time.Duration
@@ -183,14 +184,24 @@ type PlannedStep struct {
 	Est        time.Duration
 }
 
-// Plan lists the steps of every seed in the quick or the full setting.
-func Plan(seeds []*Seed, full bool) []PlannedStep {
+// Settings of `mmlab all`.
+const (
+	Quick = "quick"
+	Full  = "full"
+	Smoke = "smoke"
+)
+
+// Plan lists the steps of every seed in a setting.
+func Plan(seeds []*Seed, setting string) []PlannedStep {
 	var plan []PlannedStep
 	for _, s := range seeds {
 		for _, st := range s.Steps {
 			p := PlannedStep{Seed: s, Experiment: st.Experiment, Args: st.Quick, Est: st.EstQuick}
-			if full {
+			switch setting {
+			case Full:
 				p.Args, p.Est = st.Full, st.EstFull
+			case Smoke:
+				p.Args, p.Est = st.Smoke, st.EstQuick/10
 			}
 			plan = append(plan, p)
 		}
