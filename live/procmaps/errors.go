@@ -1,6 +1,7 @@
 package procmaps
 
-import "errors"
+import "mmlab/live"
 
-// ErrNotSupported is what Open returns on systems other than Linux.
-var ErrNotSupported = errors.New("procmaps: /proc/PID/maps and uapi.PROCMAP_QUERY need Linux: not supported on this system")
+// ErrNotSupported is what Open returns on systems other than Linux; it
+// wraps live.ErrNotSupported.
+var ErrNotSupported = live.Unsupported("procmaps: /proc/PID/maps and PROCMAP_QUERY need Linux")

@@ -191,11 +191,11 @@ func (r *Reader) checkAlive(seen bool) error {
 		if !seen && isKernelThread(r.pid) {
 			return nil
 		}
-		return r.exited("read "+r.path+" then uapi.PROCMAP_QUERY", err)
+		return r.exited("read "+r.path+" then PROCMAP_QUERY", err)
 	case unix.ENOTTY:
 		r.noQuery = true
 	default:
-		return r.fail("cannot be queried", "uapi.PROCMAP_QUERY", err)
+		return r.fail("cannot be queried", "PROCMAP_QUERY", err)
 	}
 	if _, err := unix.Seek(r.fd, 0, 0); err != nil {
 		return r.fail("cannot be read", "lseek "+r.path, err)
@@ -291,11 +291,11 @@ func (r *Reader) WalkQuery(fn func(*uapi.VMA) bool) error {
 			if addr == 0 && isKernelThread(r.pid) {
 				return nil
 			}
-			return r.exited("uapi.PROCMAP_QUERY", err)
+			return r.exited("PROCMAP_QUERY", err)
 		case unix.ENOTTY:
-			return r.fail("cannot be queried: uapi.PROCMAP_QUERY needs Linux 6.11", "uapi.PROCMAP_QUERY", err)
+			return r.fail("cannot be queried: PROCMAP_QUERY needs Linux 6.11", "PROCMAP_QUERY", err)
 		default:
-			return r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
+			return r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
 		}
 		if !fn(&r.vma) {
 			return nil
@@ -318,14 +318,14 @@ func (r *Reader) Lookup(addr uint64) (*uapi.VMA, error) {
 		case unix.ENOTTY:
 			r.noQuery = true
 		case unix.ENOENT:
-			return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "uapi.PROCMAP_QUERY", err)
+			return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
 		case unix.ESRCH:
 			if isKernelThread(r.pid) {
-				return nil, r.fail("is a kernel thread: it has no address space", "uapi.PROCMAP_QUERY", err)
+				return nil, r.fail("is a kernel thread: it has no address space", "PROCMAP_QUERY", err)
 			}
-			return nil, r.fail("has exited", "uapi.PROCMAP_QUERY", err)
+			return nil, r.fail("has exited", "PROCMAP_QUERY", err)
 		default:
-			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
+			return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
 		}
 	}
 	return r.LookupText(addr)
@@ -349,7 +349,7 @@ func (r *Reader) LookupText(addr uint64) (*uapi.VMA, error) {
 		return nil, err
 	}
 	if found == nil {
-		return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
+		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "scan of "+r.path, unix.ENOENT)
 	}
 	return found, nil
 }
@@ -373,11 +373,11 @@ func (r *Reader) BuildID(addr uint64) ([]byte, error) {
 	switch err := r.ioctl(&r.q, nil); err {
 	case nil:
 	case unix.ENOENT:
-		return nil, r.fail(fmt.Sprintf("has no uapi.VMA at %#x", addr), "uapi.PROCMAP_QUERY", err)
+		return nil, r.fail(fmt.Sprintf("has no VMA at %#x", addr), "PROCMAP_QUERY", err)
 	case unix.ESRCH:
-		return nil, r.fail("has exited", "uapi.PROCMAP_QUERY", err)
+		return nil, r.fail("has exited", "PROCMAP_QUERY", err)
 	default:
-		return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "uapi.PROCMAP_QUERY", err)
+		return nil, r.fail(fmt.Sprintf("cannot be queried at %#x", addr), "PROCMAP_QUERY", err)
 	}
 	if r.q.BuildIDSize == 0 {
 		return nil, nil

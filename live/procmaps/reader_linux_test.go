@@ -694,8 +694,8 @@ func TestRawQueryErrors(t *testing.T) {
 		{"unknown flag", func(q *uapi.ProcmapQuery) { q.QueryFlags |= 0x40 }, unix.EINVAL},
 		{"name size without address", func(q *uapi.ProcmapQuery) { q.VMANameSize = 16 }, unix.EINVAL},
 		{"build ID address without size", func(q *uapi.ProcmapQuery) { q.BuildIDAddr = 0x1000 }, unix.EINVAL},
-		{"no uapi.VMA above", func(q *uapi.ProcmapQuery) { q.QueryAddr = 1 << 47 }, unix.ENOENT},
-		{"no covering uapi.VMA", func(q *uapi.ProcmapQuery) { q.QueryFlags = 0; q.QueryAddr = 0 }, unix.ENOENT},
+		{"no VMA above", func(q *uapi.ProcmapQuery) { q.QueryAddr = 1 << 47 }, unix.ENOENT},
+		{"no covering VMA", func(q *uapi.ProcmapQuery) { q.QueryFlags = 0; q.QueryAddr = 0 }, unix.ENOENT},
 		{"file-backed only", func(q *uapi.ProcmapQuery) { q.QueryFlags |= uapi.PROCMAP_QUERY_FILE_BACKED_VMA }, nil},
 	} {
 		q := base

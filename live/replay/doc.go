@@ -15,7 +15,8 @@
 // It works on Linux only; elsewhere Run returns ErrNotSupported.
 package replay
 
-import "errors"
+import "mmlab/live"
 
-// ErrNotSupported is what Run returns on systems other than Linux.
-var ErrNotSupported = errors.New("live replay is not supported on this OS: it needs Linux")
+// ErrNotSupported is what Run returns on systems other than Linux; it wraps
+// live.ErrNotSupported.
+var ErrNotSupported = live.Unsupported("live replay needs Linux")
