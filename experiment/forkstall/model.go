@@ -1,0 +1,482 @@
+package forkstall
+
+// The model runner: every task is a goroutine (no model CPU), so the figures
+// are wall-clock times of the host, and the blocked times are exact
+// (kernel.Task accounting). The busy process's populate holds its mmap lock
+// for read for SIZE's worth of page faults, real work of package mm; SIZE is
+// calibrated first so that one populate holds it for at least modelHold. The
+// tracer attaches through the same registration paths as BPF uprobe_multi
+// (multi-1, multi-4: one register per probe, then N unregister_nosync and one
+// sync) and perf (perf-4: per probe uprobe_register then uprobe_apply; detach
+// apply(remove), unregister_nosync and sync each).
+//
+// The busy process's page tables (and the model's per-fault garbage) are
+// garbage after each munmap; so that Go's garbage collector (whose mark
+// assists park allocating goroutines, the forker among them) is not what the
+// windows measure, collection is off while the experiment runs (with a
+// memory limit as the safety net) and a collection runs before each window
+// (attach, detach, baseline), outside it. The host's own scheduling noise
+// (other processes on its cores) stays in the wall-clock figures, not in the
+// blocked times.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/kernel"
+	"mmlab/mm"
+	"mmlab/mm/pgtable"
+	"mmlab/uprobes"
+)
+
+// Lock names as kernel.Task accounts them.
+const (
+	lockDupMmap = "dup_mmap_sem"
+	lockMmap    = "mmap_lock"
+)
+
+// modelHold is how long one populate of the busy process holds the mmap
+// lock at least (Calibrate).
+const modelHold = 300 * time.Millisecond
+
+// Model runs the experiment on the model: each case and mode in each design
+// of env.Variants (the designs innermost), on a fresh model kernel each.
+func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	var designs []uprobes.Design
+	for _, v := range env.Variants {
+		d, err := uprobes.ParseDesign(v)
+		if err != nil {
+			return err
+		}
+		designs = append(designs, d)
+	}
+	var pages uint64
+	if slices.ContainsFunc(o.Cases, Busy) {
+		var hold time.Duration
+		var err error
+		if pages, hold, err = Calibrate(ctx, modelHold); err != nil {
+			return err
+		}
+		env.Progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
+			pages, float64(pages)*pgtable.PageSize/(1<<30), ms(hold), ms(modelHold))
+		env.Param("model_size_bytes", pages*pgtable.PageSize)
+		env.Param("model_populate_hold_ms", ms(hold))
+	}
+	for _, c := range o.Cases {
+		for _, m := range o.Modes {
+			for _, d := range designs {
+				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Pages: pages,
+					Hold: 20 * time.Millisecond, Progress: env.Progress})
+				if err != nil {
+					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
+				}
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, pages*pgtable.PageSize, runs)
+				emit(r)
+				f := r.ModelFigures
+				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
+					d, c, m, fmtMs(r.ForkMaxMs), fmtMs(f.ForkSemMs), fmtMs(f.ForkMmapMs),
+					fmtMs(r.BaselineMs), fmtMs(f.BaseSemMs), fmtMs(f.BaseMmapMs),
+					fmtMs(r.AttachMs), fmtMs(f.AttachMmapMs), fmtMs(r.DetachMs), fmtMs(f.BusyHoldMs), f.Passes)
+			}
+		}
+	}
+	return nil
+}
+
+// caseRun is one model run of one case and mode in one design.
+type caseRun struct {
+	Design     uprobes.Design
+	Case, Mode string
+	Runs       int           // attach/hold/detach cycles
+	Pages      uint64        // pages the busy process populates each time (Calibrate)
+	Hold       time.Duration // how long the probes stay attached
+	// Progress, if set, is told about each run as it ends.
+	Progress func(format string, args ...any)
+}
+
+const (
+	probedAddr  = 0x400000
+	stackTop    = 0x7ff000000000
+	stackPages  = 4
+	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
+	probedBytes = pgtable.PageSize
+)
+
+// newText returns an inode of one page of nops (the probes' instruction,
+// emulated by x86 uprobes).
+func newText(name string) *mm.File {
+	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
+}
+
+// newProc returns a process that maps text r-xp and a stack.
+func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
+	t := kernel.NewTaskMM(comm)
+	t.MM.Hooks = hooks
+	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
+		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
+		return nil, err
+	}
+	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
+		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// populate is one cycle of the busy process: mmap(pages, PROT_READ,
+// MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE), every page faulted in under the
+// mmap read lock (each mapping the zero page, as the kernel does for
+// read-only anonymous memory), and munmap. It returns how long the
+// populate took.
+func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
+	n := pages * pgtable.PageSize
+	start := time.Now()
+	a, err := t.MM.Mmap(t, 0, n, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("busy mmap: %w", err)
+	}
+	if err := t.MM.Munmap(t, a, n); err != nil {
+		return d, fmt.Errorf("busy munmap: %w", err)
+	}
+	return d, nil
+}
+
+// gcCycles returns the number of completed garbage collections.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 6 << 30
+
+// quietGC turns collection off (but for gcLimit), gives every task of the
+// experiment an OS thread of its own (GOMAXPROCS above the number of tasks
+// that run at once, so a woken task runs when the host schedules its
+// thread rather than when Go preempts a busy goroutine, up to 10 ms later),
+// and returns the undo.
+func quietGC() func() {
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(gcLimit)
+	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
+	runtime.GC()
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		debug.SetMemoryLimit(lim)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// Calibrate returns the number of pages whose populate holds the mmap lock
+// for at least target on this host, and the hold measured with it.
+func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration, error) {
+	defer quietGC()()
+	t := kernel.NewTaskMM("calibrate")
+	defer t.ExitMM()
+	pages := uint64(1 << 16)
+	for range 10 {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		d, err := populate(t, pages)
+		if err != nil {
+			return 0, 0, err
+		}
+		if d >= target {
+			return pages, d, nil
+		}
+		// Aim 10% above the target; at least +25% while short.
+		next := uint64(float64(pages) * 1.1 * float64(target) / float64(max(d, time.Microsecond)))
+		pages = max(pages*5/4, next)
+		pages = (pages + 511) &^ 511 // 2 MiB multiples
+		if pages > 1<<24 {
+			return 0, 0, fmt.Errorf("calibrate: %d pages still populate in %v < %v", pages, d, target)
+		}
+	}
+	return 0, 0, fmt.Errorf("calibrate: no size reaches %v", target)
+}
+
+// forkRec is one timed fork of the forker.
+type forkRec struct {
+	start     time.Time
+	dur       time.Duration
+	sem, mmap time.Duration // blocked on dup_mmap_sem, on mmap locks
+}
+
+// recorder collects the forker's forks.
+type recorder struct {
+	mu   sync.Mutex // protects recs; a leaf
+	recs []forkRec
+}
+
+func (r *recorder) add(f forkRec) {
+	r.mu.Lock()
+	r.recs = append(r.recs, f)
+	r.mu.Unlock()
+}
+
+// window is [from, to).
+type window struct{ from, to time.Time }
+
+// longest returns, over the forks that started in any of ws, the longest
+// duration, the longest blocked times, and their number.
+func (r *recorder) longest(ws ...window) (dur, sem, mmap time.Duration, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.recs {
+		if !slices.ContainsFunc(ws, func(w window) bool { return !f.start.Before(w.from) && f.start.Before(w.to) }) {
+			continue
+		}
+		n++
+		dur, sem, mmap = max(dur, f.dur), max(sem, f.sem), max(mmap, f.mmap)
+	}
+	return
+}
+
+// last returns the start of the last fork recorded.
+func (r *recorder) last() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recs) == 0 {
+		return time.Time{}
+	}
+	return r.recs[len(r.recs)-1].start
+}
+
+// forkLoop forks p until stop, timing each fork and its blocked time, and
+// lets each child exit at once.
+func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- error) {
+	for !stop.Load() {
+		p.TakeBlocked()
+		start := time.Now()
+		c, err := p.Fork()
+		d := time.Since(start)
+		bl := p.TakeBlocked()
+		if err != nil {
+			errs <- fmt.Errorf("fork: %w", err)
+			return
+		}
+		c.ExitMM()
+		if rec != nil {
+			rec.add(forkRec{start: start, dur: d, sem: bl[lockDupMmap].Total, mmap: bl[lockMmap].Total})
+		}
+	}
+}
+
+// attach attaches the probes of mode and returns the detach.
+func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
+	n := Probes(mode)
+	perf := mode == ModePerf4
+	type probe struct {
+		up *uprobes.Uprobe
+		c  *uprobes.Consumer
+	}
+	var ps []probe
+	detach := func() error {
+		var errs []error
+		for _, p := range ps {
+			if perf {
+				errs = append(errs, u.Apply(tr, p.up, p.c, false))
+			}
+			errs = append(errs, u.UnregisterNosync(tr, p.up, p.c))
+			if perf {
+				u.UnregisterSync(tr)
+			}
+		}
+		if !perf {
+			u.UnregisterSync(tr)
+		}
+		return errors.Join(errs...)
+	}
+	for i := range n {
+		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
+		up, err := u.Register(tr, in, probeBase+uint64(i), c)
+		if err == nil {
+			ps = append(ps, probe{up, c})
+			if perf {
+				err = u.Apply(tr, up, c, true) // perf_event_open: uprobe_perf_open
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(err, detach())
+		}
+	}
+	return detach, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runCase runs o.Runs cycles of one case and mode in one design on a fresh
+// model kernel. Every task it starts has ended when it returns.
+func runCase(ctx context.Context, o caseRun) ([]Run, error) {
+	if Busy(o.Case) && o.Pages == 0 {
+		return nil, errors.New("no busy size: call Calibrate")
+	}
+	defer quietGC()()
+	mach := kernel.NewMachine(1)
+	defer mach.Stop()
+	u, err := uprobes.New(mach, uprobes.TasksTrace)
+	if err != nil {
+		return nil, err
+	}
+	u.Design = o.Design
+	probed := newText("/usr/lib/libprobed.so")
+	other := newText("/usr/bin/forker")
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	goLoop := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	started := make(chan struct{}, 1)
+	var holds recorder // the busy process's populates: start and length
+	busyLoop := func(b *kernel.Task) {
+		for first := true; !stop.Load(); first = false {
+			start := time.Now()
+			d, err := populate(b, o.Pages)
+			if err != nil {
+				errs <- err
+				return
+			}
+			holds.add(forkRec{start: start, dur: d})
+			if first {
+				started <- struct{}{}
+			}
+		}
+	}
+
+	forkerText := other
+	switch o.Case {
+	case CaseBusyMaps:
+		b, err := newProc("busy", u, probed)
+		if err != nil {
+			return nil, err
+		}
+		goLoop(func() { busyLoop(b) })
+		<-started
+	case CaseBusyForks:
+		b, err := newProc("busy", u, other)
+		if err != nil {
+			return nil, err
+		}
+		bt := b.NewThread()
+		goLoop(func() { busyLoop(b) })
+		<-started
+		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
+		forkerText = probed
+	case CaseIdle1000, CaseIdle5000:
+		for i := range Idle(o.Case) {
+			if _, err := newProc(fmt.Sprint("idle", i), u, probed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	f, err := newProc("forker", u, forkerText)
+	if err != nil {
+		return nil, err
+	}
+	var rec recorder
+	goLoop(func() { forkLoop(f, &stop, &rec, errs) })
+
+	tr := kernel.NewTask("tracer")
+	var runs []Run
+	for i := range o.Runs {
+		select {
+		case err := <-errs:
+			return nil, err
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		runtime.GC() // outside the windows
+		p0 := u.Passes()
+		g0 := gcCycles()
+		tr.TakeBlocked()
+		a0 := time.Now()
+		detach, err := attach(u, tr, probed.Inode, o.Mode)
+		a1 := time.Now()
+		gcs := gcCycles() - g0
+		tb := tr.TakeBlocked()
+		if err != nil {
+			return nil, fmt.Errorf("attach: %w", err)
+		}
+		holdErr := sleepCtx(ctx, o.Hold)
+		runtime.GC()
+		g0 = gcCycles()
+		d0 := time.Now()
+		detErr := detach()
+		d1 := time.Now()
+		gcs += gcCycles() - g0
+		if holdErr != nil {
+			return nil, holdErr
+		}
+		if detErr != nil {
+			return nil, fmt.Errorf("detach: %w", detErr)
+		}
+		passes := u.Passes() - p0
+		runtime.GC()
+		b0 := time.Now()
+		if err := sleepCtx(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
+			return nil, err
+		}
+		b1 := time.Now()
+		// The forks that started in the windows have ended once a later
+		// one started (the forker forks one at a time).
+		for !rec.last().After(b1) {
+			select {
+			case err := <-errs:
+				return nil, err
+			default:
+			}
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		fmax, sem, mmapB, n := rec.longest(window{a0, a1}, window{d0, d1})
+		bmax, bsem, bmmap, _ := rec.longest(window{b0, b1})
+		busyHold, _, _, _ := holds.longest(window{a0, b1})
+		run := Run{ForkMaxMs: ms(fmax), AttachMs: ms(a1.Sub(a0)), DetachMs: ms(d1.Sub(d0)), BaselineMs: ms(bmax),
+			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
+			Forks: n, Passes: passes, GCs: gcs,
+			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total), BusyHoldMs: ms(busyHold)}
+		runs = append(runs, run)
+		if o.Progress != nil {
+			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d, busy hold %.0f ms",
+				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
+				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs, run.BusyHoldMs)
+		}
+	}
+	return runs, nil
+}

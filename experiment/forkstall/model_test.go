@@ -1,0 +1,101 @@
+package forkstall
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/uprobes"
+)
+
+// A short run of every busy case and of each registration path, in both
+// designs: every task ends, the figures are filled in, and the passes are
+// the design's (none counted before; after, at least one per
+// register_for_each_vma: 1 register + 1 unregister for multi-1, and 4
+// registers, 4 applies, 4 applies and 4 unregisters for perf-4).
+func TestRunModelShort(t *testing.T) {
+	minPasses := map[string]int64{ModeMulti1: 2, ModePerf4: 16}
+	for _, d := range []uprobes.Design{uprobes.DesignBefore, uprobes.DesignAfter} {
+		for _, c := range []string{CaseBusyMaps, CaseBusyForks} {
+			for _, m := range []string{ModeMulti1, ModePerf4} {
+				t.Run(d.String()+"/"+c+"/"+m, func(t *testing.T) {
+					runs, err := runCase(context.Background(), caseRun{Design: d, Case: c, Mode: m, Runs: 2,
+						Pages: 1 << 12, Hold: time.Millisecond})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(runs) != 2 {
+						t.Fatalf("%d runs, want 2", len(runs))
+					}
+					for _, r := range runs {
+						if r.AttachMs <= 0 || r.DetachMs <= 0 {
+							t.Errorf("run %+v: no attach or detach time", r)
+						}
+						if d == uprobes.DesignBefore && r.Passes != 0 {
+							t.Errorf("before design counted %d passes", r.Passes)
+						}
+						if d == uprobes.DesignAfter && r.Passes < minPasses[m] {
+							t.Errorf("after design: %d passes, want at least %d", r.Passes, minPasses[m])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// A busy case without a calibrated size is refused.
+func TestRunCaseNeedsSize(t *testing.T) {
+	if _, err := runCase(context.Background(), caseRun{Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1}); err == nil {
+		t.Error("busy case without pages ran")
+	}
+}
+
+// The model runner emits one result per (case, mode, design), the designs
+// innermost, before and after side by side in the seed's table; the idle
+// cases need no calibration and record no size.
+func TestModelResultsAndTable(t *testing.T) {
+	o := parse(t, "--runs", "1", "--cases", "idle-1000", "--modes", "multi-1,perf-4")
+	params := map[string]any{}
+	var rs []Result
+	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {},
+		Param: func(k string, v any) { params[k] = v }}
+	if err := Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	for i, r := range rs {
+		wantMode := []string{"multi-1", "multi-1", "perf-4", "perf-4"}[i]
+		wantVariant := []string{"before", "after"}[i%2]
+		if r.Target != experiment.Model || r.Variant != wantVariant || r.Case != "idle-1000" || r.Mode != wantMode {
+			t.Errorf("result %d: %v %v %v %v", i, r.Target, r.Variant, r.Case, r.Mode)
+		}
+		if r.AttachMs <= 0 || r.ModelFigures == nil || r.SizeBytes != 0 || r.Verdict != "" {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+	if len(params) != 0 {
+		t.Errorf("idle cases calibrated: %v", params)
+	}
+	var out strings.Builder
+	Table(&out, o, rs)
+	if !strings.Contains(out.String(), "before   after") || !strings.Contains(out.String(), "1000 processes map the file") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// Calibrate returns a size whose populate held the lock at least as long as
+// asked.
+func TestCalibrate(t *testing.T) {
+	pages, hold, err := Calibrate(context.Background(), 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages == 0 || hold < 5*time.Millisecond {
+		t.Fatalf("pages %d hold %v", pages, hold)
+	}
+}
