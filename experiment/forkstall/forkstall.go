@@ -1,305 +1,482 @@
-// Package forkstall is seed 000's experiment: does fork() stall while uprobes
-// attach to and detach from a process that keeps its mmap_lock busy?
-//
-// A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker times every
-// fork(), and a tracer attaches, holds and detaches uprobes. The figure is the
-// longest fork that started inside an attach or detach window; a baseline
-// window of the same length with nothing attaching follows each run. The
-// cases say who maps the probed file: busy-maps (the busy process maps it;
-// the forker does not), busy-forks (the busy process does not map it, and a
-// second thread of it loops fork(); the forker maps it), idle-N (nobody busy,
-// N processes map it; the forker does not). The modes are the registration
-// paths: multi-1 and multi-4 (one BPF uprobe_multi link with 1 or 4 uprobes)
-// and perf-4 (4 perf-event uprobes).
-//
-// This package is the experiment's one definition (Def: cases, modes,
-// options, the typed result, the table and the verdict) and its model runner
-// (model.go). The live runner is mmlab/live/forkstall.
 package forkstall
 
+// The model runner: every task is a goroutine (no model CPU), so the figures
+// are wall-clock times of the host, and the blocked times are exact
+// (kernel.Task accounting). The busy process's populate holds its mmap lock
+// for read for SIZE's worth of page faults, real work of package mm; SIZE is
+// calibrated first so that one populate holds it for at least modelHold. The
+// tracer attaches through the same registration paths as BPF uprobe_multi
+// (multi-1, multi-4: one register per probe, then N unregister_nosync and one
+// sync) and perf (perf-4: per probe uprobe_register then uprobe_apply; detach
+// apply(remove), unregister_nosync and sync each).
+//
+// The busy process's page tables (and the model's per-fault garbage) are
+// garbage after each munmap; so that Go's garbage collector (whose mark
+// assists park allocating goroutines, the forker among them) is not what the
+// windows measure, collection is off while the experiment runs (with a
+// memory limit as the safety net) and a collection runs before each window
+// (attach, detach, baseline), outside it. The host's own scheduling noise
+// (other processes on its cores) stays in the wall-clock figures, not in the
+// blocked times.
+
 import (
-	"flag"
+	"context"
+	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"mmlab/experiment"
-	"mmlab/report"
+	"mmlab/kernel"
+	"mmlab/mm"
+	"mmlab/mm/pgtable"
+	"mmlab/uprobes"
 )
 
-// Cases (key field "case").
+// Lock names as kernel.Task accounts them.
 const (
-	CaseBusyMaps  = "busy-maps"  // the busy process maps the probed file
-	CaseBusyForks = "busy-forks" // a second thread of the busy process forks; it does not map the file
-	CaseIdle1000  = "idle-1000"  // nobody busy, 1000 processes map the probed file
-	CaseIdle5000  = "idle-5000"
+	lockDupMmap = "dup_mmap_sem"
+	lockMmap    = "mmap_lock"
 )
 
-// Modes (key field "mode").
-const (
-	ModeMulti1 = "multi-1" // one uprobe_multi link with 1 uprobe
-	ModeMulti4 = "multi-4" // one uprobe_multi link with 4 uprobes
-	ModePerf4  = "perf-4"  // 4 perf-event uprobes
-)
+// modelHold is how long one populate of the busy process holds the mmap
+// lock at least (Calibrate).
+const modelHold = 300 * time.Millisecond
 
-// Cases and Modes are every case and mode, in table order.
-var (
-	Cases = []string{CaseBusyMaps, CaseBusyForks, CaseIdle1000, CaseIdle5000}
-	Modes = []string{ModeMulti1, ModeMulti4, ModePerf4}
-)
-
-// Busy reports whether case c has a busy process.
-func Busy(c string) bool { return c == CaseBusyMaps || c == CaseBusyForks }
-
-// Idle returns how many idle processes map the probed file in case c.
-func Idle(c string) int {
-	switch c {
-	case CaseIdle1000:
-		return 1000
-	case CaseIdle5000:
-		return 5000
+// Model runs the experiment on the model: each case and mode in each design
+// of env.Variants (the designs innermost), on a fresh model kernel each.
+func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	var designs []uprobes.Design
+	for _, v := range env.Variants {
+		d, err := uprobes.ParseDesign(v)
+		if err != nil {
+			return err
+		}
+		designs = append(designs, d)
 	}
-	return 0
-}
-
-// Probes returns how many probe sites mode attaches.
-func Probes(mode string) int {
-	if mode == ModeMulti1 {
-		return 1
+	var pages uint64
+	if slices.ContainsFunc(o.Cases, Busy) {
+		var hold time.Duration
+		var err error
+		if pages, hold, err = Calibrate(ctx, modelHold); err != nil {
+			return err
+		}
+		env.Progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
+			pages, float64(pages)*pgtable.PageSize/(1<<30), ms(hold), ms(modelHold))
+		env.Param("model_size_bytes", pages*pgtable.PageSize)
+		env.Param("model_populate_hold_ms", ms(hold))
 	}
-	return 4
-}
-
-// Def is the experiment's definition.
-var Def = experiment.Def[*Options, Result]{
-	Name:       "forkstall",
-	Seed:       "000",
-	Summary:    "does fork() stall while uprobes attach to a busy process?",
-	Help:       help,
-	Variants:   []string{"before", "after"},
-	NewOptions: func() *Options { return &Options{Runs: 9, size: "2G", modes: strings.Join(Modes, ",")} },
-	Quick:      []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
-	Model:      Model,
-	Table:      Table,
-	Verdict:    func(_ *Options, rs []Result) (string, bool) { _, line := LiveVerdict(rs); return line, false },
-}
-
-const help = `usage: mmlab run forkstall [--target model|live|both] [--variant before|after] [--runs N]
-                           [--size SIZE] [--cases LIST] [--modes LIST] [--full] [--json] [--out DIR]
-
-A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker loops fork(),
-and a tracer attaches, holds and detaches uprobes. The figure is the longest
-fork() that started inside an attach or detach window (median over runs).
-Cases: busy-maps (the busy process maps the probed file), busy-forks (a second
-thread of the busy process forks; it does not map the file), idle-1000 and
-idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
-(one uprobe_multi link with 1 or 4 uprobes), perf-4 (4 perf-event uprobes).
-The model sizes its busy process itself: one populate holds the mmap lock
-for at least 300 ms.
-The live run ends with "verdict: stalls|ok": stalls when the longest fork
-exceeds 10x the quiet baseline (busy running, nothing attaching, same window
-length) and 50 ms. Live needs Linux and root.
-`
-
-// Options are the experiment's flags; their JSON is the document's params.
-type Options struct {
-	Runs  int      `json:"runs"`       // attach/hold/detach cycles per case and mode
-	Size  uint64   `json:"size_bytes"` // bytes the live busy process populates each cycle
-	Cases []string `json:"cases"`
-	Modes []string `json:"modes"`
-
-	// The flags as given; Validate parses them into the fields above.
-	full               bool
-	size, cases, modes string
-}
-
-// Flags registers the options on fs.
-func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per case and mode (the median is reported)")
-	fs.BoolVar(&o.full, "full", o.full, "also run idle-5000 (5000 processes map the probed file)")
-	fs.StringVar(&o.size, "size", o.size, "live: bytes the busy process populates each cycle (K, M, G suffixes)")
-	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases (default busy-maps,busy-forks,idle-1000[,idle-5000])")
-	fs.StringVar(&o.modes, "modes", o.modes, "comma-separated modes")
-}
-
-// Validate checks every flag and fills Size, Cases and Modes.
-func (o *Options) Validate() error {
-	if o.Runs < 1 {
-		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
-	}
-	size, err := ParseSize(o.size)
-	if err != nil {
-		return fmt.Errorf("--size: %w", err)
-	}
-	cases := o.cases
-	if cases == "" {
-		cases = strings.Join(Cases[:3], ",")
-		if o.full {
-			cases += "," + CaseIdle5000
+	for _, c := range o.Cases {
+		for _, m := range o.Modes {
+			for _, d := range designs {
+				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Pages: pages,
+					Hold: 20 * time.Millisecond, Progress: env.Progress})
+				if err != nil {
+					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
+				}
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, pages*pgtable.PageSize, runs)
+				emit(r)
+				f := r.ModelFigures
+				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
+					d, c, m, fmtMs(r.ForkMaxMs), fmtMs(f.ForkSemMs), fmtMs(f.ForkMmapMs),
+					fmtMs(r.BaselineMs), fmtMs(f.BaseSemMs), fmtMs(f.BaseMmapMs),
+					fmtMs(r.AttachMs), fmtMs(f.AttachMmapMs), fmtMs(r.DetachMs), fmtMs(f.BusyHoldMs), f.Passes)
+			}
 		}
 	}
-	cs, err := experiment.List("cases", cases, Cases...)
-	if err != nil {
-		return err
-	}
-	ms, err := experiment.List("modes", o.modes, Modes...)
-	if err != nil {
-		return err
-	}
-	o.Size, o.Cases, o.Modes = size, cs, ms
 	return nil
 }
 
-// ParseSize reads a positive byte count with an optional K, M or G suffix.
-func ParseSize(s string) (uint64, error) {
-	num, mult := s, uint64(1)
-	for i, suf := range []string{"K", "M", "G"} {
-		if n, ok := strings.CutSuffix(s, suf); ok {
-			num, mult = n, 1<<(10*(i+1))
+// caseRun is one model run of one case and mode in one design.
+type caseRun struct {
+	Design     uprobes.Design
+	Case, Mode string
+	Runs       int           // attach/hold/detach cycles
+	Pages      uint64        // pages the busy process populates each time (Calibrate)
+	Hold       time.Duration // how long the probes stay attached
+	// Progress, if set, is told about each run as it ends.
+	Progress func(format string, args ...any)
+}
+
+const (
+	probedAddr  = 0x400000
+	stackTop    = 0x7ff000000000
+	stackPages  = 4
+	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
+	probedBytes = pgtable.PageSize
+)
+
+// newText returns an inode of one page of nops (the probes' instruction,
+// emulated by x86 uprobes).
+func newText(name string) *mm.File {
+	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
+}
+
+// newProc returns a process that maps text r-xp and a stack.
+func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
+	t := kernel.NewTaskMM(comm)
+	t.MM.Hooks = hooks
+	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
+		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
+		return nil, err
+	}
+	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
+		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// populate is one cycle of the busy process: mmap(pages, PROT_READ,
+// MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE), every page faulted in under the
+// mmap read lock (each mapping the zero page, as the kernel does for
+// read-only anonymous memory), and munmap. It returns how long the
+// populate took.
+func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
+	n := pages * pgtable.PageSize
+	start := time.Now()
+	a, err := t.MM.Mmap(t, 0, n, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("busy mmap: %w", err)
+	}
+	if err := t.MM.Munmap(t, a, n); err != nil {
+		return d, fmt.Errorf("busy munmap: %w", err)
+	}
+	return d, nil
+}
+
+// gcCycles returns the number of completed garbage collections.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 6 << 30
+
+// quietGC turns collection off (but for gcLimit), gives every task of the
+// experiment an OS thread of its own (GOMAXPROCS above the number of tasks
+// that run at once, so a woken task runs when the host schedules its
+// thread rather than when Go preempts a busy goroutine, up to 10 ms later),
+// and returns the undo.
+func quietGC() func() {
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(gcLimit)
+	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
+	runtime.GC()
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		debug.SetMemoryLimit(lim)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// Calibrate returns the number of pages whose populate holds the mmap lock
+// for at least target on this host, and the hold measured with it.
+func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration, error) {
+	defer quietGC()()
+	t := kernel.NewTaskMM("calibrate")
+	defer t.ExitMM()
+	pages := uint64(1 << 16)
+	for range 10 {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		d, err := populate(t, pages)
+		if err != nil {
+			return 0, 0, err
+		}
+		if d >= target {
+			return pages, d, nil
+		}
+		// Aim 10% above the target; at least +25% while short.
+		next := uint64(float64(pages) * 1.1 * float64(target) / float64(max(d, time.Microsecond)))
+		pages = max(pages*5/4, next)
+		pages = (pages + 511) &^ 511 // 2 MiB multiples
+		if pages > 1<<24 {
+			return 0, 0, fmt.Errorf("calibrate: %d pages still populate in %v < %v", pages, d, target)
 		}
 	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 || n > math.MaxUint64/mult {
-		return 0, fmt.Errorf("bad size %q: want a positive byte count with an optional K, M or G suffix", s)
-	}
-	return n * mult, nil
+	return 0, 0, fmt.Errorf("calibrate: no size reaches %v", target)
 }
 
-// Run is one attach/hold/detach cycle and its baseline window, on either
-// target. The fields after Forks are the model's exact accounting, which the
-// live kernel does not give: zero in live runs.
-type Run struct {
-	ForkMaxMs  float64 // longest fork that started in the attach or detach window
-	AttachMs   float64
-	DetachMs   float64
-	BaselineMs float64 // longest fork in a window of the same length with nothing attaching
-	Forks      int     // forks that started in the windows
-
-	// Longest time one fork of the windows (and of the baseline) was
-	// blocked on dup_mmap_sem and on an mmap lock.
-	ForkSemMs, ForkMmapMs float64
-	BaseSemMs, BaseMmapMs float64
-	Passes                int64  // register_for_each_vma passes (after design)
-	GCs                   uint64 // Go collections that ran inside the attach and detach windows
-	// The tracer's time blocked during the attach, on dup_mmap_sem and on
-	// mmap locks.
-	AttachSemMs, AttachMmapMs float64
-	// BusyHoldMs is the longest populate of the busy process that started
-	// during the run: how long it held its mmap lock under this run's load.
-	BusyHoldMs float64
+// forkRec is one timed fork of the forker.
+type forkRec struct {
+	start     time.Time
+	dur       time.Duration
+	sem, mmap time.Duration // blocked on dup_mmap_sem, on mmap locks
 }
 
-// Result is one case and mode on one target and variant: the median over the
-// runs of each figure and the figure of every run (<key>_runs).
-type Result struct {
-	experiment.Row
-	Case      string `json:"case"`
-	Mode      string `json:"mode"`
-	SizeBytes uint64 `json:"size_bytes"` // the busy process's populate; 0 in the idle cases
-
-	ForkMaxMs      float64   `json:"fork_max_ms"`
-	ForkMaxMsRuns  []float64 `json:"fork_max_ms_runs"`
-	AttachMs       float64   `json:"attach_ms"`
-	AttachMsRuns   []float64 `json:"attach_ms_runs"`
-	DetachMs       float64   `json:"detach_ms"`
-	DetachMsRuns   []float64 `json:"detach_ms_runs"`
-	BaselineMs     float64   `json:"baseline_ms"`
-	BaselineMsRuns []float64 `json:"baseline_ms_runs"`
-	Forks          float64   `json:"forks"`
-	ForksRuns      []float64 `json:"forks_runs"`
-
-	// Verdict is a live result's Judge: "stalls" or "ok".
-	Verdict string `json:"verdict,omitempty"`
-
-	*ModelFigures // nil in live results
+// recorder collects the forker's forks.
+type recorder struct {
+	mu   sync.Mutex // protects recs; a leaf
+	recs []forkRec
 }
 
-// ModelFigures are the figures only the model measures: exact blocked times,
-// passes and the Go collections inside the windows.
-type ModelFigures struct {
-	ForkSemMs        float64   `json:"fork_blocked_dup_mmap_sem_ms"`
-	ForkSemMsRuns    []float64 `json:"fork_blocked_dup_mmap_sem_ms_runs"`
-	ForkMmapMs       float64   `json:"fork_blocked_mmap_lock_ms"`
-	ForkMmapMsRuns   []float64 `json:"fork_blocked_mmap_lock_ms_runs"`
-	BaseSemMs        float64   `json:"baseline_blocked_dup_mmap_sem_ms"`
-	BaseSemMsRuns    []float64 `json:"baseline_blocked_dup_mmap_sem_ms_runs"`
-	BaseMmapMs       float64   `json:"baseline_blocked_mmap_lock_ms"`
-	BaseMmapMsRuns   []float64 `json:"baseline_blocked_mmap_lock_ms_runs"`
-	AttachSemMs      float64   `json:"attach_blocked_dup_mmap_sem_ms"`
-	AttachSemMsRuns  []float64 `json:"attach_blocked_dup_mmap_sem_ms_runs"`
-	AttachMmapMs     float64   `json:"attach_blocked_mmap_lock_ms"`
-	AttachMmapMsRuns []float64 `json:"attach_blocked_mmap_lock_ms_runs"`
-	Passes           float64   `json:"passes"`
-	PassesRuns       []float64 `json:"passes_runs"`
-	GCs              float64   `json:"gc_in_windows"`
-	GCsRuns          []float64 `json:"gc_in_windows_runs"`
-	BusyHoldMs       float64   `json:"busy_hold_ms"`
-	BusyHoldMsRuns   []float64 `json:"busy_hold_ms_runs"`
+func (r *recorder) add(f forkRec) {
+	r.mu.Lock()
+	r.recs = append(r.recs, f)
+	r.mu.Unlock()
 }
 
-// NewResult summarizes the runs of case c and mode m measured where row
-// says: live results get their verdict, model results their ModelFigures.
-func NewResult(row experiment.Row, c, m string, size uint64, runs []Run) Result {
-	col := func(f func(Run) float64) (float64, []float64) {
-		xs := make([]float64, len(runs))
-		for i, x := range runs {
-			xs[i] = f(x)
+// window is [from, to).
+type window struct{ from, to time.Time }
+
+// longest returns, over the forks that started in any of ws, the longest
+// duration, the longest blocked times, and their number.
+func (r *recorder) longest(ws ...window) (dur, sem, mmap time.Duration, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.recs {
+		if !slices.ContainsFunc(ws, func(w window) bool { return !f.start.Before(w.from) && f.start.Before(w.to) }) {
+			continue
 		}
-		return report.Median(xs), xs
+		n++
+		dur, sem, mmap = max(dur, f.dur), max(sem, f.sem), max(mmap, f.mmap)
 	}
-	r := Result{Row: row, Case: c, Mode: m}
-	if Busy(c) {
-		r.SizeBytes = size
-	}
-	r.ForkMaxMs, r.ForkMaxMsRuns = col(func(x Run) float64 { return x.ForkMaxMs })
-	r.AttachMs, r.AttachMsRuns = col(func(x Run) float64 { return x.AttachMs })
-	r.DetachMs, r.DetachMsRuns = col(func(x Run) float64 { return x.DetachMs })
-	r.BaselineMs, r.BaselineMsRuns = col(func(x Run) float64 { return x.BaselineMs })
-	r.Forks, r.ForksRuns = col(func(x Run) float64 { return float64(x.Forks) })
-	if row.Target == experiment.Live {
-		r.Verdict = Judge(r.ForkMaxMs, r.BaselineMs)
-		return r
-	}
-	f := &ModelFigures{}
-	f.ForkSemMs, f.ForkSemMsRuns = col(func(x Run) float64 { return x.ForkSemMs })
-	f.ForkMmapMs, f.ForkMmapMsRuns = col(func(x Run) float64 { return x.ForkMmapMs })
-	f.BaseSemMs, f.BaseSemMsRuns = col(func(x Run) float64 { return x.BaseSemMs })
-	f.BaseMmapMs, f.BaseMmapMsRuns = col(func(x Run) float64 { return x.BaseMmapMs })
-	f.AttachSemMs, f.AttachSemMsRuns = col(func(x Run) float64 { return x.AttachSemMs })
-	f.AttachMmapMs, f.AttachMmapMsRuns = col(func(x Run) float64 { return x.AttachMmapMs })
-	f.Passes, f.PassesRuns = col(func(x Run) float64 { return float64(x.Passes) })
-	f.GCs, f.GCsRuns = col(func(x Run) float64 { return float64(x.GCs) })
-	f.BusyHoldMs, f.BusyHoldMsRuns = col(func(x Run) float64 { return x.BusyHoldMs })
-	r.ModelFigures = f
-	return r
+	return
 }
 
-// Judge says whether the kernel stalls fork(): "stalls" when the longest
-// fork during attach/detach is over ten times the quiet baseline and over
-// 50 ms, else "ok".
-func Judge(forkMaxMs, baselineMs float64) string {
-	if forkMaxMs > 10*baselineMs && forkMaxMs > 50 {
-		return "stalls"
+// last returns the start of the last fork recorded.
+func (r *recorder) last() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recs) == 0 {
+		return time.Time{}
 	}
-	return "ok"
+	return r.recs[len(r.recs)-1].start
 }
 
-// LiveVerdict judges the live results by the one with the longest fork
-// (the first of them on a tie): its Judge, and the line
-// "verdict: stalls|ok fork_max_ms=X baseline_ms=Y". Without live results
-// both are empty. Finding a stall is the experiment's answer, not a failed
-// check.
-func LiveVerdict(rs []Result) (verdict, line string) {
-	var worst *Result
-	for i := range rs {
-		if r := &rs[i]; r.Target == experiment.Live && (worst == nil || r.ForkMaxMs > worst.ForkMaxMs) {
-			worst = r
+// forkLoop forks p until stop, timing each fork and its blocked time, and
+// lets each child exit at once.
+func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- error) {
+	for !stop.Load() {
+		p.TakeBlocked()
+		start := time.Now()
+		c, err := p.Fork()
+		d := time.Since(start)
+		bl := p.TakeBlocked()
+		if err != nil {
+			errs <- fmt.Errorf("fork: %w", err)
+			return
+		}
+		c.ExitMM()
+		if rec != nil {
+			rec.add(forkRec{start: start, dur: d, sem: bl[lockDupMmap].Total, mmap: bl[lockMmap].Total})
 		}
 	}
-	if worst == nil {
-		return "", ""
+}
+
+// attach attaches the probes of mode and returns the detach.
+func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
+	n := Probes(mode)
+	perf := mode == ModePerf4
+	type probe struct {
+		up *uprobes.Uprobe
+		c  *uprobes.Consumer
 	}
-	verdict = Judge(worst.ForkMaxMs, worst.BaselineMs)
-	return verdict, fmt.Sprintf("verdict: %s fork_max_ms=%.2f baseline_ms=%.2f", verdict, worst.ForkMaxMs, worst.BaselineMs)
+	var ps []probe
+	detach := func() error {
+		var errs []error
+		for _, p := range ps {
+			if perf {
+				errs = append(errs, u.Apply(tr, p.up, p.c, false))
+			}
+			errs = append(errs, u.UnregisterNosync(tr, p.up, p.c))
+			if perf {
+				u.UnregisterSync(tr)
+			}
+		}
+		if !perf {
+			u.UnregisterSync(tr)
+		}
+		return errors.Join(errs...)
+	}
+	for i := range n {
+		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
+		up, err := u.Register(tr, in, probeBase+uint64(i), c)
+		if err == nil {
+			ps = append(ps, probe{up, c})
+			if perf {
+				err = u.Apply(tr, up, c, true) // perf_event_open: uprobe_perf_open
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(err, detach())
+		}
+	}
+	return detach, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runCase runs o.Runs cycles of one case and mode in one design on a fresh
+// model kernel. Every task it starts has ended when it returns.
+func runCase(ctx context.Context, o caseRun) ([]Run, error) {
+	if Busy(o.Case) && o.Pages == 0 {
+		return nil, errors.New("no busy size: call Calibrate")
+	}
+	defer quietGC()()
+	mach := kernel.NewMachine(1)
+	defer mach.Stop()
+	u, err := uprobes.New(mach, uprobes.TasksTrace)
+	if err != nil {
+		return nil, err
+	}
+	u.Design = o.Design
+	probed := newText("/usr/lib/libprobed.so")
+	other := newText("/usr/bin/forker")
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	goLoop := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	started := make(chan struct{}, 1)
+	var holds recorder // the busy process's populates: start and length
+	busyLoop := func(b *kernel.Task) {
+		for first := true; !stop.Load(); first = false {
+			start := time.Now()
+			d, err := populate(b, o.Pages)
+			if err != nil {
+				errs <- err
+				return
+			}
+			holds.add(forkRec{start: start, dur: d})
+			if first {
+				started <- struct{}{}
+			}
+		}
+	}
+
+	forkerText := other
+	switch o.Case {
+	case CaseBusyMaps:
+		b, err := newProc("busy", u, probed)
+		if err != nil {
+			return nil, err
+		}
+		goLoop(func() { busyLoop(b) })
+		<-started
+	case CaseBusyForks:
+		b, err := newProc("busy", u, other)
+		if err != nil {
+			return nil, err
+		}
+		bt := b.NewThread()
+		goLoop(func() { busyLoop(b) })
+		<-started
+		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
+		forkerText = probed
+	case CaseIdle1000, CaseIdle5000:
+		for i := range Idle(o.Case) {
+			if _, err := newProc(fmt.Sprint("idle", i), u, probed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	f, err := newProc("forker", u, forkerText)
+	if err != nil {
+		return nil, err
+	}
+	var rec recorder
+	goLoop(func() { forkLoop(f, &stop, &rec, errs) })
+
+	tr := kernel.NewTask("tracer")
+	var runs []Run
+	for i := range o.Runs {
+		select {
+		case err := <-errs:
+			return nil, err
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		runtime.GC() // outside the windows
+		p0 := u.Passes()
+		g0 := gcCycles()
+		tr.TakeBlocked()
+		a0 := time.Now()
+		detach, err := attach(u, tr, probed.Inode, o.Mode)
+		a1 := time.Now()
+		gcs := gcCycles() - g0
+		tb := tr.TakeBlocked()
+		if err != nil {
+			return nil, fmt.Errorf("attach: %w", err)
+		}
+		holdErr := sleepCtx(ctx, o.Hold)
+		runtime.GC()
+		g0 = gcCycles()
+		d0 := time.Now()
+		detErr := detach()
+		d1 := time.Now()
+		gcs += gcCycles() - g0
+		if holdErr != nil {
+			return nil, holdErr
+		}
+		if detErr != nil {
+			return nil, fmt.Errorf("detach: %w", detErr)
+		}
+		passes := u.Passes() - p0
+		runtime.GC()
+		b0 := time.Now()
+		if err := sleepCtx(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
+			return nil, err
+		}
+		b1 := time.Now()
+		// The forks that started in the windows have ended once a later
+		// one started (the forker forks one at a time).
+		for !rec.last().After(b1) {
+			select {
+			case err := <-errs:
+				return nil, err
+			default:
+			}
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		fmax, sem, mmapB, n := rec.longest(window{a0, a1}, window{d0, d1})
+		bmax, bsem, bmmap, _ := rec.longest(window{b0, b1})
+		busyHold, _, _, _ := holds.longest(window{a0, b1})
+		run := Run{ForkMaxMs: ms(fmax), AttachMs: ms(a1.Sub(a0)), DetachMs: ms(d1.Sub(d0)), BaselineMs: ms(bmax),
+			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
+			Forks: n, Passes: passes, GCs: gcs,
+			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total), BusyHoldMs: ms(busyHold)}
+		runs = append(runs, run)
+		if o.Progress != nil {
+			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d, busy hold %.0f ms",
+				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
+				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs, run.BusyHoldMs)
+		}
+	}
+	return runs, nil
 }
