@@ -2,9 +2,11 @@ package main
 
 import (
 	"mmlab/experiment"
+	"mmlab/experiment/forkstall"
 	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
 	"mmlab/experiment/maptear"
+	liveforkstall "mmlab/live/forkstall"
 	livemapscan "mmlab/live/mapscan"
 	livemapslock "mmlab/live/mapslock"
 	livemaptear "mmlab/live/maptear"
@@ -14,7 +16,8 @@ import (
 // with its live runner (live/<name>), in seed order. It is the only place
 // that imports both halves.
 var boundExperiments = []experiment.Experiment{
+	experiment.Bind(forkstall.Def, liveforkstall.Run),
+	experiment.Bind(mapslock.Def, livemapslock.Run),
 	experiment.Bind(mapscan.Def, livemapscan.Run),
 	experiment.Bind(maptear.Def, livemaptear.Run),
-	experiment.Bind(mapslock.Def, livemapslock.Run),
 }

@@ -1,34 +1,23 @@
-// Package forkstall is seed 000's fork-stall experiment on the model: a busy
-// model process loops mmap(SIZE, MAP_POPULATE)/munmap, so its mmap lock is
-// almost always held (the populate holds it for read for SIZE's worth of
-// page faults, real work of package mm); a forker process loops fork(); a
-// tracer attaches uprobes, holds them and detaches them through the same
-// registration paths as BPF uprobe_multi (multi-1, multi-4: one register
-// per probe, then N unregister_nosync and one sync) and perf (perf-4: per
-// probe uprobe_register then uprobe_apply; detach apply(remove),
-// unregister_nosync and sync each). The figure is the longest fork that
-// started inside an attach or detach window, beside each fork's exact time
-// blocked on dup_mmap_sem and on the mmap lock (kernel.Task accounting); a
-// baseline window of the same length with nothing attaching follows each
-// run.
-//
-// The cases are the live ones (mmlab/live/forkstall): busy-maps (the busy
-// process maps the probed file; the forker does not), busy-forks (the busy
-// process does not map it, and a second thread of it loops fork(); the
-// forker maps it), idle-N (nobody busy, N processes map it; the forker does
-// not).
-//
-// Every task is a goroutine (no model CPU): the figures are wall-clock
-// times of the host, and the blocked times are exact. The busy process's
-// page tables (and the model's per-fault garbage) are garbage after each
-// munmap; so that Go's garbage collector (whose mark assists park
-// allocating goroutines, the forker among them) is not what the windows
-// measure, collection is off while the experiment runs (with a memory limit
-// as the safety net) and a collection runs before each window (attach,
-// detach, baseline), outside it. The host's own scheduling noise (other
-// processes on its cores) stays in the wall-clock figures, not in the
-// blocked times.
 package forkstall
+
+// The model runner: every task is a goroutine (no model CPU), so the figures
+// are wall-clock times of the host, and the blocked times are exact
+// (kernel.Task accounting). The busy process's populate holds its mmap lock
+// for read for SIZE's worth of page faults, real work of package mm; SIZE is
+// calibrated first so that one populate holds it for at least modelHold. The
+// tracer attaches through the same registration paths as BPF uprobe_multi
+// (multi-1, multi-4: one register per probe, then N unregister_nosync and one
+// sync) and perf (perf-4: per probe uprobe_register then uprobe_apply; detach
+// apply(remove), unregister_nosync and sync each).
+//
+// The busy process's page tables (and the model's per-fault garbage) are
+// garbage after each munmap; so that Go's garbage collector (whose mark
+// assists park allocating goroutines, the forker among them) is not what the
+// windows measure, collection is off while the experiment runs (with a
+// memory limit as the safety net) and a collection runs before each window
+// (attach, detach, baseline), outside it. The host's own scheduling noise
+// (other processes on its cores) stays in the wall-clock figures, not in the
+// blocked times.
 
 import (
 	"context"
@@ -42,24 +31,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/experiment"
 	"mmlab/kernel"
-	live "mmlab/live/forkstall"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
-	"mmlab/report"
 	"mmlab/uprobes"
-)
-
-// Cases and modes: the live experiment's names, defined once there.
-const (
-	CaseBusyMaps  = live.CaseBusyMaps
-	CaseBusyForks = live.CaseBusyForks
-	CaseIdle1000  = live.CaseIdle1000
-	CaseIdle5000  = live.CaseIdle5000
-
-	ModeMulti1 = live.ModeMulti1
-	ModeMulti4 = live.ModeMulti4
-	ModePerf4  = live.ModePerf4
 )
 
 // Lock names as kernel.Task accounts them.
@@ -68,96 +44,63 @@ const (
 	lockMmap    = "mmap_lock"
 )
 
-// Options describe one model run of one case and mode in one design.
-type Options struct {
-	Design     uprobes.Design
-	Case, Mode string
-	Runs       int           // attach/hold/detach cycles (default 9)
-	Pages      uint64        // pages the busy process populates each time (Calibrate)
-	Hold       time.Duration // how long the probes stay attached (default 20 ms)
-	// Progress, if set, is told about each run as it ends.
-	Progress func(format string, args ...any)
-}
+// modelHold is how long one populate of the busy process holds the mmap
+// lock at least (Calibrate).
+const modelHold = 300 * time.Millisecond
 
-// Run is one attach/hold/detach cycle and its baseline window.
-type Run struct {
-	ForkMaxMs  float64 // longest fork that started in the attach or detach window
-	AttachMs   float64
-	DetachMs   float64
-	BaselineMs float64 // longest fork in the baseline window
-	// Longest time one fork of the windows (and of the baseline) was
-	// blocked on dup_mmap_sem and on an mmap lock.
-	ForkSemMs, ForkMmapMs float64
-	BaseSemMs, BaseMmapMs float64
-	Forks                 int    // forks that started in the windows
-	Passes                int64  // register_for_each_vma passes (after design)
-	GCs                   uint64 // Go collections that ran inside the attach and detach windows
-	// The tracer's time blocked during the attach, on dup_mmap_sem and on
-	// mmap locks.
-	AttachSemMs, AttachMmapMs float64
-	// BusyHoldMs is the longest populate of the busy process that started
-	// during the run: how long it held its mmap lock under this run's load.
-	BusyHoldMs float64
-}
-
-// Result is a whole run of one case and mode in one design.
-type Result struct {
-	Design     uprobes.Design
-	Case, Mode string
-	Pages      uint64
-	Runs       []Run
-}
-
-func (r *Result) column(f func(Run) float64) []float64 {
-	xs := make([]float64, len(r.Runs))
-	for i, x := range r.Runs {
-		xs[i] = f(x)
+// Model runs the experiment on the model: each case and mode in each design
+// of env.Variants (the designs innermost), on a fresh model kernel each.
+func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	var designs []uprobes.Design
+	for _, v := range env.Variants {
+		d, err := uprobes.ParseDesign(v)
+		if err != nil {
+			return err
+		}
+		designs = append(designs, d)
 	}
-	return xs
-}
-
-// Add appends r to doc in the common schema (target model, variant
-// before/after), with the live side's keys.
-func (r *Result) Add(doc *report.MapDocument) report.Result {
-	fields := map[string]any{"case": r.Case, "mode": r.Mode, "size_bytes": r.Pages * pgtable.PageSize}
-	for key, f := range map[string]func(Run) float64{
-		"fork_max_ms":                      func(x Run) float64 { return x.ForkMaxMs },
-		"attach_ms":                        func(x Run) float64 { return x.AttachMs },
-		"detach_ms":                        func(x Run) float64 { return x.DetachMs },
-		"baseline_ms":                      func(x Run) float64 { return x.BaselineMs },
-		"fork_blocked_dup_mmap_sem_ms":     func(x Run) float64 { return x.ForkSemMs },
-		"fork_blocked_mmap_lock_ms":        func(x Run) float64 { return x.ForkMmapMs },
-		"baseline_blocked_dup_mmap_sem_ms": func(x Run) float64 { return x.BaseSemMs },
-		"baseline_blocked_mmap_lock_ms":    func(x Run) float64 { return x.BaseMmapMs },
-		"passes":                           func(x Run) float64 { return float64(x.Passes) },
-		"forks":                            func(x Run) float64 { return float64(x.Forks) },
-		"gc_in_windows":                    func(x Run) float64 { return float64(x.GCs) },
-		"attach_blocked_dup_mmap_sem_ms":   func(x Run) float64 { return x.AttachSemMs },
-		"attach_blocked_mmap_lock_ms":      func(x Run) float64 { return x.AttachMmapMs },
-		"busy_hold_ms":                     func(x Run) float64 { return x.BusyHoldMs },
-	} {
-		xs := r.column(f)
-		fields[key] = report.Median(xs)
-		fields[key+"_runs"] = xs
+	var pages uint64
+	if slices.ContainsFunc(o.Cases, Busy) {
+		var hold time.Duration
+		var err error
+		if pages, hold, err = Calibrate(ctx, modelHold); err != nil {
+			return err
+		}
+		env.Progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
+			pages, float64(pages)*pgtable.PageSize/(1<<30), ms(hold), ms(modelHold))
+		env.Param("model_size_bytes", pages*pgtable.PageSize)
+		env.Param("model_populate_hold_ms", ms(hold))
 	}
-	return doc.Add(report.TargetModel, r.Design.String(), fields)
-}
-
-// Validate checks the options and fills defaults.
-func (o *Options) Validate() error {
-	if err := live.CheckCaseMode(o.Case, o.Mode); err != nil {
-		return err
-	}
-	if o.Runs <= 0 {
-		o.Runs = 9
-	}
-	if o.Hold == 0 {
-		o.Hold = 20 * time.Millisecond
-	}
-	if o.Pages == 0 && (o.Case == CaseBusyMaps || o.Case == CaseBusyForks) {
-		return errors.New("no busy size: call Calibrate")
+	for _, c := range o.Cases {
+		for _, m := range o.Modes {
+			for _, d := range designs {
+				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Pages: pages,
+					Hold: 20 * time.Millisecond, Progress: env.Progress})
+				if err != nil {
+					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
+				}
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, pages*pgtable.PageSize, runs)
+				emit(r)
+				f := r.ModelFigures
+				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
+					d, c, m, fmtMs(r.ForkMaxMs), fmtMs(f.ForkSemMs), fmtMs(f.ForkMmapMs),
+					fmtMs(r.BaselineMs), fmtMs(f.BaseSemMs), fmtMs(f.BaseMmapMs),
+					fmtMs(r.AttachMs), fmtMs(f.AttachMmapMs), fmtMs(r.DetachMs), fmtMs(f.BusyHoldMs), f.Passes)
+			}
+		}
 	}
 	return nil
+}
+
+// caseRun is one model run of one case and mode in one design.
+type caseRun struct {
+	Design     uprobes.Design
+	Case, Mode string
+	Runs       int           // attach/hold/detach cycles
+	Pages      uint64        // pages the busy process populates each time (Calibrate)
+	Hold       time.Duration // how long the probes stay attached
+	// Progress, if set, is told about each run as it ends.
+	Progress func(format string, args ...any)
 }
 
 const (
@@ -336,7 +279,7 @@ func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- erro
 
 // attach attaches the probes of mode and returns the detach.
 func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
-	n := live.Probes(mode)
+	n := Probes(mode)
 	perf := mode == ModePerf4
 	type probe struct {
 		up *uprobes.Uprobe
@@ -388,11 +331,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// RunModel runs o.Runs cycles of one case and mode in one design on a
-// fresh model kernel. Every task it starts has ended when it returns.
-func RunModel(ctx context.Context, o Options) (res *Result, err error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
+// runCase runs o.Runs cycles of one case and mode in one design on a fresh
+// model kernel. Every task it starts has ended when it returns.
+func runCase(ctx context.Context, o caseRun) ([]Run, error) {
+	if Busy(o.Case) && o.Pages == 0 {
+		return nil, errors.New("no busy size: call Calibrate")
 	}
 	defer quietGC()()
 	mach := kernel.NewMachine(1)
@@ -453,11 +396,7 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
-		n := 1000
-		if o.Case == CaseIdle5000 {
-			n = 5000
-		}
-		for i := range n {
+		for i := range Idle(o.Case) {
 			if _, err := newProc(fmt.Sprint("idle", i), u, probed); err != nil {
 				return nil, err
 			}
@@ -471,10 +410,7 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 	goLoop(func() { forkLoop(f, &stop, &rec, errs) })
 
 	tr := kernel.NewTask("tracer")
-	res = &Result{Design: o.Design, Case: o.Case, Mode: o.Mode}
-	if o.Case == CaseBusyMaps || o.Case == CaseBusyForks {
-		res.Pages = o.Pages
-	}
+	var runs []Run
 	for i := range o.Runs {
 		select {
 		case err := <-errs:
@@ -535,12 +471,12 @@ func RunModel(ctx context.Context, o Options) (res *Result, err error) {
 			ForkSemMs: ms(sem), ForkMmapMs: ms(mmapB), BaseSemMs: ms(bsem), BaseMmapMs: ms(bmmap),
 			Forks: n, Passes: passes, GCs: gcs,
 			AttachSemMs: ms(tb[lockDupMmap].Total), AttachMmapMs: ms(tb[lockMmap].Total), BusyHoldMs: ms(busyHold)}
-		res.Runs = append(res.Runs, run)
+		runs = append(runs, run)
 		if o.Progress != nil {
 			o.Progress("%s %s %s run %d/%d: fork_max %.2f ms (blocked: dup_mmap_sem %.2f, mmap_lock %.2f), baseline %.2f ms (blocked %.2f, %.2f), attach %.1f ms (blocked: dup_mmap_sem %.1f, mmap_lock %.1f), detach %.1f ms, passes %d, Go GCs in windows %d, busy hold %.0f ms",
 				o.Design, o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.ForkSemMs, run.ForkMmapMs,
 				run.BaselineMs, run.BaseSemMs, run.BaseMmapMs, run.AttachMs, run.AttachSemMs, run.AttachMmapMs, run.DetachMs, passes, gcs, run.BusyHoldMs)
 		}
 	}
-	return res, nil
+	return runs, nil
 }

@@ -2,10 +2,11 @@ package forkstall
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
-	"mmlab/report"
+	"mmlab/experiment"
 	"mmlab/uprobes"
 )
 
@@ -20,15 +21,15 @@ func TestRunModelShort(t *testing.T) {
 		for _, c := range []string{CaseBusyMaps, CaseBusyForks} {
 			for _, m := range []string{ModeMulti1, ModePerf4} {
 				t.Run(d.String()+"/"+c+"/"+m, func(t *testing.T) {
-					res, err := RunModel(context.Background(), Options{Design: d, Case: c, Mode: m, Runs: 2,
+					runs, err := runCase(context.Background(), caseRun{Design: d, Case: c, Mode: m, Runs: 2,
 						Pages: 1 << 12, Hold: time.Millisecond})
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(res.Runs) != 2 {
-						t.Fatalf("%d runs, want 2", len(res.Runs))
+					if len(runs) != 2 {
+						t.Fatalf("%d runs, want 2", len(runs))
 					}
-					for _, r := range res.Runs {
+					for _, r := range runs {
 						if r.AttachMs <= 0 || r.DetachMs <= 0 {
 							t.Errorf("run %+v: no attach or detach time", r)
 						}
@@ -39,32 +40,51 @@ func TestRunModelShort(t *testing.T) {
 							t.Errorf("after design: %d passes, want at least %d", r.Passes, minPasses[m])
 						}
 					}
-					doc := report.New("forkstall", nil)
-					got := res.Add(doc)
-					for _, k := range []string{"fork_max_ms", "attach_ms", "detach_ms", "baseline_ms",
-						"fork_blocked_dup_mmap_sem_ms", "fork_blocked_mmap_lock_ms", "attach_ms_runs"} {
-						if _, ok := got[k]; !ok {
-							t.Errorf("result has no %s", k)
-						}
-					}
-					if got["variant"] != d.String() || got["case"] != c || got["mode"] != m {
-						t.Errorf("result keys %v %v %v", got["variant"], got["case"], got["mode"])
-					}
 				})
 			}
 		}
 	}
 }
 
-func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{
-		{Case: "nope", Mode: ModeMulti1},
-		{Case: CaseIdle1000, Mode: "nope"},
-		{Case: CaseBusyMaps, Mode: ModeMulti1}, // no size
-	} {
-		if err := o.Validate(); err == nil {
-			t.Errorf("%+v: no error", o)
+// A busy case without a calibrated size is refused.
+func TestRunCaseNeedsSize(t *testing.T) {
+	if _, err := runCase(context.Background(), caseRun{Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1}); err == nil {
+		t.Error("busy case without pages ran")
+	}
+}
+
+// The model runner emits one result per (case, mode, design), the designs
+// innermost, before and after side by side in the seed's table; the idle
+// cases need no calibration and record no size.
+func TestModelResultsAndTable(t *testing.T) {
+	o := parse(t, "--runs", "1", "--cases", "idle-1000", "--modes", "multi-1,perf-4")
+	params := map[string]any{}
+	var rs []Result
+	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {},
+		Param: func(k string, v any) { params[k] = v }}
+	if err := Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	for i, r := range rs {
+		wantMode := []string{"multi-1", "multi-1", "perf-4", "perf-4"}[i]
+		wantVariant := []string{"before", "after"}[i%2]
+		if r.Target != experiment.Model || r.Variant != wantVariant || r.Case != "idle-1000" || r.Mode != wantMode {
+			t.Errorf("result %d: %v %v %v %v", i, r.Target, r.Variant, r.Case, r.Mode)
 		}
+		if r.AttachMs <= 0 || r.ModelFigures == nil || r.SizeBytes != 0 || r.Verdict != "" {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+	if len(params) != 0 {
+		t.Errorf("idle cases calibrated: %v", params)
+	}
+	var out strings.Builder
+	Table(&out, o, rs)
+	if !strings.Contains(out.String(), "before   after") || !strings.Contains(out.String(), "1000 processes map the file") {
+		t.Errorf("table:\n%s", out.String())
 	}
 }
 

@@ -12,45 +12,41 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/experiment"
+	"mmlab/experiment/forkstall"
+	"mmlab/live"
+	"mmlab/live/uprobe"
 )
 
-// The environment variable that turns a re-executed mmlab (or test binary)
-// into one of the experiment's helper processes.
-const roleEnv = "MMLAB_FORKSTALL_ROLE"
+// The helper roles (live.RegisterRole) and the environment variable that
+// passes each its argument.
+const (
+	roleBusy   = "forkstall-busy"   // MMLAB_FORKSTALL_ARG: the populate size; MMLAB_FORKSTALL_FORK=1: a thread forks
+	roleForker = "forkstall-forker" // no argument
+	roleHolder = "forkstall-holder" // MMLAB_FORKSTALL_ARG: how many idle processes
+	argEnv     = "MMLAB_FORKSTALL_ARG"
+	forkEnv    = "MMLAB_FORKSTALL_FORK"
+)
 
-// ChildMain runs a helper role and exits if this process was started as one;
-// otherwise it returns at once. mmlab's main and the tests' TestMain call it
-// first thing.
-func ChildMain() {
-	role := os.Getenv(roleEnv)
-	if role == "" {
-		return
-	}
-	n, _ := strconv.ParseUint(os.Getenv(roleEnv+"_ARG"), 10, 64)
-	switch role {
-	case "busy":
-		busy(n, os.Getenv(roleEnv+"_FORK") == "1")
-	case "forker":
-		forker()
-	case "holder":
-		holder(int(n))
-	case "probe-sites":
-		// Never run: keeps the probe sites in the binary.
-		for _, f := range probeSites {
-			f()
-		}
-	}
-	fmt.Fprintf(os.Stderr, "forkstall: unknown role %q\n", role)
-	os.Exit(2)
+func init() {
+	live.RegisterRole(roleBusy, func() int { return busy(argUint(), os.Getenv(forkEnv) == "1") })
+	live.RegisterRole(roleForker, forker)
+	live.RegisterRole(roleHolder, func() int { return holder(int(argUint())) })
+}
+
+func argUint() uint64 {
+	n, _ := strconv.ParseUint(os.Getenv(argEnv), 10, 64)
+	return n
 }
 
 // pin binds the calling OS thread (the goroutine must be locked to it) to cpu,
@@ -63,12 +59,13 @@ func pin(cpu int) {
 
 // busy loops mmap(size, MAP_POPULATE)/munmap on CPU 0, writing one record
 // (start, duration of the populate) per cycle to stdout; with forks set a
-// second thread loops fork() with a 1 ms pause, as the research's `busy -F`.
-func busy(size uint64, forks bool) {
+// second thread loops fork() with a 1 ms pause. It returns when the
+// experiment stops reading its records.
+func busy(size uint64, forks bool) int {
 	if forks {
 		go func() {
 			runtime.LockOSThread()
-			pin(0) // the whole busy process stays on CPU 0, as in the research runs
+			pin(0) // the whole busy process stays on CPU 0
 			for {
 				if pid, e := rawFork(false); e == 0 {
 					var ws syscall.WaitStatus
@@ -86,15 +83,18 @@ func busy(size uint64, forks bool) {
 		b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "busy: mmap %d bytes: %s\n", size, unix.ErrnoName(err.(syscall.Errno)))
-			os.Exit(1)
+			return 1
 		}
-		writeRecord(out, forkRecord{t0, monotonicNs() - t0})
+		if writeRecord(out, forkRecord{t0, monotonicNs() - t0}) != nil {
+			return 0
+		}
 		_ = unix.Munmap(b)
 	}
 }
 
-// forker loops fork() on CPU 1 and writes (start, duration) of each to stdout.
-func forker() {
+// forker loops fork() on CPU 1 and writes (start, duration) of each to
+// stdout until the experiment stops reading them.
+func forker() int {
 	runtime.LockOSThread()
 	pin(1)
 	out := os.Stdout
@@ -104,21 +104,24 @@ func forker() {
 		d := monotonicNs() - t0
 		if e != 0 {
 			fmt.Fprintf(os.Stderr, "forker: fork: %s\n", unix.ErrnoName(e))
-			os.Exit(1)
+			return 1
 		}
-		writeRecord(out, forkRecord{t0, d})
+		if writeRecord(out, forkRecord{t0, d}) != nil {
+			return 0
+		}
 		var ws syscall.WaitStatus
 		_, _ = syscall.Wait4(pid, &ws, 0, nil)
 	}
 }
 
-// holder forks n children that sleep until it dies, then says "ready".
-func holder(n int) {
+// holder forks n children that sleep until it dies, then says "ready" and
+// sleeps until killed.
+func holder(n int) int {
 	runtime.LockOSThread()
 	for i := 0; i < n; i++ {
 		if _, e := rawFork(true); e != 0 {
 			fmt.Fprintf(os.Stderr, "holder: fork %d of %d: %s\n", i, n, unix.ErrnoName(e))
-			os.Exit(1)
+			return 1
 		}
 	}
 	fmt.Println("ready")
@@ -127,13 +130,13 @@ func holder(n int) {
 	}
 }
 
-func writeRecord(w io.Writer, r forkRecord) {
+// writeRecord writes r as 16 bytes; it fails once the experiment is gone.
+func writeRecord(w io.Writer, r forkRecord) error {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(r.start))
 	binary.LittleEndian.PutUint64(b[8:], uint64(r.dur))
-	if _, err := w.Write(b[:]); err != nil {
-		os.Exit(0) // the experiment is gone
-	}
+	_, err := w.Write(b[:])
+	return err
 }
 
 // recorder collects the records a helper writes to its stdout.
@@ -190,12 +193,14 @@ func (r *recorder) waitPast(ctx context.Context, t int64) error {
 // procs are the helper processes of one run; kill ends them all.
 type procs struct{ cmds []*exec.Cmd }
 
-func (p *procs) start(path, role string, arg uint64, fork bool) (io.Reader, error) {
-	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, roleEnv+"_ARG="+strconv.FormatUint(arg, 10))
-	if fork {
-		cmd.Env = append(cmd.Env, roleEnv+"_FORK=1")
+// start runs the executable at path (mmlab itself or its probed copy) in
+// role, with env added, and returns its stdout.
+func (p *procs) start(ctx context.Context, path, role string, env ...string) (io.Reader, error) {
+	cmd, err := live.Command(ctx, role, env...)
+	if err != nil {
+		return nil, err
 	}
+	cmd.Path = path
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
@@ -317,15 +322,73 @@ func exeOffset(maps, path string, addr uint64) (uint64, bool) {
 	return 0, false
 }
 
-// RunLive runs the experiment on the live kernel. Everything it starts is
-// gone when it returns, on error and on cancellation too.
-func RunLive(ctx context.Context, o Options) (res *Result, err error) {
-	if err := o.Validate(); err != nil {
+// Attacher attaches the probes of mode at offsets of the executable file at
+// path and returns the function that detaches them: attachUprobes, or a
+// test's own.
+type Attacher func(ctx context.Context, path string, offsets []uint64, mode string) (detach func() error, err error)
+
+// attachUprobes attaches the probes with the live uprobe package: one
+// uprobe_multi link for the multi modes, perf-event uprobes for perf-4.
+func attachUprobes(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
+	m := uprobe.ModeMulti
+	if mode == forkstall.ModePerf4 {
+		m = uprobe.ModePerf
+	}
+	p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets, Mode: m})
+	if err != nil {
 		return nil, err
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the live forkstall experiment needs root (uprobes need CAP_SYS_ADMIN/CAP_BPF)")
+	return p.Close, nil
+}
+
+// Run runs the experiment on the live kernel: each case and mode of o in
+// turn. Everything it starts is gone when it returns, on error and on
+// cancellation too. It also records the verdict in the params ("verdict",
+// "verdict_line"), where schema-1 documents had it.
+func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit func(forkstall.Result)) error {
+	if !live.IsRoot() {
+		return live.Unsupported("the live forkstall experiment needs root (uprobes need CAP_SYS_ADMIN/CAP_BPF)")
 	}
+	if err := uprobe.Supported(); err != nil {
+		if !errors.Is(err, live.ErrNotSupported) {
+			err = live.Unsupported("%v", err)
+		}
+		return err
+	}
+	var rs []forkstall.Result
+	for _, c := range o.Cases {
+		for _, m := range o.Modes {
+			runs, err := runCase(ctx, caseRun{Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+				Hold: hold, Gap: gap, Attach: attachUprobes, Progress: env.Progress})
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", c, m, err)
+			}
+			r := forkstall.NewResult(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, c, m, o.Size, runs)
+			emit(r)
+			rs = append(rs, r)
+		}
+	}
+	verdict, line := forkstall.LiveVerdict(rs)
+	env.Param("verdict", verdict)
+	env.Param("verdict_line", line)
+	return nil
+}
+
+// caseRun is one live run of one case and mode.
+type caseRun struct {
+	Case, Mode string
+	Runs       int
+	Size       uint64        // bytes the busy process populates each time
+	Hold       time.Duration // how long probes stay attached
+	Gap        time.Duration // pause after a detach and after a baseline window
+	Attach     Attacher
+	// Progress, if set, is told about each run as it ends.
+	Progress func(format string, args ...any)
+}
+
+// runCase runs o.Runs cycles of one case and mode. Everything it starts is
+// gone when it returns, on error and on cancellation too.
+func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 	dir, err := execDir()
 	if err != nil {
 		return nil, err
@@ -335,7 +398,7 @@ func RunLive(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy the mmlab binary for probing: %w", err)
 	}
-	offsets, err := probeOffsets(Probes(o.Mode))
+	offsets, err := probeOffsets(forkstall.Probes(o.Mode))
 	if err != nil {
 		return nil, err
 	}
@@ -348,17 +411,18 @@ func RunLive(ctx context.Context, o Options) (res *Result, err error) {
 
 	// Who runs which binary decides who maps the probed file.
 	forkerPath := self
+	size := argEnv + "=" + strconv.FormatUint(o.Size, 10)
 	switch o.Case {
-	case CaseBusyMaps:
-		out, err := ps.start(probed, "busy", o.Size, false)
+	case forkstall.CaseBusyMaps:
+		out, err := ps.start(ctx, probed, roleBusy, size)
 		if err != nil {
 			return nil, err
 		}
 		if err := firstCycle(ctx, newRecorder(out)); err != nil {
 			return nil, fmt.Errorf("busy process: %w", err)
 		}
-	case CaseBusyForks:
-		out, err := ps.start(self, "busy", o.Size, true)
+	case forkstall.CaseBusyForks:
+		out, err := ps.start(ctx, self, roleBusy, size, forkEnv+"=1")
 		if err != nil {
 			return nil, err
 		}
@@ -366,12 +430,9 @@ func RunLive(ctx context.Context, o Options) (res *Result, err error) {
 			return nil, fmt.Errorf("busy process: %w", err)
 		}
 		forkerPath = probed
-	case CaseIdle1000, CaseIdle5000:
-		n := uint64(1000)
-		if o.Case == CaseIdle5000 {
-			n = 5000
-		}
-		out, err := ps.start(probed, "holder", n, false)
+	case forkstall.CaseIdle1000, forkstall.CaseIdle5000:
+		n := forkstall.Idle(o.Case)
+		out, err := ps.start(ctx, probed, roleHolder, argEnv+"="+strconv.Itoa(n))
 		if err != nil {
 			return nil, err
 		}
@@ -379,29 +440,28 @@ func RunLive(ctx context.Context, o Options) (res *Result, err error) {
 		if err != nil || line != "ready\n" {
 			return nil, fmt.Errorf("holder of %d idle processes did not start (%v)", n, err)
 		}
+	default:
+		return nil, fmt.Errorf("unknown case %q", o.Case)
 	}
-	out, err := ps.start(forkerPath, "forker", 0, false)
+	out, err := ps.start(ctx, forkerPath, roleForker)
 	if err != nil {
 		return nil, err
 	}
 	forks := newRecorder(out)
 
-	res = &Result{Case: o.Case, Mode: o.Mode, Size: o.Size}
-	if o.Case == CaseIdle1000 || o.Case == CaseIdle5000 {
-		res.Size = 0
-	}
+	var runs []forkstall.Run
 	for i := 0; i < o.Runs; i++ {
 		run, err := oneRun(ctx, &o, probed, offsets, forks)
 		if err != nil {
 			return nil, fmt.Errorf("run %d: %w", i+1, err)
 		}
-		res.Runs = append(res.Runs, run)
+		runs = append(runs, run)
 		if o.Progress != nil {
 			o.Progress("%s %s run %d/%d: fork_max %.1f ms (baseline %.1f ms), attach %.1f ms, detach %.1f ms",
 				o.Case, o.Mode, i+1, o.Runs, run.ForkMaxMs, run.BaselineMs, run.AttachMs, run.DetachMs)
 		}
 	}
-	return res, nil
+	return runs, nil
 }
 
 // firstCycle waits for the busy process's first populate to finish, so runs
@@ -419,20 +479,38 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// endWindow ends the window that began at from: with hooks.forkInEveryWindow
+// it first waits for a fork that started inside it to be recorded. It
+// returns the window's end.
+func endWindow(ctx context.Context, forks *recorder, from int64) (int64, error) {
+	if hooks.forkInEveryWindow {
+		if err := forks.waitPast(ctx, from); err != nil {
+			return 0, fmt.Errorf("forker: %w", err)
+		}
+	}
+	return monotonicNs(), nil
+}
+
 // oneRun attaches, holds, detaches, pauses, then keeps a baseline window of
 // the same total length with nothing attaching.
-func oneRun(ctx context.Context, o *Options, path string, offsets []uint64, forks *recorder) (Run, error) {
-	var run Run
+func oneRun(ctx context.Context, o *caseRun, path string, offsets []uint64, forks *recorder) (forkstall.Run, error) {
+	var run forkstall.Run
 	a0 := monotonicNs()
 	detach, err := o.Attach(ctx, path, offsets, o.Mode)
-	a1 := monotonicNs()
 	if err != nil {
 		return run, err
+	}
+	a1, err := endWindow(ctx, forks, a0)
+	if err != nil {
+		return run, errors.Join(err, detach())
 	}
 	holdErr := sleepCtx(ctx, o.Hold)
 	d0 := monotonicNs()
 	detErr := detach()
-	d1 := monotonicNs()
+	d1, err := endWindow(ctx, forks, d0)
+	if err != nil {
+		return run, err
+	}
 	if holdErr != nil {
 		return run, holdErr
 	}
@@ -446,16 +524,34 @@ func oneRun(ctx context.Context, o *Options, path string, offsets []uint64, fork
 	if err := sleepCtx(ctx, time.Duration((a1-a0)+(d1-d0))); err != nil {
 		return run, err
 	}
-	b1 := monotonicNs()
+	b1, err := endWindow(ctx, forks, b0)
+	if err != nil {
+		return run, err
+	}
 	if err := forks.waitPast(ctx, b1); err != nil {
 		return run, fmt.Errorf("forker: %w", err)
 	}
 	recs := forks.snapshot()
 	fmax, n := longestIn(recs, [2]int64{a0, a1}, [2]int64{d0, d1})
 	bmax, _ := longestIn(recs, [2]int64{b0, b1})
-	run = Run{
+	run = forkstall.Run{
 		ForkMaxMs: float64(fmax) / 1e6, BaselineMs: float64(bmax) / 1e6,
 		AttachMs: float64(a1-a0) / 1e6, DetachMs: float64(d1-d0) / 1e6, Forks: n,
 	}
 	return run, sleepCtx(ctx, o.Gap)
+}
+
+// forkRecord is one fork() the forker timed, on CLOCK_MONOTONIC.
+type forkRecord struct{ start, dur int64 }
+
+// longestIn returns the longest fork that started in any of the windows
+// [a, b) and how many started there.
+func longestIn(forks []forkRecord, windows ...[2]int64) (maxNs int64, n int) {
+	for _, f := range forks {
+		if slices.ContainsFunc(windows, func(w [2]int64) bool { return f.start >= w[0] && f.start < w[1] }) {
+			n++
+			maxNs = max(maxNs, f.dur)
+		}
+	}
+	return maxNs, n
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"mmlab/experiment/forkstall"
 )
 
 func TestProbeOffsetsPointAtSites(t *testing.T) {
@@ -46,32 +48,36 @@ func children(t *testing.T) []string {
 }
 
 // TestHarnessNoProbes runs the whole harness with an attacher that attaches
-// nothing: forks are timed, windows filled, and nothing is left behind.
+// nothing, each window held open until a fork started inside it has been
+// recorded: every window's forks are counted and timed, and nothing is left
+// behind.
 func TestHarnessNoProbes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	for _, c := range []string{CaseBusyMaps, CaseBusyForks, CaseIdle1000} {
+	forkInEveryWindow(t)
+	for _, c := range []string{forkstall.CaseBusyMaps, forkstall.CaseBusyForks, forkstall.CaseIdle1000} {
 		t.Run(c, func(t *testing.T) {
-			o := Options{Case: c, Mode: ModeMulti4, Runs: 2, Size: 64 << 20,
+			attached, detached := 0, 0
+			o := caseRun{Case: c, Mode: forkstall.ModeMulti4, Runs: 2, Size: 64 << 20,
 				Hold: 20 * time.Millisecond, Gap: 20 * time.Millisecond,
 				Attach: func(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
-					if len(offsets) != 4 || !strings.HasSuffix(path, "mmlab-probed") {
-						t.Errorf("attach(%s, %v)", path, offsets)
+					if len(offsets) != 4 || !strings.HasSuffix(path, "mmlab-probed") || mode != forkstall.ModeMulti4 {
+						t.Errorf("attach(%s, %v, %s)", path, offsets, mode)
 					}
-					time.Sleep(30 * time.Millisecond) // a window long enough to hold forks
-					return func() error { time.Sleep(30 * time.Millisecond); return nil }, nil
+					attached++
+					return func() error { detached++; return nil }, nil
 				}}
-			res, err := RunLive(context.Background(), o)
+			runs, err := runCase(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(res.Runs) != 2 {
-				t.Fatalf("runs = %d", len(res.Runs))
+			if len(runs) != 2 || attached != 2 || detached != 2 {
+				t.Fatalf("%d runs, %d attaches, %d detaches; want 2 each", len(runs), attached, detached)
 			}
-			for _, r := range res.Runs {
-				if r.Forks == 0 || r.ForkMaxMs <= 0 || r.BaselineMs <= 0 {
-					t.Errorf("run %+v: no forks seen in the windows", r)
+			for _, r := range runs {
+				if r.Forks < 2 || r.ForkMaxMs <= 0 || r.BaselineMs <= 0 || r.AttachMs <= 0 || r.DetachMs <= 0 {
+					t.Errorf("run %+v: a window without its fork", r)
 				}
 			}
 			if k := children(t); len(k) != 0 {
@@ -87,12 +93,12 @@ func TestHarnessCancel(t *testing.T) {
 		t.Skip("needs root")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	o := Options{Case: CaseIdle1000, Mode: ModeMulti1, Runs: 100, Hold: time.Second,
+	o := caseRun{Case: forkstall.CaseIdle1000, Mode: forkstall.ModeMulti1, Runs: 100, Hold: time.Second, Gap: time.Second,
 		Attach: func(context.Context, string, []uint64, string) (func() error, error) {
 			cancel()
 			return func() error { return nil }, nil
 		}}
-	if _, err := RunLive(ctx, o); err == nil {
+	if _, err := runCase(ctx, o); err == nil {
 		t.Fatal("cancelled run returned no error")
 	}
 	if k := children(t); len(k) != 0 {
@@ -107,6 +113,21 @@ func TestHarnessCancel(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("%d processes still run the probed copy", countProbed())
+}
+
+func TestLongestIn(t *testing.T) {
+	forks := []forkRecord{{10, 5}, {20, 50}, {30, 7}, {45, 100}, {60, 1}}
+	maxNs, n := longestIn(forks, [2]int64{0, 25}, [2]int64{40, 50})
+	if maxNs != 100 || n != 3 {
+		t.Errorf("longestIn = %d, %d; want 100, 3", maxNs, n)
+	}
+	if maxNs, n := longestIn(forks, [2]int64{100, 200}); maxNs != 0 || n != 0 {
+		t.Errorf("empty window = %d, %d", maxNs, n)
+	}
+	// A window is half-open: a fork starting at its end is outside.
+	if _, n := longestIn(forks, [2]int64{0, 10}); n != 0 {
+		t.Errorf("fork at window end counted")
+	}
 }
 
 func countProbed() int {

@@ -4,13 +4,13 @@ package forkstall
 
 import (
 	"context"
-	"errors"
+
+	"mmlab/experiment"
+	"mmlab/experiment/forkstall"
+	"mmlab/live"
 )
 
-// ChildMain does nothing off Linux.
-func ChildMain() {}
-
-// RunLive needs Linux.
-func RunLive(ctx context.Context, o Options) (*Result, error) {
-	return nil, errors.New("the live forkstall experiment needs Linux")
+// Run needs Linux.
+func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit func(forkstall.Result)) error {
+	return live.Unsupported("the live forkstall experiment needs Linux")
 }

@@ -2,58 +2,34 @@ package forkstall
 
 import (
 	"context"
+	"errors"
 	"os"
+	"runtime"
 	"testing"
+
+	"mmlab/experiment"
+	"mmlab/experiment/forkstall"
+	"mmlab/live"
 )
 
-func noAttach(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
-	return func() error { return nil }, nil
-}
-
 func TestMain(m *testing.M) {
-	ChildMain()
+	live.RunRole() // the tests' helper processes are this binary in a role
 	os.Exit(m.Run())
 }
 
-func TestLongestIn(t *testing.T) {
-	forks := []forkRecord{{10, 5}, {20, 50}, {30, 7}, {45, 100}, {60, 1}}
-	maxNs, n := longestIn(forks, [2]int64{0, 25}, [2]int64{40, 50})
-	if maxNs != 100 || n != 3 {
-		t.Errorf("longestIn = %d, %d; want 100, 3", maxNs, n)
+// Where the experiment cannot run (not Linux, not root), Run says so with
+// an error wrapping live.ErrNotSupported, before it starts anything.
+func TestRunNotSupported(t *testing.T) {
+	if runtime.GOOS == "linux" && live.IsRoot() {
+		t.Skip("the experiment runs here")
 	}
-	if maxNs, n := longestIn(forks, [2]int64{100, 200}); maxNs != 0 || n != 0 {
-		t.Errorf("empty window = %d, %d", maxNs, n)
+	o := forkstall.Def.NewOptions()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
 	}
-	// A window is half-open: a fork starting at its end is outside.
-	if _, n := longestIn(forks, [2]int64{0, 10}); n != 0 {
-		t.Errorf("fork at window end counted")
-	}
-}
-
-func TestVerdict(t *testing.T) {
-	for _, c := range []struct {
-		x, y float64
-		want string
-	}{
-		{1100, 1.8, "stalls"},
-		{40, 1, "ok"},   // over 10x but under 50 ms
-		{600, 61, "ok"}, // over 50 ms but under 10x
-		{611, 61, "stalls"},
-		{0.5, 0.3, "ok"},
-	} {
-		if got := Verdict(c.x, c.y); got != c.want {
-			t.Errorf("Verdict(%v, %v) = %s, want %s", c.x, c.y, got, c.want)
-		}
-	}
-}
-
-func TestValidate(t *testing.T) {
-	o := Options{Case: "nope", Mode: ModeMulti1, Attach: noAttach}
-	if o.Validate() == nil {
-		t.Error("unknown case accepted")
-	}
-	o = Options{Case: CaseBusyMaps, Mode: ModePerf4, Attach: noAttach}
-	if err := o.Validate(); err != nil || o.Runs != 9 || o.Size != 2<<30 {
-		t.Errorf("defaults: %v %+v", err, o)
+	env := experiment.Env{Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	err := Run(context.Background(), o, env, func(forkstall.Result) { t.Error("a result") })
+	if !errors.Is(err, live.ErrNotSupported) {
+		t.Errorf("Run = %v, want an error wrapping live.ErrNotSupported", err)
 	}
 }

@@ -1,0 +1,305 @@
+// Package forkstall is seed 000's experiment: does fork() stall while uprobes
+// attach to and detach from a process that keeps its mmap_lock busy?
+//
+// A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker times every
+// fork(), and a tracer attaches, holds and detaches uprobes. The figure is the
+// longest fork that started inside an attach or detach window; a baseline
+// window of the same length with nothing attaching follows each run. The
+// cases say who maps the probed file: busy-maps (the busy process maps it;
+// the forker does not), busy-forks (the busy process does not map it, and a
+// second thread of it loops fork(); the forker maps it), idle-N (nobody busy,
+// N processes map it; the forker does not). The modes are the registration
+// paths: multi-1 and multi-4 (one BPF uprobe_multi link with 1 or 4 uprobes)
+// and perf-4 (4 perf-event uprobes).
+//
+// This package is the experiment's one definition (Def: cases, modes,
+// options, the typed result, the table and the verdict) and its model runner
+// (forkstall.go). The live runner is mmlab/live/forkstall.
+package forkstall
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"mmlab/experiment"
+	"mmlab/report"
+)
+
+// Cases (key field "case").
+const (
+	CaseBusyMaps  = "busy-maps"  // the busy process maps the probed file
+	CaseBusyForks = "busy-forks" // a second thread of the busy process forks; it does not map the file
+	CaseIdle1000  = "idle-1000"  // nobody busy, 1000 processes map the probed file
+	CaseIdle5000  = "idle-5000"
+)
+
+// Modes (key field "mode").
+const (
+	ModeMulti1 = "multi-1" // one uprobe_multi link with 1 uprobe
+	ModeMulti4 = "multi-4" // one uprobe_multi link with 4 uprobes
+	ModePerf4  = "perf-4"  // 4 perf-event uprobes
+)
+
+// Cases and Modes are every case and mode, in table order.
+var (
+	Cases = []string{CaseBusyMaps, CaseBusyForks, CaseIdle1000, CaseIdle5000}
+	Modes = []string{ModeMulti1, ModeMulti4, ModePerf4}
+)
+
+// Busy reports whether case c has a busy process.
+func Busy(c string) bool { return c == CaseBusyMaps || c == CaseBusyForks }
+
+// Idle returns how many idle processes map the probed file in case c.
+func Idle(c string) int {
+	switch c {
+	case CaseIdle1000:
+		return 1000
+	case CaseIdle5000:
+		return 5000
+	}
+	return 0
+}
+
+// Probes returns how many probe sites mode attaches.
+func Probes(mode string) int {
+	if mode == ModeMulti1 {
+		return 1
+	}
+	return 4
+}
+
+// Def is the experiment's definition.
+var Def = experiment.Def[*Options, Result]{
+	Name:       "forkstall",
+	Seed:       "000",
+	Summary:    "does fork() stall while uprobes attach to a busy process?",
+	Help:       help,
+	Variants:   []string{"before", "after"},
+	NewOptions: func() *Options { return &Options{Runs: 9, size: "2G", modes: strings.Join(Modes, ",")} },
+	Quick:      []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
+	Model:      Model,
+	Table:      Table,
+	Verdict:    func(_ *Options, rs []Result) (string, bool) { _, line := LiveVerdict(rs); return line, false },
+}
+
+const help = `usage: mmlab run forkstall [--target model|live|both] [--variant before|after] [--runs N]
+                           [--size SIZE] [--cases LIST] [--modes LIST] [--full] [--json] [--out DIR]
+
+A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker loops fork(),
+and a tracer attaches, holds and detaches uprobes. The figure is the longest
+fork() that started inside an attach or detach window (median over runs).
+Cases: busy-maps (the busy process maps the probed file), busy-forks (a second
+thread of the busy process forks; it does not map the file), idle-1000 and
+idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
+(one uprobe_multi link with 1 or 4 uprobes), perf-4 (4 perf-event uprobes).
+The model sizes its busy process itself: one populate holds the mmap lock
+for at least 300 ms.
+The live run ends with "verdict: stalls|ok": stalls when the longest fork
+exceeds 10x the quiet baseline (busy running, nothing attaching, same window
+length) and 50 ms. Live needs Linux and root.
+`
+
+// Options are the experiment's flags; their JSON is the document's params.
+type Options struct {
+	Runs  int      `json:"runs"`       // attach/hold/detach cycles per case and mode
+	Size  uint64   `json:"size_bytes"` // bytes the live busy process populates each cycle
+	Cases []string `json:"cases"`
+	Modes []string `json:"modes"`
+
+	// The flags as given; Validate parses them into the fields above.
+	full               bool
+	size, cases, modes string
+}
+
+// Flags registers the options on fs.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per case and mode (the median is reported)")
+	fs.BoolVar(&o.full, "full", o.full, "also run idle-5000 (5000 processes map the probed file)")
+	fs.StringVar(&o.size, "size", o.size, "live: bytes the busy process populates each cycle (K, M, G suffixes)")
+	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases (default busy-maps,busy-forks,idle-1000[,idle-5000])")
+	fs.StringVar(&o.modes, "modes", o.modes, "comma-separated modes")
+}
+
+// Validate checks every flag and fills Size, Cases and Modes.
+func (o *Options) Validate() error {
+	if o.Runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
+	}
+	size, err := ParseSize(o.size)
+	if err != nil {
+		return fmt.Errorf("--size: %w", err)
+	}
+	cases := o.cases
+	if cases == "" {
+		cases = strings.Join(Cases[:3], ",")
+		if o.full {
+			cases += "," + CaseIdle5000
+		}
+	}
+	cs, err := experiment.List("cases", cases, Cases...)
+	if err != nil {
+		return err
+	}
+	ms, err := experiment.List("modes", o.modes, Modes...)
+	if err != nil {
+		return err
+	}
+	o.Size, o.Cases, o.Modes = size, cs, ms
+	return nil
+}
+
+// ParseSize reads a positive byte count with an optional K, M or G suffix.
+func ParseSize(s string) (uint64, error) {
+	num, mult := s, uint64(1)
+	for i, suf := range []string{"K", "M", "G"} {
+		if n, ok := strings.CutSuffix(s, suf); ok {
+			num, mult = n, 1<<(10*(i+1))
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 || n > math.MaxUint64/mult {
+		return 0, fmt.Errorf("bad size %q: want a positive byte count with an optional K, M or G suffix", s)
+	}
+	return n * mult, nil
+}
+
+// Run is one attach/hold/detach cycle and its baseline window, on either
+// target. The fields after Forks are the model's exact accounting, which the
+// live kernel does not give: zero in live runs.
+type Run struct {
+	ForkMaxMs  float64 // longest fork that started in the attach or detach window
+	AttachMs   float64
+	DetachMs   float64
+	BaselineMs float64 // longest fork in a window of the same length with nothing attaching
+	Forks      int     // forks that started in the windows
+
+	// Longest time one fork of the windows (and of the baseline) was
+	// blocked on dup_mmap_sem and on an mmap lock.
+	ForkSemMs, ForkMmapMs float64
+	BaseSemMs, BaseMmapMs float64
+	Passes                int64  // register_for_each_vma passes (after design)
+	GCs                   uint64 // Go collections that ran inside the attach and detach windows
+	// The tracer's time blocked during the attach, on dup_mmap_sem and on
+	// mmap locks.
+	AttachSemMs, AttachMmapMs float64
+	// BusyHoldMs is the longest populate of the busy process that started
+	// during the run: how long it held its mmap lock under this run's load.
+	BusyHoldMs float64
+}
+
+// Result is one case and mode on one target and variant: the median over the
+// runs of each figure and the figure of every run (<key>_runs).
+type Result struct {
+	experiment.Row
+	Case      string `json:"case"`
+	Mode      string `json:"mode"`
+	SizeBytes uint64 `json:"size_bytes"` // the busy process's populate; 0 in the idle cases
+
+	ForkMaxMs      float64   `json:"fork_max_ms"`
+	ForkMaxMsRuns  []float64 `json:"fork_max_ms_runs"`
+	AttachMs       float64   `json:"attach_ms"`
+	AttachMsRuns   []float64 `json:"attach_ms_runs"`
+	DetachMs       float64   `json:"detach_ms"`
+	DetachMsRuns   []float64 `json:"detach_ms_runs"`
+	BaselineMs     float64   `json:"baseline_ms"`
+	BaselineMsRuns []float64 `json:"baseline_ms_runs"`
+	Forks          float64   `json:"forks"`
+	ForksRuns      []float64 `json:"forks_runs"`
+
+	// Verdict is a live result's Judge: "stalls" or "ok".
+	Verdict string `json:"verdict,omitempty"`
+
+	*ModelFigures // nil in live results
+}
+
+// ModelFigures are the figures only the model measures: exact blocked times,
+// passes and the Go collections inside the windows.
+type ModelFigures struct {
+	ForkSemMs        float64   `json:"fork_blocked_dup_mmap_sem_ms"`
+	ForkSemMsRuns    []float64 `json:"fork_blocked_dup_mmap_sem_ms_runs"`
+	ForkMmapMs       float64   `json:"fork_blocked_mmap_lock_ms"`
+	ForkMmapMsRuns   []float64 `json:"fork_blocked_mmap_lock_ms_runs"`
+	BaseSemMs        float64   `json:"baseline_blocked_dup_mmap_sem_ms"`
+	BaseSemMsRuns    []float64 `json:"baseline_blocked_dup_mmap_sem_ms_runs"`
+	BaseMmapMs       float64   `json:"baseline_blocked_mmap_lock_ms"`
+	BaseMmapMsRuns   []float64 `json:"baseline_blocked_mmap_lock_ms_runs"`
+	AttachSemMs      float64   `json:"attach_blocked_dup_mmap_sem_ms"`
+	AttachSemMsRuns  []float64 `json:"attach_blocked_dup_mmap_sem_ms_runs"`
+	AttachMmapMs     float64   `json:"attach_blocked_mmap_lock_ms"`
+	AttachMmapMsRuns []float64 `json:"attach_blocked_mmap_lock_ms_runs"`
+	Passes           float64   `json:"passes"`
+	PassesRuns       []float64 `json:"passes_runs"`
+	GCs              float64   `json:"gc_in_windows"`
+	GCsRuns          []float64 `json:"gc_in_windows_runs"`
+	BusyHoldMs       float64   `json:"busy_hold_ms"`
+	BusyHoldMsRuns   []float64 `json:"busy_hold_ms_runs"`
+}
+
+// NewResult summarizes the runs of case c and mode m measured where row
+// says: live results get their verdict, model results their ModelFigures.
+func NewResult(row experiment.Row, c, m string, size uint64, runs []Run) Result {
+	col := func(f func(Run) float64) (float64, []float64) {
+		xs := make([]float64, len(runs))
+		for i, x := range runs {
+			xs[i] = f(x)
+		}
+		return report.Median(xs), xs
+	}
+	r := Result{Row: row, Case: c, Mode: m}
+	if Busy(c) {
+		r.SizeBytes = size
+	}
+	r.ForkMaxMs, r.ForkMaxMsRuns = col(func(x Run) float64 { return x.ForkMaxMs })
+	r.AttachMs, r.AttachMsRuns = col(func(x Run) float64 { return x.AttachMs })
+	r.DetachMs, r.DetachMsRuns = col(func(x Run) float64 { return x.DetachMs })
+	r.BaselineMs, r.BaselineMsRuns = col(func(x Run) float64 { return x.BaselineMs })
+	r.Forks, r.ForksRuns = col(func(x Run) float64 { return float64(x.Forks) })
+	if row.Target == experiment.Live {
+		r.Verdict = Judge(r.ForkMaxMs, r.BaselineMs)
+		return r
+	}
+	f := &ModelFigures{}
+	f.ForkSemMs, f.ForkSemMsRuns = col(func(x Run) float64 { return x.ForkSemMs })
+	f.ForkMmapMs, f.ForkMmapMsRuns = col(func(x Run) float64 { return x.ForkMmapMs })
+	f.BaseSemMs, f.BaseSemMsRuns = col(func(x Run) float64 { return x.BaseSemMs })
+	f.BaseMmapMs, f.BaseMmapMsRuns = col(func(x Run) float64 { return x.BaseMmapMs })
+	f.AttachSemMs, f.AttachSemMsRuns = col(func(x Run) float64 { return x.AttachSemMs })
+	f.AttachMmapMs, f.AttachMmapMsRuns = col(func(x Run) float64 { return x.AttachMmapMs })
+	f.Passes, f.PassesRuns = col(func(x Run) float64 { return float64(x.Passes) })
+	f.GCs, f.GCsRuns = col(func(x Run) float64 { return float64(x.GCs) })
+	f.BusyHoldMs, f.BusyHoldMsRuns = col(func(x Run) float64 { return x.BusyHoldMs })
+	r.ModelFigures = f
+	return r
+}
+
+// Judge says whether the kernel stalls fork(): "stalls" when the longest
+// fork during attach/detach is over ten times the quiet baseline and over
+// 50 ms, else "ok".
+func Judge(forkMaxMs, baselineMs float64) string {
+	if forkMaxMs > 10*baselineMs && forkMaxMs > 50 {
+		return "stalls"
+	}
+	return "ok"
+}
+
+// LiveVerdict judges the live results by the one with the longest fork
+// (the first of them on a tie): its Judge, and the line
+// "verdict: stalls|ok fork_max_ms=X baseline_ms=Y". Without live results
+// both are empty. Finding a stall is the experiment's answer, not a failed
+// check.
+func LiveVerdict(rs []Result) (verdict, line string) {
+	var worst *Result
+	for i := range rs {
+		if r := &rs[i]; r.Target == experiment.Live && (worst == nil || r.ForkMaxMs > worst.ForkMaxMs) {
+			worst = r
+		}
+	}
+	if worst == nil {
+		return "", ""
+	}
+	verdict = Judge(worst.ForkMaxMs, worst.BaselineMs)
+	return verdict, fmt.Sprintf("verdict: %s fork_max_ms=%.2f baseline_ms=%.2f", verdict, worst.ForkMaxMs, worst.BaselineMs)
+}

@@ -1,0 +1,98 @@
+package forkstall
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"mmlab/experiment"
+)
+
+var caseTitles = map[string]string{
+	CaseBusyMaps:  "the busy process maps the file",
+	CaseBusyForks: "it forks and doesn't map the file",
+	CaseIdle1000:  "nobody keeps mmap_lock busy, 1000 processes map the file",
+	CaseIdle5000:  "nobody keeps mmap_lock busy, 5000 processes map the file",
+}
+
+var modeTitles = map[string]string{
+	ModeMulti1: "uprobe_multi, 1 uprobe",
+	ModeMulti4: "uprobe_multi, 4 uprobes",
+	ModePerf4:  "perf_event, 4 uprobes",
+}
+
+// Table prints the seed's table: for each target, the longest fork, the
+// attach and the detach time per variant (live: and the quiet fork).
+func Table(w io.Writer, o *Options, rs []Result) {
+	for _, target := range []experiment.Target{experiment.Model, experiment.Live} {
+		var variants []string
+		for _, r := range rs {
+			if r.Target == target && !slices.Contains(variants, r.Variant) {
+				variants = append(variants, r.Variant)
+			}
+		}
+		if len(variants) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nforkstall, %s (median of %d runs; ms)\n", target, o.Runs)
+		head := fmt.Sprintf("%-40s", "")
+		sub := fmt.Sprintf("%-40s", "")
+		for _, col := range []string{"fork() ms", "attach ms", "detach ms"} {
+			head += fmt.Sprintf("%-*s", 9*len(variants)+2, col)
+			for _, v := range variants {
+				sub += fmt.Sprintf("%-9s", v)
+			}
+			sub += "  "
+		}
+		if target == experiment.Live {
+			head += "quiet fork ms"
+		}
+		fmt.Fprintln(w, head)
+		fmt.Fprintln(w, strings.TrimRight(sub, " "))
+		lastCase := ""
+		for _, r := range rs {
+			if r.Target != target || r.Variant != variants[0] {
+				continue
+			}
+			if r.Case != lastCase {
+				fmt.Fprintln(w, caseTitles[r.Case])
+				lastCase = r.Case
+			}
+			line := fmt.Sprintf("  %-38s", modeTitles[r.Mode])
+			for _, metric := range []func(Result) float64{
+				func(r Result) float64 { return r.ForkMaxMs },
+				func(r Result) float64 { return r.AttachMs },
+				func(r Result) float64 { return r.DetachMs },
+			} {
+				for _, v := range variants {
+					cell := "-"
+					if i := slices.IndexFunc(rs, func(x Result) bool {
+						return x.Target == target && x.Variant == v && x.Case == r.Case && x.Mode == r.Mode
+					}); i >= 0 {
+						cell = fmtMs(metric(rs[i]))
+					}
+					line += fmt.Sprintf("%-9s", cell)
+				}
+				line += "  "
+			}
+			if target == experiment.Live {
+				line += fmtMs(r.BaselineMs)
+			}
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+		}
+	}
+}
+
+// fmtMs prints a millisecond figure with three significant digits.
+func fmtMs(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	case x >= 1:
+		return fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.3f", x)
+}
