@@ -1,9 +1,192 @@
 package seeds
 
-import "mmlab/report"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/experiment/forkstall"
+	"mmlab/report"
+)
 
 func seed000() *Seed {
-	return &Seed{ID: "000", section: func(s *Seed, docs Docs) report.Seed {
-		return report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Verdict: "seed 000: not run yet"}
-	}}
+	full := []string{"--runs", "15", "--size", "4G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1,multi-4,perf-4"}
+	// idle-5000 holds 5000 processes that map the probed file: only with
+	// room for them (about 1 MiB each, model and live).
+	if memAvailable() >= 16<<30 {
+		full[5] += ",idle-5000"
+	}
+	return &Seed{
+		ID: "000",
+		Steps: []Step{
+			{Experiment: "forkstall",
+				Quick: []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
+				Full:  full,
+				Smoke: []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
+				// A run is about 1.5 s of windows on each target, plus the
+				// model's calibration.
+				EstQuick: 40 * time.Second, EstFull: 30 * time.Minute},
+		},
+		section: section000,
+	}
+}
+
+var forkCaseTitles = map[string]string{
+	forkstall.CaseBusyMaps:  "the busy process maps the file",
+	forkstall.CaseBusyForks: "it forks and doesn't map the file",
+	forkstall.CaseIdle1000:  "nobody keeps mmap_lock busy, 1000 processes",
+	forkstall.CaseIdle5000:  "nobody keeps mmap_lock busy, 5000 processes",
+}
+
+var forkModeTitles = map[string]string{
+	forkstall.ModeMulti1: "uprobe_multi, 1 uprobe",
+	forkstall.ModeMulti4: "uprobe_multi, 4 uprobes",
+	forkstall.ModePerf4:  "perf_event, 4 uprobes",
+}
+
+func section000(s *Seed, docs Docs) report.Seed {
+	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
+	var doc report.Document[forkstall.Result]
+	if !decode(docs, "forkstall", &doc) {
+		sec.Verdict = "seed 000: forkstall did not run"
+		return sec
+	}
+	find := func(target experiment.Target, variant, c, m string) (forkstall.Result, bool) {
+		i := slices.IndexFunc(doc.Results, func(r forkstall.Result) bool {
+			return r.Target == target && r.Variant == variant && r.Case == c && r.Mode == m
+		})
+		if i < 0 {
+			return forkstall.Result{}, false
+		}
+		return doc.Results[i], true
+	}
+	pubOf := func(c, m string) (PubFork, bool) {
+		i := slices.IndexFunc(s.Published.Forkstall, func(p PubFork) bool { return p.Case == c && p.Mode == m })
+		if i < 0 {
+			return PubFork{}, false
+		}
+		return s.Published.Forkstall[i], true
+	}
+	// The rows: every case and mode that ran, in the seed's order.
+	type key struct{ c, m string }
+	var rows []key
+	for _, c := range forkstall.Cases {
+		for _, m := range forkstall.Modes {
+			if slices.ContainsFunc(doc.Results, func(r forkstall.Result) bool { return r.Case == c && r.Mode == m }) {
+				rows = append(rows, key{c, m})
+			}
+		}
+	}
+	modelSize := experiment.Bytes(uint64(toFloat(doc.Params["model_size_bytes"])))
+	t := report.Table{
+		Title: fmt.Sprintf("longest fork() during uprobe attach/detach and the time to attach, ms. published: %s; model: %s busy region calibrated to a %.0f ms populate, median of %v runs; live: %s",
+			s.Published.Setting, modelSize, toFloat(doc.Params["model_populate_hold_ms"]), doc.Params["runs"], settingLine(doc.Machine, fmt.Sprintf("%s busy region", experiment.Bytes(uint64(toFloat(doc.Params["size_bytes"])))))),
+		Columns: []string{"case", "fork: published before", "after", "model before", "after", "live kernel", "quiet",
+			"attach: published before", "after", "model before", "after", "live kernel"},
+	}
+	var cats []string
+	series := map[string]*report.Series{}
+	names := []string{"model before", "model after", "live kernel"}
+	for _, n := range names {
+		series[n] = &report.Series{Name: n}
+	}
+	var quiet []float64
+	for i, k := range rows {
+		label := forkCaseTitles[k.c] + ": " + forkModeTitles[k.m]
+		cats = append(cats, label)
+		p, okp := pubOf(k.c, k.m)
+		mb, okb := find(experiment.Model, "before", k.c, k.m)
+		ma, oka := find(experiment.Model, "after", k.c, k.m)
+		lv, okl := find(experiment.Live, experiment.VariantKernel, k.c, k.m)
+		t.Rows = append(t.Rows, []string{label,
+			ms(p.ForkBeforeMs, okp), ms(p.ForkAfterMs, okp), ms(mb.ForkMaxMs, okb), ms(ma.ForkMaxMs, oka), ms(lv.ForkMaxMs, okl), ms(lv.BaselineMs, okl),
+			ms(p.AttachBeforeMs, okp), ms(p.AttachAfterMs, okp), ms(mb.AttachMs, okb), ms(ma.AttachMs, oka), ms(lv.AttachMs, okl)})
+		for _, x := range []struct {
+			name string
+			r    forkstall.Result
+			ok   bool
+		}{{"model before", mb, okb}, {"model after", ma, oka}, {"live kernel", lv, okl}} {
+			if !x.ok {
+				continue
+			}
+			for _, y := range x.r.ForkMaxMsRuns {
+				series[x.name].Points = append(series[x.name].Points, report.Point{X: float64(i), Y: y})
+			}
+		}
+		if okl {
+			quiet = append(quiet, lv.BaselineMsRuns...)
+		}
+	}
+	part := report.Part{Experiment: "forkstall", Title: "fork() while uprobes attach to a busy process", Tables: []report.Table{t}}
+	ch := report.Chart{Title: "longest fork() in each attach/detach window, every run", Kind: report.Dots,
+		XLabel: "case", YLabel: "longest fork() (ms)", LogY: true, Categories: cats,
+		Command: "mmlab run forkstall " + strings.Join(argsOf(doc.Params), " ")}
+	for _, n := range names {
+		ch.Series = append(ch.Series, *series[n])
+	}
+	if len(quiet) > 0 {
+		ch.Refs = append(ch.Refs, report.Ref{Label: "live quiet baseline (median)", Y: report.Median(quiet)})
+	}
+	part.Charts = append(part.Charts, ch)
+	sec.Parts = append(sec.Parts, part)
+
+	// The verdict: the live busy case with the longest fork, and the
+	// model's before and after of the same case.
+	var worst forkstall.Result
+	found := false
+	for _, r := range doc.Results {
+		if r.Target == experiment.Live && (!found || r.ForkMaxMs > worst.ForkMaxMs) {
+			worst, found = r, true
+		}
+	}
+	model := ""
+	if len(rows) > 0 {
+		k := rows[0]
+		mb, okb := find(experiment.Model, "before", k.c, k.m)
+		ma, oka := find(experiment.Model, "after", k.c, k.m)
+		if okb && oka {
+			model = fmt.Sprintf("; the model reproduces %s -> %s ms (%s)", ms(mb.ForkMaxMs, true), ms(ma.ForkMaxMs, true), k.c+" "+k.m)
+		}
+	}
+	switch {
+	case !found:
+		reason := "did not run"
+		if len(doc.Skipped) > 0 {
+			reason = "was skipped: " + strings.Join(doc.Skipped, "; ")
+		}
+		sec.Verdict = "seed 000: the live part " + reason + model
+	case forkstall.Judge(worst.ForkMaxMs, worst.BaselineMs) == "stalls":
+		sec.Verdict = fmt.Sprintf("seed 000: this kernel stalls fork() %s ms during a uprobe attach (%s ms quiet): it lacks the fix%s",
+			ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true), model)
+		sec.Headline = fmt.Sprintf("stalls fork() %s ms (%s ms quiet)", ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true))
+	default:
+		sec.Verdict = fmt.Sprintf("seed 000: this kernel does not stall fork() during a uprobe attach: longest %s ms against %s ms quiet%s",
+			ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true), model)
+		sec.Headline = fmt.Sprintf("no stall: fork() %s ms (%s ms quiet)", ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true))
+	}
+	return sec
+}
+
+// argsOf rebuilds the command-line arguments of a forkstall run from its
+// params.
+func argsOf(p map[string]any) []string {
+	var out []string
+	if v, ok := p["runs"]; ok {
+		out = append(out, "--runs", fmt.Sprint(v))
+	}
+	if v, ok := p["size_bytes"]; ok {
+		out = append(out, "--size", experiment.Bytes(uint64(toFloat(v))).String())
+	}
+	for _, k := range []string{"cases", "modes"} {
+		if l, ok := p[k].([]any); ok {
+			var ss []string
+			for _, x := range l {
+				ss = append(ss, fmt.Sprint(x))
+			}
+			out = append(out, "--"+k, strings.Join(ss, ","))
+		}
+	}
+	return out
 }

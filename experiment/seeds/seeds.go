@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,4 +214,21 @@ func Plan(seeds []*Seed, setting string) []PlannedStep {
 func toFloat(v any) float64 {
 	f, _ := v.(float64)
 	return f
+}
+
+// memAvailable returns MemAvailable of /proc/meminfo in bytes, 0 when it
+// cannot be read.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
