@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"mmlab/trace"
 )
@@ -37,8 +38,20 @@ func runGen(ctx context.Context, args []string) int {
 		}
 		return 2
 	}
-	if _, ok := trace.FamilyNamed(*family); fs.NArg() != 0 || *ops < 0 || !ok {
-		fs.Usage()
+	if fs.NArg() != 0 {
+		fmt.Fprintf(os.Stderr, "mmlab gen: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if _, ok := trace.FamilyNamed(*family); !ok {
+		var names []string
+		for _, f := range trace.Families {
+			names = append(names, f.Name)
+		}
+		fmt.Fprintf(os.Stderr, "mmlab gen: --family %q: want one of %s\n", *family, strings.Join(names, ", "))
+		return 2
+	}
+	if *ops < 0 {
+		fmt.Fprintf(os.Stderr, "mmlab gen: --ops %d: want 0 (the family's count) or more\n", *ops)
 		return 2
 	}
 	fmt.Print(trace.Generate(*seed, trace.GenOptions{Family: *family, Ops: *ops}))

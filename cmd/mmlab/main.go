@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"mmlab/live"
@@ -48,7 +49,15 @@ commands:
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\n'mmlab COMMAND --help' explains a command.\n")
+	fmt.Fprintf(os.Stderr, `
+'mmlab COMMAND --help' explains a command.
+
+Exit status, for every command: 0 ran (and, for an experiment, judged), 1
+failed or could not run a part the user asked for (the reason is on
+stderr), 2 bad usage, 130 interrupted by SIGINT, 143 by SIGTERM. A live part
+that cannot run here (not Linux, not root, a kernel without the feature) is
+skipped with its reason under --target both and fails under --target live.
+`)
 }
 
 func main() {
@@ -66,8 +75,30 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, interrupted := interruptible()
 	code := c.run(ctx, os.Args[2:])
-	stop()
+	if sig := interrupted(); sig == syscall.SIGTERM && code == 130 {
+		code = 143
+	}
 	os.Exit(code)
+}
+
+// interruptible returns a context that SIGINT or SIGTERM cancels, and a
+// function that says which of them did (nil for none). A second signal
+// has its default effect: it ends mmlab at once.
+func interruptible() (context.Context, func() os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	go func() {
+		s := <-sigc
+		got.Store(s)
+		signal.Stop(sigc)
+		cancel()
+	}()
+	return ctx, func() os.Signal {
+		s, _ := got.Load().(os.Signal)
+		return s
+	}
 }

@@ -45,6 +45,13 @@ read in one of two ways:
 
 Reading another user's process needs the right to ptrace it (root can).
 Errors name the process and the errno (ESRCH, EACCES, ENOENT...).
+
+A kernel thread has no address space: its listing is empty, as its
+/proc/PID/maps is, with a note on stderr, by either --via (exit status 0);
+with --addr it is an error.
+
+Exit status: 0 listed, 1 the process could not be read (or no VMA at
+--addr), 2 bad usage, 130 interrupted.
 `
 
 func runMaps(ctx context.Context, args []string) int {
@@ -69,8 +76,12 @@ func runMaps(ctx context.Context, args []string) int {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) != 1 || (*via != "" && *via != "text" && *via != "query") {
-		fmt.Fprint(os.Stderr, mapsUsage)
+	if len(pos) != 1 {
+		fmt.Fprintf(os.Stderr, "mmlab maps: want one PID, not %d arguments\n\n%s", len(pos), mapsUsage)
+		return 2
+	}
+	if *via != "" && *via != "text" && *via != "query" {
+		fmt.Fprintf(os.Stderr, "mmlab maps: --via %q: want text or query\n", *via)
 		return 2
 	}
 	pid, err := strconv.Atoi(pos[0])
@@ -118,6 +129,11 @@ func runMaps(ctx context.Context, args []string) int {
 		return 0
 	}
 
+	if r.KernelThread() {
+		// /proc/PID/maps of a kernel thread is empty: so is stdout.
+		fmt.Fprintf(os.Stderr, "mmlab maps: note: process %d is a kernel thread: it has no address space, so it has no VMAs\n", pid)
+		return 0
+	}
 	walk := r.Walk
 	if *via == "query" {
 		walk = r.WalkQuery

@@ -80,17 +80,25 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprint(stderr, replayHelp)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() != 1 || (*target != "model" && *target != "live") {
+	if *target != "model" && *target != "live" {
+		fmt.Fprintf(stderr, "mmlab replay: --target %q: want model or live\n", *target)
+		return 2
+	}
+	if len(pos) != 1 {
+		if len(pos) > 1 {
+			fmt.Fprintf(stderr, "mmlab replay: want one TRACE, not %d\n", len(pos))
+		}
 		fs.Usage()
 		return 2
 	}
-	p, code := readTrace(fs.Arg(0), stdin, stderr)
+	p, code := readTrace(pos[0], stdin, stderr)
 	if p == nil {
 		return code
 	}
@@ -105,7 +113,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
 	w := bufio.NewWriter(stdout)
-	err := run(ctx, p, w)
+	err = run(ctx, p, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}

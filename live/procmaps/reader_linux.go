@@ -392,6 +392,10 @@ func (r *Reader) RawQuery(q *uapi.ProcmapQuery) error {
 	return r.ioctl(q, nil)
 }
 
+// KernelThread reports whether the process is a kernel thread: it has no
+// address space, and its maps are empty.
+func (r *Reader) KernelThread() bool { return isKernelThread(r.pid) }
+
 // pfKthread is PF_KTHREAD of include/linux/sched.h, in the flags field of
 // /proc/PID/stat.
 const pfKthread = 0x00200000

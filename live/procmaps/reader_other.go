@@ -33,3 +33,6 @@ func (r *Reader) RawQuery(q *uapi.ProcmapQuery) error { return ErrNotSupported }
 
 // Close does nothing outside Linux.
 func (r *Reader) Close() error { return nil }
+
+// KernelThread reports false outside Linux.
+func (r *Reader) KernelThread() bool { return false }
