@@ -26,6 +26,9 @@ type Experiment interface {
 	// print the table (or the JSON document) and the verdict, and return the
 	// exit status.
 	Main(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// Check parses and validates args as Main would, running nothing; its
+	// errors wrap ErrUsage.
+	Check(args []string) error
 }
 
 // NotSupported is implemented by the live side's "cannot run here" error
@@ -61,63 +64,95 @@ type job[O Options, R Result] struct {
 	run      Runner[O, R]
 }
 
-func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// invocation is a parsed and validated command line of one experiment.
+type invocation[O Options, R Result] struct {
+	o      O
+	target string
+	jobs   []job[O, R]
+	json   bool
+	out    string
+}
+
+// errHelp is parse's answer to --help, which it has printed.
+var errHelp = errors.New("help")
+
+// parse parses and validates args, printing flag errors and --help to
+// stderr; its errors wrap ErrUsage.
+func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R], error) {
 	name := b.def.Name
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "mmlab run %s: %s\n", name, fmt.Sprintf(format, a...))
-		return code
-	}
-	o := b.def.NewOptions()
+	inv := &invocation[O, R]{o: b.def.NewOptions()}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	target := fs.String("target", "both", "model, live or both")
+	fs.StringVar(&inv.target, "target", "both", "model, live or both")
 	variant := fs.String("variant", "", "model variants, comma-separated: "+strings.Join(b.def.Variants, ", ")+" (default: all)")
-	asJSON := fs.Bool("json", false, "print one JSON document in the common schema instead of the table")
-	out := fs.String("out", "", "also save the JSON document as DIR/"+name+".json")
-	o.Flags(fs)
+	fs.BoolVar(&inv.json, "json", false, "print one JSON document in the common schema instead of the table")
+	fs.StringVar(&inv.out, "out", "", "also save the JSON document as DIR/"+name+".json")
+	inv.o.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), b.def.Help)
 		fmt.Fprintln(fs.Output())
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nexit status: 0 ran and judged, 1 a check failed or a part asked for could not run, 2 bad usage, 130 interrupted\n")
+		fmt.Fprintf(fs.Output(), "\nexit status: 0 ran and judged, 1 a check failed or a part asked for could not run, 2 bad usage, 130 interrupted (143 by SIGTERM)\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
+			return nil, errHelp
 		}
-		return ExitUsage
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	usage := func(err error) (*invocation[O, R], error) { return nil, fmt.Errorf("%w: %v", ErrUsage, err) }
 	if fs.NArg() > 0 {
-		return fail(ExitUsage, "unexpected argument %q (flags come before nothing: mmlab run %s --help)", fs.Arg(0), name)
+		return usage(fmt.Errorf("unexpected argument %q (mmlab run %s --help lists the flags)", fs.Arg(0), name))
 	}
-	if err := OneOf("target", *target, string(Model), string(Live), "both"); err != nil {
-		return fail(ExitUsage, "%v", err)
+	if err := OneOf("target", inv.target, string(Model), string(Live), "both"); err != nil {
+		return usage(err)
 	}
 	variants := b.def.Variants
 	if *variant != "" {
 		var err error
 		if variants, err = List("variant", *variant, b.def.Variants...); err != nil {
-			return fail(ExitUsage, "%v", err)
+			return usage(err)
 		}
 	}
-	if err := o.Validate(); err != nil {
-		return fail(ExitUsage, "%v", err)
+	if err := inv.o.Validate(); err != nil {
+		return usage(err)
 	}
-
-	var jobs []job[O, R]
-	if *target != string(Live) && b.def.Model != nil {
-		jobs = append(jobs, job[O, R]{Model, variants, b.def.Model})
+	if inv.target != string(Live) && b.def.Model != nil {
+		inv.jobs = append(inv.jobs, job[O, R]{Model, variants, b.def.Model})
 	}
-	if *target != string(Model) {
+	if inv.target != string(Model) {
 		if b.live == nil {
-			if *target == string(Live) {
-				return fail(ExitUsage, "--target live: %s has no live side", name)
+			if inv.target == string(Live) {
+				return usage(fmt.Errorf("--target live: %s has no live side", name))
 			}
 		} else {
-			jobs = append(jobs, job[O, R]{Live, []string{VariantKernel}, b.live})
+			inv.jobs = append(inv.jobs, job[O, R]{Live, []string{VariantKernel}, b.live})
 		}
 	}
+	return inv, nil
+}
 
+func (b *bound[O, R]) Check(args []string) error {
+	_, err := b.parse(args, io.Discard)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	name := b.def.Name
+	inv, err := b.parse(args, stderr)
+	switch {
+	case errors.Is(err, errHelp):
+		return ExitOK
+	case err != nil:
+		if msg := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "); !strings.HasPrefix(msg, "flag provided but not defined") && !strings.Contains(msg, "invalid value") {
+			fmt.Fprintf(stderr, "mmlab run %s: %s\n", name, msg)
+		}
+		return ExitUsage
+	}
+	o, jobs, asJSON, out, target := inv.o, inv.jobs, &inv.json, &inv.out, &inv.target
 	doc := report.NewDocument[R](name, params(o))
 	status := ExitOK
 	for _, j := range jobs {
@@ -161,7 +196,8 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 	}
 	if *asJSON {
 		if err := doc.WriteJSON(stdout); err != nil {
-			return fail(ExitFailed, "%v", err)
+			fmt.Fprintf(stderr, "mmlab run %s: %v\n", name, err)
+			return ExitFailed
 		}
 	} else {
 		b.def.Table(stdout, o, doc.Results)
