@@ -142,3 +142,15 @@ func Counts(flagName, value string, lo, hi int) ([]int, error) {
 	}
 	return ns, nil
 }
+
+// ParseOptions parses args, flags of the experiment's own, into o and
+// validates it, as `mmlab run` does.
+func ParseOptions(o Options, args ...string) error {
+	fs := flag.NewFlagSet("options", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return o.Validate()
+}

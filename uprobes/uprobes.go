@@ -44,14 +44,17 @@ func (f Flavor) String() string {
 	return fmt.Sprintf("Flavor(%d)", int(f))
 }
 
-// ParseFlavor reads "srcu" or "tasks-trace".
-func ParseFlavor(s string) (Flavor, error) {
-	for _, f := range Flavors {
-		if s == f.String() {
-			return f, nil
+// ParseFlavors reads flavour names, each "srcu" or "tasks-trace".
+func ParseFlavors(names []string) ([]Flavor, error) {
+	var fs []Flavor
+	for _, s := range names {
+		i := slices.IndexFunc(Flavors, func(f Flavor) bool { return f.String() == s })
+		if i < 0 {
+			return nil, fmt.Errorf("uprobes: unknown flavour %q (want srcu or tasks-trace)", s)
 		}
+		fs = append(fs, Flavors[i])
 	}
-	return 0, fmt.Errorf("uprobes: unknown flavour %q (want srcu or tasks-trace)", s)
+	return fs, nil
 }
 
 // Config is a model kernel's uprobes design, chosen at construction: the

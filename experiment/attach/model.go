@@ -202,13 +202,9 @@ const modelProcs, modelCPUs = 4, 1
 // the variants in turn run by run, and emits one result per (variant, mode,
 // n).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	var flavors []uprobes.Flavor
-	for _, v := range env.Variants {
-		f, err := uprobes.ParseFlavor(v)
-		if err != nil {
-			return err
-		}
-		flavors = append(flavors, f)
+	flavors, err := uprobes.ParseFlavors(env.Variants)
+	if err != nil {
+		return err
 	}
 	env.Param("model_procs", modelProcs)
 	env.Param("model_cpus", modelCPUs)

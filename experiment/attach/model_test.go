@@ -2,7 +2,6 @@ package attach
 
 import (
 	"context"
-	"flag"
 	"strings"
 	"testing"
 
@@ -32,12 +31,7 @@ func TestMeasure(t *testing.T) {
 // run's times.
 func TestRunModel(t *testing.T) {
 	o := NewOptions()
-	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
-	o.Flags(fs)
-	if err := fs.Parse([]string{"--n", "1,4", "--runs", "2"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	if err := experiment.ParseOptions(o, "--n", "1,4", "--runs", "2"); err != nil {
 		t.Fatal(err)
 	}
 	var rs []Result
@@ -75,13 +69,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--runs", "0"}, `--runs 0`},
 		{[]string{"--gap", "-1ms"}, `--gap -1ms`},
 	} {
-		o := NewOptions()
-		fs := flag.NewFlagSet("attach", flag.ContinueOnError)
-		o.Flags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := experiment.ParseOptions(NewOptions(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}

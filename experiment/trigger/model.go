@@ -236,13 +236,9 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 // variant when it ends (also when it fails or is interrupted: what
 // finished).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	var flavors []uprobes.Flavor
-	for _, v := range env.Variants {
-		f, err := uprobes.ParseFlavor(v)
-		if err != nil {
-			return err
-		}
-		flavors = append(flavors, f)
+	flavors, err := uprobes.ParseFlavors(env.Variants)
+	if err != nil {
+		return err
 	}
 	byFlavor := map[uprobes.Flavor][]Result{}
 	defer func() {

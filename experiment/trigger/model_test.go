@@ -2,8 +2,6 @@ package trigger
 
 import (
 	"context"
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +16,7 @@ import (
 func options(t *testing.T, args ...string) *Options {
 	t.Helper()
 	o := NewOptions()
-	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	if err := experiment.ParseOptions(o, args...); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -108,13 +100,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--interval", "0s"}, `--interval 0s`},
 		{[]string{"--duration", "1s", "--interval", "2s"}, `--duration 1s`},
 	} {
-		o := NewOptions()
-		fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
-		o.Flags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := experiment.ParseOptions(NewOptions(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}

@@ -2,7 +2,6 @@ package attach
 
 import (
 	"context"
-	"flag"
 	"testing"
 
 	"mmlab/experiment"
@@ -16,12 +15,7 @@ func TestRun(t *testing.T) {
 		t.Skip(err)
 	}
 	o := attach.NewOptions()
-	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
-	o.Flags(fs)
-	if err := fs.Parse([]string{"--n", "1,2", "--runs", "2", "--gap", "0"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	if err := experiment.ParseOptions(o, "--n", "1,2", "--runs", "2", "--gap", "0"); err != nil {
 		t.Fatal(err)
 	}
 	var rs []attach.Result

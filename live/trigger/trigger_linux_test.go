@@ -3,7 +3,6 @@ package trigger
 import (
 	"context"
 	"errors"
-	"flag"
 	"testing"
 
 	"mmlab/experiment"
@@ -14,12 +13,7 @@ import (
 func options(t *testing.T, args ...string) *trigger.Options {
 	t.Helper()
 	o := trigger.NewOptions()
-	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
-	o.Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	if err := experiment.ParseOptions(o, args...); err != nil {
 		t.Fatal(err)
 	}
 	return o
