@@ -13,8 +13,8 @@ type TriggerConfig struct {
 	// CPUs is the number of producers, producer i pinned to the i-th CPU
 	// this process may run on (wrapping around, as the kernel bench's -a).
 	CPUs int
-	// Warmup runs before the first sample (default 1 s); then one sample
-	// every Interval (default 1 s) for Duration (at least one sample).
+	// Warmup runs before the first sample; then one sample every Interval
+	// (default 1 s) for Duration (at least one sample).
 	Warmup, Duration, Interval time.Duration
 }
 

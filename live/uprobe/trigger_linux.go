@@ -33,9 +33,6 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	if cfg.CPUs < 1 {
 		return res, fmt.Errorf("trigger: %d cpus", cfg.CPUs)
 	}
-	if cfg.Warmup <= 0 {
-		cfg.Warmup = time.Second
-	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
@@ -60,7 +57,7 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 
 	// One P for each producer and one for this sampler, so that sampling
 	// never waits for a producer to be preempted. The old count comes back
-	// once the producers have exited (see stopped).
+	// once every producer has exited.
 	procs := runtime.GOMAXPROCS(0)
 	if procs < cfg.CPUs+1 {
 		runtime.GOMAXPROCS(cfg.CPUs + 1)
@@ -142,9 +139,9 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	}()
 	// A producer stops at the end of its batch, which takes long when
 	// many share few CPUs, and the runtime cannot preempt it inside the
-	// assembly loop, so neither a stop of the world (GOMAXPROCS) nor an
-	// interrupted run waits for it here: the last producer to exit puts
-	// GOMAXPROCS back.
+	// assembly loop. So GOMAXPROCS (which stops the world) is put back only
+	// once all have exited, and an interrupted run does not wait for them:
+	// they exit on their own, and the probes are detached on return.
 	stop.Store(true)
 	stopped := make(chan struct{})
 	go func() {
