@@ -263,7 +263,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				}
 			}
 			for _, mr := range res {
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Flavor.String()}, "model", name, n, mr.Samples, mr.Calls, mr.Hits)
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Flavor.String()}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
 					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)

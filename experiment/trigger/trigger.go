@@ -134,11 +134,17 @@ func (o *Options) Validate() error {
 // Samples is the number of samples a run takes.
 func (o *Options) Samples() int { return max(1, int(o.Duration/o.Interval)) }
 
+// The attach of a result that is not a live attach mode.
+const (
+	AttachModel = "model" // a model result
+	AttachNone  = "none"  // a live case without a probe
+)
+
 // Result is one (target, variant, attach, case, cpus) measurement.
 type Result struct {
 	experiment.Row
-	// Attach is "model" for the model; live, "none" (no probe) or the
-	// attach mode.
+	// Attach is AttachModel for the model; live, AttachNone or the attach
+	// mode (package attach).
 	Attach string `json:"attach"`
 	Case   string `json:"case"`
 	CPUs   int    `json:"cpus"`
@@ -249,7 +255,7 @@ func Table(w io.Writer, o *Options, rs []Result) {
 	for _, r := range rs {
 		if key := fmt.Sprint(r.Target, r.Variant, r.Attach); key != last {
 			switch {
-			case r.Target == experiment.Live && r.Attach == "none":
+			case r.Target == experiment.Live && r.Attach == AttachNone:
 				fmt.Fprintf(w, "live kernel (%s), no probe: calls of the target\n", report.ThisMachine().Kernel)
 			case r.Target == experiment.Live:
 				fmt.Fprintf(w, "live kernel, BPF counter on a %s link: hits, each call checked counted\n", r.Attach)

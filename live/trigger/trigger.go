@@ -14,18 +14,18 @@ import (
 )
 
 // Run measures every case at every producer count on the live kernel: the
-// cases without a probe under attach "none", the others in each attach
+// cases without a probe under trigger.AttachNone, the others in each attach
 // mode, and emits each result when it is measured.
 func Run(ctx context.Context, o *trigger.Options, env experiment.Env, emit func(trigger.Result)) error {
 	if err := uprobe.Supported(); err != nil {
 		return err
 	}
 	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
-	for _, group := range append([]string{"none"}, o.Attach...) {
-		mode, _ := uprobe.ParseMode(group) // "none": no probe, no mode
+	for _, group := range append([]string{trigger.AttachNone}, o.Attach...) {
+		mode, _ := uprobe.ParseMode(group) // AttachNone: no probe, no mode
 		for _, name := range o.Cases {
 			c, _ := trigger.LookupCase(name)
-			if c.Probed == (group == "none") {
+			if c.Probed == (group == trigger.AttachNone) {
 				continue
 			}
 			for _, n := range o.CPUs {
