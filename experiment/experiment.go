@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -126,4 +127,30 @@ func List(flagName, value string, choices ...string) ([]string, error) {
 		}
 	}
 	return items, nil
+}
+
+// Counts splits a comma-separated --flag value of counts and checks each is
+// from lo to hi.
+func Counts(flagName, value string, lo, hi int) ([]int, error) {
+	var ns []int
+	for _, it := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(it)
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("--%s %s: %q: want a comma-separated list of counts from %d to %d", flagName, value, it, lo, hi)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// ParseOptions parses args, flags of the experiment's own, into o and
+// validates it, as `mmlab run` does.
+func ParseOptions(o Options, args ...string) error {
+	fs := flag.NewFlagSet("options", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return o.Validate()
 }

@@ -5,20 +5,6 @@ import (
 	"mmlab/mm"
 )
 
-// DupMmapDesign is implemented by DupMmapHooks that choose between seed
-// 000's two designs of dup_mm() (uprobes does).
-type DupMmapDesign interface {
-	DupMmapHooks
-	// ForkAfter reports the seed's "after" design: fork never sleeps on
-	// the parent's mmap lock with dup_mmap_sem held (patch 6), tears a
-	// failed child down outside it (patch 2), and points the child task to
-	// its mm before uprobes can find it (patch 7).
-	ForkAfter() bool
-	// TryStartDupMmap takes dup_mmap_sem for read if no writer holds or
-	// waits for it (percpu_down_read_trylock).
-	TryStartDupMmap(w locking.Waiter) bool
-}
-
 // ForkHooks are the step drivers and fault injection of ForkWith.
 type ForkHooks struct {
 	// InitTask runs with the new task before its mm is copied, as
@@ -37,8 +23,8 @@ type ForkHooks struct {
 }
 
 // ForkWith is Fork with hooks: it mirrors kernel/fork.c:copy_process(),
-// copy_mm() and dup_mm() in the design the mm's DupMmapHooks choose
-// (before, if they do not implement DupMmapDesign).
+// copy_mm() and dup_mm() in the design of the mm's uprobes (the
+// DupMmapHooks of its mm.Hooks; without them fork takes no dup_mmap_sem).
 //
 // Before (v6.19): dup_mmap_sem is taken for read, then dup_mmap sleeps on
 // the parent's mmap lock inside it; a failed copy is torn down (mmput)
@@ -53,13 +39,22 @@ func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 	if t.MM == nil {
 		return c, nil
 	}
-	dh, _ := t.MM.Hooks.(DupMmapHooks)
-	if d, ok := dh.(DupMmapDesign); ok && d.ForkAfter() {
-		return t.forkAfter(c, d, h)
+	var d ForkDesign
+	if dh, ok := t.MM.Hooks.(DupMmapHooks); ok {
+		d = dh.ForkDesign()
 	}
+	if d.After {
+		return t.forkAfter(c, d.DupMmapSem, h)
+	}
+	return t.forkBefore(c, d.DupMmapSem, h)
+}
+
+// forkBefore mirrors dup_mm() in v6.19; sem is dup_mmap_sem (nil: no
+// uprobes).
+func (t *Task) forkBefore(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task, error) {
 	opts := mm.ForkOptions{FailAfter: h.FailAfter, OnVMA: h.OnVMA}
-	if dh != nil {
-		dh.StartDupMmap(t)
+	if sem != nil {
+		sem.DownRead(t) // uprobe_start_dup_mmap()
 	}
 	m, err := t.MM.ForkWith(t, opts)
 	if err != nil {
@@ -69,13 +64,13 @@ func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 			}
 			mmputMM(m) // exit_mmap under dup_mmap_sem: the bug of patch 2
 		}
-		if dh != nil {
-			dh.EndDupMmap(t)
+		if sem != nil {
+			sem.UpRead(t) // uprobe_end_dup_mmap()
 		}
 		return nil, err
 	}
-	if dh != nil {
-		dh.EndDupMmap(t)
+	if sem != nil {
+		sem.UpRead(t)
 	}
 	if h.BeforeSetMM != nil {
 		h.BeforeSetMM(c)
@@ -92,27 +87,27 @@ func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 // around, the mmap lock is dropped, the writer waited for, and the dance
 // starts again. The child task points to its mm before any of its VMAs is
 // in i_mmap, and a failed copy is torn down after dup_mmap_sem is released.
-func (t *Task) forkAfter(c *Task, d DupMmapDesign, h ForkHooks) (*Task, error) {
+func (t *Task) forkAfter(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task, error) {
 	pm := t.MM
 	for {
-		d.StartDupMmap(t)
+		sem.DownRead(t)
 		if pm.MmapWriteTrylock() {
 			break
 		}
-		d.EndDupMmap(t)
+		sem.UpRead(t)
 		if err := pm.MmapWriteLockKillable(t); err != nil {
 			return nil, err
 		}
-		if d.TryStartDupMmap(t) {
+		if sem.DownReadTrylock(t) {
 			break
 		}
 		pm.MmapWriteUnlock()
-		d.StartDupMmap(t) // wait for the writer, holding no mmap lock
-		d.EndDupMmap(t)
+		sem.DownRead(t) // wait for the writer, holding no mmap lock
+		sem.UpRead(t)
 	}
 	m, err := pm.ForkWith(t, mm.ForkOptions{Locked: true, FailAfter: h.FailAfter, OnVMA: h.OnVMA,
 		NewMM: func(cm *mm.MM) { c.MM = cm }})
-	d.EndDupMmap(t)
+	sem.UpRead(t)
 	if err != nil {
 		c.MM = nil
 		if m != nil {

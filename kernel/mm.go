@@ -19,13 +19,22 @@ func NewTaskMM(comm string) *Task {
 // killed while waiting). The child is not on any model CPU.
 func (t *Task) Fork() (*Task, error) { return t.ForkWith(ForkHooks{}) }
 
-// DupMmapHooks is implemented by mm.Hooks that need to run around dup_mm():
-// uprobes takes dup_mmap_sem for read there. Mirrors
-// kernel/events/uprobes.c:uprobe_start_dup_mmap() and uprobe_end_dup_mmap()
-// as kernel/fork.c:dup_mm() calls them, outside the parent's mmap lock.
+// DupMmapHooks is implemented by the mm.Hooks of uprobes, which take part
+// in dup_mm() (kernel/fork.c): ForkDesign returns what fork needs of them.
 type DupMmapHooks interface {
-	StartDupMmap(w locking.Waiter)
-	EndDupMmap(w locking.Waiter)
+	ForkDesign() ForkDesign
+}
+
+// ForkDesign is what dup_mm() needs of uprobes, fixed when they were built:
+// dup_mmap_sem, which uprobe_start_dup_mmap() and uprobe_end_dup_mmap()
+// take for read around the copy, and seed 000's design of dup_mm().
+type ForkDesign struct {
+	DupMmapSem *locking.PercpuRWSem
+	// After is the seed's "after" design: fork never sleeps on the
+	// parent's mmap lock with dup_mmap_sem held (patch 6), tears a failed
+	// child down outside it (patch 2), and points the child task to its mm
+	// before uprobes can find it (patch 7).
+	After bool
 }
 
 // ExitMM mirrors exit_mm() + mmput(): drop the task's reference to its

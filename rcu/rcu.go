@@ -33,7 +33,6 @@
 package rcu
 
 import (
-	"fmt"
 	"sync"
 
 	"mmlab/sched"
@@ -68,21 +67,6 @@ type GPStats struct {
 	// slot busy; Tasks Trace, holdout threads.
 	Waits uint64
 	IPIs  uint64 // Tasks Trace: IPIs to running threads (rcu_tasks_trace.n_ipis)
-}
-
-// Names lists the flavours New accepts: seed 004's before and after.
-var Names = []string{"srcu", "tasks-trace"}
-
-// New returns a new domain of the named flavour ("srcu" or "tasks-trace")
-// for the threads of sys.
-func New(sys *sched.System, name string) (Flavor, error) {
-	switch name {
-	case "srcu":
-		return NewSRCU(sys), nil
-	case "tasks-trace":
-		return NewTasksTrace(sys), nil
-	}
-	return nil, fmt.Errorf("rcu: unknown flavour %q (want srcu or tasks-trace)", name)
 }
 
 // callbacks runs queued functions after grace periods, in order, on one

@@ -372,20 +372,6 @@ func TestStressNoUseAfterFree(t *testing.T) {
 	}
 }
 
-func TestNewByName(t *testing.T) {
-	sys := sched.NewSystem(1)
-	defer sys.Stop()
-	for _, name := range Names {
-		f, err := New(sys, name)
-		if err != nil || f.Name() != name {
-			t.Errorf("New(%q) = %v, %v; want a flavour named %q", name, f, err, name)
-		}
-	}
-	if _, err := New(sys, "classic"); err == nil {
-		t.Error(`New("classic") succeeded, want an error`)
-	}
-}
-
 // Two Tasks Trace domains share each thread's nesting count: concurrent
 // grace periods of both wait for a reader of one, and both end when it
 // leaves (the second flags the holdout on top of the first).

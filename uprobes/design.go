@@ -10,8 +10,6 @@ import (
 	"mmlab/mm"
 )
 
-var _ kernel.DupMmapDesign = (*Uprobes)(nil)
-
 // Design is seed 000's switch ("uprobes: Don't stall fork() when mmap_lock
 // is busy").
 type Design int
@@ -50,13 +48,11 @@ func ParseDesign(s string) (Design, error) {
 	return 0, fmt.Errorf("uprobes: unknown design %q (want before or after)", s)
 }
 
-// ForkAfter reports whether fork runs the after design of dup_mm
-// (kernel.DupMmapDesign).
-func (u *Uprobes) ForkAfter() bool { return u.Design == DesignAfter }
-
-// TryStartDupMmap is percpu_down_read_trylock(&dup_mmap_sem)
-// (kernel.DupMmapDesign).
-func (u *Uprobes) TryStartDupMmap(w locking.Waiter) bool { return u.DupMmapSem.DownReadTrylock(w) }
+// ForkDesign returns dup_mmap_sem and the design fork runs dup_mm() in
+// (kernel.DupMmapHooks).
+func (u *Uprobes) ForkDesign() kernel.ForkDesign {
+	return kernel.ForkDesign{DupMmapSem: &u.DupMmapSem, After: u.design == DesignAfter}
+}
 
 // Passes returns how many passes over the file's mappings the after
 // design's register_for_each_vma made in total (one per call when nothing
@@ -116,7 +112,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 	}
 	var held []*mm.MM // write-locked, with a user reference, for the next pass
 	var err error
-	for pass := 1; ; pass++ {
+	for {
 		u.passes.Add(1)
 		u.DupMmapSem.DownWrite(w)
 		var busy []*mm.MM
@@ -149,9 +145,6 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 		}
 		held = nil
 		u.DupMmapSem.UpWrite()
-		if u.passHook != nil {
-			u.passHook(pass, busy)
-		}
 		if len(busy) == 0 || err != nil && isRegister {
 			for _, m := range busy {
 				mmput(m)
@@ -171,8 +164,8 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				return e
 			}
 			held = append(held, m)
-			if u.waitedHook != nil {
-				u.waitedHook(m)
+			if hooks.waited != nil {
+				hooks.waited(m)
 			}
 		}
 	}

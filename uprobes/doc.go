@@ -22,8 +22,9 @@
 //   - The mm hooks (mm.Hooks): MmapFile (uprobe_mmap: a new mapping of a
 //     probed file gets its breakpoints), Munmap, DupMmap (fork: the
 //     breakpoints come with the copied anonymous text page, fork copies the
-//     page tables of a VMA with an anon_vma), Exit; and StartDupMmap /
-//     EndDupMmap (kernel.DupMmapHooks), dup_mmap_sem for read around fork.
+//     page tables of a VMA with an anon_vma), Exit; and ForkDesign
+//     (kernel.DupMmapHooks): dup_mmap_sem, which fork takes for read, and
+//     the design fork runs in.
 //   - The hit path (kernel.Traps): int3 → the VMA found without the mmap
 //     lock (mmap_lock speculation, v6.14+) and the uprobe in the registry →
 //     the consumers' handlers under the chosen protection → the original
@@ -39,23 +40,24 @@
 //
 // # The switch (seed 004)
 //
-// The hit path's protection is an rcu.Flavor: "srcu" (v6.12: per-CPU
-// counters and two full barriers per read section) or "tasks-trace"
-// (v6.13+: a plain per-task nesting count). UnregisterSync waits for a grace
-// period of that flavour, and then of uretprobes_srcu, the SRCU domain whose
-// read lock a pending return instance holds as its lease on the uprobe
-// (v6.13+ hprobe, without the 100 ms timer that converts long leases to
-// references: a model function that never returns delays UnregisterSync).
+// Config.Flavor, given to New, makes the hit path's protection an
+// rcu.Flavor: "srcu" (v6.12: per-CPU counters and two full barriers per
+// read section) or "tasks-trace" (v6.13+: a plain per-task nesting count).
+// UnregisterSync waits for a grace period of that flavour, and then of
+// uretprobes_srcu, the SRCU domain whose read lock a pending return
+// instance holds as its lease on the uprobe (v6.13+ hprobe, without the
+// 100 ms timer that converts long leases to references: a model function
+// that never returns delays UnregisterSync).
 //
 // # The switch (seed 000)
 //
-// Uprobes.Design chooses how register_for_each_vma and fork (through
-// kernel.DupMmapDesign) meet busy mmap locks (design.go). DesignBefore is
-// v6.19: each mm's mmap write lock is slept on with dup_mmap_sem held for
-// write, fork sleeps on the parent's under it for read and tears a failed
-// child down inside it, the child's task gets its mm only after its VMAs
-// are in i_mmap, and a killed unregistering task leaks the uprobe and the
-// breakpoints it did not reach. DesignAfter is the seed's patches 1, 2 and
+// Config.Design, given to New, chooses how register_for_each_vma and fork
+// (through kernel.ForkDesign) meet busy mmap locks (design.go).
+// DesignBefore is v6.19: each mm's mmap write lock is slept on with
+// dup_mmap_sem held for write, fork sleeps on the parent's under it for
+// read and tears a failed child down inside it, the child's task gets its
+// mm only after its VMAs are in i_mmap, and a killed unregistering task
+// leaks the uprobe and the breakpoints it did not reach. DesignAfter is the seed's patches 1, 2 and
 // 5-8: only trylocks under dup_mmap_sem; a busy mm is waited for outside
 // it, its lock kept, and the pass redone; teardown outside; tsk->mm set
 // first; removal completes for a killed task.

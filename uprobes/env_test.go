@@ -29,8 +29,13 @@ type env struct {
 }
 
 // newEnv assembles prog at textAddr and returns a machine of ncpu CPUs
-// with uprobes protected by flavor.
-func newEnv(t testing.TB, ncpu int, flavor string, prog func(a *cpu.Asm)) *env {
+// with uprobes protected by flavor, in the before design of seed 000.
+func newEnv(t testing.TB, ncpu int, flavor Flavor, prog func(a *cpu.Asm)) *env {
+	return newEnvConfig(t, ncpu, Config{Flavor: flavor}, prog)
+}
+
+// newEnvConfig is newEnv with uprobes in the design c chooses.
+func newEnvConfig(t testing.TB, ncpu int, c Config, prog func(a *cpu.Asm)) *env {
 	a := cpu.NewAsm(textAddr)
 	prog(a)
 	code, err := a.Assemble()
@@ -39,7 +44,7 @@ func newEnv(t testing.TB, ncpu int, flavor string, prog func(a *cpu.Asm)) *env {
 	}
 	mach := kernel.NewMachine(ncpu)
 	t.Cleanup(mach.Stop)
-	u, err := New(mach, flavor)
+	u, err := New(mach, c)
 	if err != nil {
 		t.Fatal(err)
 	}

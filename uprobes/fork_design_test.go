@@ -17,11 +17,9 @@ import (
 
 var designs = []Design{DesignBefore, DesignAfter}
 
-// designEnv is newEnv with the design set.
+// designEnv is newEnv with uprobes in design d.
 func designEnv(t *testing.T, d Design) *env {
-	e := newEnv(t, 1, TasksTrace, loopProg)
-	e.u.Design = d
-	return e
+	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
 }
 
 // until spins (yielding) until cond holds: used only to learn that another
@@ -116,12 +114,12 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 
 // The after design's pass makes progress against a process that takes its
 // lock again at once. B holds its lock; whenever the registration waits for
-// it, B lets it go, and the moment the registration has it (waitedHook) B
+// it, B lets it go, and the moment the registration has it (hooks.waited) B
 // asks for it again, so B gets it back as soon as the registration lets go.
 // The registration keeps B's write lock from the end of its wait to the end
 // of the next pass, so it needs exactly two passes. (A design that dropped
 // B's lock before redoing the pass would find B busy again in every pass:
-// with an unlock after waitedHook in registerForEachVMAAfter, this test
+// with an unlock after hooks.waited in registerForEachVMAAfter, this test
 // fails at its step bound.)
 func TestSeed000PassProgress(t *testing.T) {
 	e := designEnv(t, DesignAfter)
@@ -142,10 +140,10 @@ func TestSeed000PassProgress(t *testing.T) {
 		}
 	}()
 	<-held
-	e.u.waitedHook = func(m *mm.MM) {
+	setWaitedHook(t, func(m *mm.MM) {
 		relock <- struct{}{}
 		until(m.MmapLock.IsContended) // B waits for its lock again
-	}
+	})
 	k := newCounter(true, false, nil)
 	regDone := make(chan error, 1)
 	go func() {

@@ -20,11 +20,49 @@ const (
 	HandlerIgnore = 2 // UPROBE_HANDLER_IGNORE: skip this consumer's ret_handler
 )
 
-// Flavour names for New.
+// Flavor is seed 004's switch: the protection of the hit path ("uprobes:
+// switch to RCU Tasks Trace flavor for better performance").
+type Flavor int
+
 const (
-	SRCU       = "srcu"        // seed 004 before (v6.12)
-	TasksTrace = "tasks-trace" // seed 004 after (v6.13+)
+	SRCU       Flavor = iota // before (v6.12): uprobes_srcu
+	TasksTrace               // after (v6.13+): RCU Tasks Trace
 )
+
+// Flavors are both flavours, before first.
+var Flavors = []Flavor{SRCU, TasksTrace}
+
+// String returns "srcu" or "tasks-trace", the name of the rcu flavour and
+// of the experiments' variant.
+func (f Flavor) String() string {
+	switch f {
+	case SRCU:
+		return "srcu"
+	case TasksTrace:
+		return "tasks-trace"
+	}
+	return fmt.Sprintf("Flavor(%d)", int(f))
+}
+
+// ParseFlavors reads flavour names, each "srcu" or "tasks-trace".
+func ParseFlavors(names []string) ([]Flavor, error) {
+	var fs []Flavor
+	for _, s := range names {
+		i := slices.IndexFunc(Flavors, func(f Flavor) bool { return f.String() == s })
+		if i < 0 {
+			return nil, fmt.Errorf("uprobes: unknown flavour %q (want srcu or tasks-trace)", s)
+		}
+		fs = append(fs, Flavors[i])
+	}
+	return fs, nil
+}
+
+// Config is a model kernel's uprobes design, chosen at construction: the
+// zero Config is the before design of both seeds.
+type Config struct {
+	Flavor Flavor // seed 004: the hit path's protection
+	Design Design // seed 000: register_for_each_vma and fork (design.go)
+}
 
 // Consumer mirrors struct uprobe_consumer. At least one of Handler and
 // RetHandler is set. They run on the hitting task's model thread, inside a
@@ -170,7 +208,8 @@ func (up *Uprobe) consumerDel(c *Consumer) {
 // the machine's).
 type Uprobes struct {
 	machine  *kernel.Machine
-	flavor   rcu.Flavor // the hit path's protection (the switch)
+	flavor   rcu.Flavor // the hit path's protection (Config.Flavor)
+	design   Design     // Config.Design
 	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases
 
 	// DupMmapSem is dup_mmap_sem: held for write by registerForEachVMA
@@ -193,14 +232,8 @@ type Uprobes struct {
 	// xol maps *mm.MM to its *xolArea (mm->uprobes_state.xol_area).
 	xol sync.Map
 
-	// Design is seed 000's switch (design.go). Set before use.
-	Design Design
-	// passes counts the after design's passes. Test step drivers, if set:
-	// passHook runs after each pass with the mms found busy in it,
-	// waitedHook after each busy mm's write lock was taken.
-	passes     atomic.Int64
-	passHook   func(pass int, busy []*mm.MM)
-	waitedHook func(m *mm.MM)
+	// passes counts the after design's passes.
+	passes atomic.Int64
 }
 
 var (
@@ -209,17 +242,20 @@ var (
 	_ kernel.Traps        = (*Uprobes)(nil)
 )
 
-// New returns the uprobes of machine m with the hit path protected by
-// flavor (SRCU or TasksTrace), and installs it as m's trap handler.
-func New(m *kernel.Machine, flavor string) (*Uprobes, error) {
-	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys)}
-	switch flavor {
+// New returns the uprobes of machine m in the design c chooses, and
+// installs it as m's trap handler.
+func New(m *kernel.Machine, c Config) (*Uprobes, error) {
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design}
+	switch c.Flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCU(m.Sys)
 	case TasksTrace:
 		u.flavor = rcu.NewTasksTrace(m.Sys)
 	default:
-		return nil, fmt.Errorf("uprobes: unknown flavour %q (want %s or %s)", flavor, SRCU, TasksTrace)
+		return nil, fmt.Errorf("uprobes: unknown flavour %v", c.Flavor)
+	}
+	if c.Design != DesignBefore && c.Design != DesignAfter {
+		return nil, fmt.Errorf("uprobes: unknown design %d", int(c.Design))
 	}
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")
@@ -229,9 +265,6 @@ func New(m *kernel.Machine, flavor string) (*Uprobes, error) {
 	m.Traps = u
 	return u, nil
 }
-
-// Flavor returns the hit path's protection.
-func (u *Uprobes) Flavor() rcu.Flavor { return u.flavor }
 
 // Machine returns the machine.
 func (u *Uprobes) Machine() *kernel.Machine { return u.machine }

@@ -15,7 +15,7 @@ import (
 	"mmlab/rcu"
 )
 
-var flavors = []string{SRCU, TasksTrace}
+var flavors = Flavors
 
 // loopProg: main calls f RCX times; f = "nop; inc eax; ret", so RAX counts
 // the calls that really ran. g = "push rbp; mov rbp,rsp; pop rbp; ret" for
@@ -52,7 +52,7 @@ func wantHalt(t testing.TB, res result) {
 // 0xCC in the process's own copy of the page, the page cache keeps the nop.
 func TestHitRunsEveryConsumerOnce(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 1, fl, loopProg)
 			p := e.newProc(t, "p")
 			k1, k2 := newCounter(true, false, nil), newCounter(true, false, nil)
@@ -102,7 +102,7 @@ func TestFilter(t *testing.T) {
 // after the grace periods.
 func TestUnregisterRestores(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 1, fl, loopProg)
 			a, b := e.newProc(t, "a"), e.newProc(t, "b")
 			k := newCounter(true, false, nil)
@@ -194,7 +194,7 @@ func TestForkKeepsBreakpoint(t *testing.T) {
 // page (--xp) and leave registers and stack exactly as unprobed runs do.
 func TestSingleStepLikeUnprobed(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 1, fl, loopProg)
 			plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
 			k := newCounter(true, false, func(m *mm.MM) bool { return m == probed.MM })
@@ -243,7 +243,7 @@ func retProg(a *cpu.Asm) {
 // chained (tail) calls; the task's registers end as without probes.
 func TestUretprobeNestedRecursive(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 1, fl, retProg)
 			names := map[uint64]string{}
 			var log []string
@@ -285,7 +285,7 @@ func TestUretprobeNestedRecursive(t *testing.T) {
 // A grace period (UnregisterSync) waits for a reader inside a handler.
 func TestGracePeriodWaitsForHandler(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 1, fl, loopProg)
 			p := e.newProc(t, "p")
 			entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -384,7 +384,7 @@ func TestRegisterErrors(t *testing.T) {
 // registry, and every batch of calls ran exactly.
 func TestStressRegisterWhileHitting(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 2, fl, loopProg)
 			var stop atomic.Bool
 			var hits atomic.Int64
@@ -524,7 +524,7 @@ func TestRecalcHasUprobes(t *testing.T) {
 // the task it must interrupt.
 func TestTracerIsModelTask(t *testing.T) {
 	for _, fl := range flavors {
-		t.Run(fl, func(t *testing.T) {
+		t.Run(fl.String(), func(t *testing.T) {
 			e := newEnv(t, 2, fl, loopProg)
 			var stop atomic.Bool
 			var hits atomic.Int64

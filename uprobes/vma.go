@@ -81,7 +81,7 @@ func buildMapInfo(in *mm.Inode, offset uint64, isRegister bool) []mapInfo {
 // the mm). The mmap write lock keeps a breakpoint from appearing between
 // the hit path's registry miss and its is_trap_at_addr check.
 func (u *Uprobes) registerForEachVMA(w locking.Waiter, up *Uprobe, nc *Consumer) error {
-	if u.Design == DesignAfter {
+	if u.design == DesignAfter {
 		return u.registerForEachVMAAfter(w, up, nc)
 	}
 	isRegister := nc != nil
@@ -250,12 +250,6 @@ func (u *Uprobes) DupMmap(old, nw *mm.MM) {
 // Exit mirrors uprobe_clear_state() (mm.Hooks): the mm's XOL area is
 // forgotten.
 func (u *Uprobes) Exit(m *mm.MM) { u.xol.Delete(m) }
-
-// StartDupMmap mirrors uprobe_start_dup_mmap(): dup_mmap_sem for read.
-func (u *Uprobes) StartDupMmap(w locking.Waiter) { u.DupMmapSem.DownRead(w) }
-
-// EndDupMmap mirrors uprobe_end_dup_mmap().
-func (u *Uprobes) EndDupMmap(w locking.Waiter) { u.DupMmapSem.UpRead(w) }
 
 // unapply mirrors unapply_uprobe(): remove up's breakpoints from m (a
 // handler asked for it and no consumer wants m any more).

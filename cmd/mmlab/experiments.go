@@ -2,14 +2,18 @@ package main
 
 import (
 	"mmlab/experiment"
+	"mmlab/experiment/attach"
 	"mmlab/experiment/forkstall"
 	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
 	"mmlab/experiment/maptear"
+	"mmlab/experiment/trigger"
+	liveattach "mmlab/live/attach"
 	liveforkstall "mmlab/live/forkstall"
 	livemapscan "mmlab/live/mapscan"
 	livemapslock "mmlab/live/mapslock"
 	livemaptear "mmlab/live/maptear"
+	livetrigger "mmlab/live/trigger"
 )
 
 // boundExperiments pairs each experiment's definition (experiment/<name>)
@@ -20,4 +24,6 @@ var boundExperiments = []experiment.Experiment{
 	experiment.Bind(mapslock.Def, livemapslock.Run),
 	experiment.Bind(mapscan.Def, livemapscan.Run),
 	experiment.Bind(maptear.Def, livemaptear.Run),
+	experiment.Bind(trigger.Def, livetrigger.Run),
+	experiment.Bind(attach.Def, liveattach.Run),
 }

@@ -340,11 +340,10 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	defer quietGC()()
 	mach := kernel.NewMachine(1)
 	defer mach.Stop()
-	u, err := uprobes.New(mach, uprobes.TasksTrace)
+	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design})
 	if err != nil {
 		return nil, err
 	}
-	u.Design = o.Design
 	probed := newText("/usr/lib/libprobed.so")
 	other := newText("/usr/bin/forker")
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"mmlab/live"
 )
 
 // Probes are uprobes attached by Attach: one BPF program that counts its
@@ -141,7 +144,7 @@ func multiError(s Spec, err error) error {
 		return fmt.Errorf("%s: ESRCH: no process %d: %w", what, s.Pid, syscall.ESRCH)
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%s: kernel lacks BPF uprobe_multi links (Linux 6.6+ with CONFIG_UPROBES and CONFIG_BPF_EVENTS): %w (%w)", what, ErrNotSupported, err)
+		return fmt.Errorf("%s: %w (%w)", what, live.Unsupported("kernel lacks BPF uprobe_multi links (Linux 6.6+ with CONFIG_UPROBES and CONFIG_BPF_EVENTS)"), err)
 	}
 	return withErrno(what, err)
 }
@@ -210,10 +213,10 @@ func (p *Probes) Close() error {
 // Linux, root and the x86-64 targets.
 func Supported() error {
 	if !haveTargets {
-		return fmt.Errorf("live uprobes: %w: no probe targets for this architecture", ErrNotSupported)
+		return fmt.Errorf("live uprobes: %w", live.Unsupported("no probe targets for %s", runtime.GOARCH))
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("live uprobes: %w: need root (BPF programs and uprobe PMU events)", ErrNotSupported)
+	if !live.IsRoot() {
+		return fmt.Errorf("live uprobes: %w", live.Unsupported("needs root (BPF programs and uprobe PMU events)"))
 	}
 	return nil
 }

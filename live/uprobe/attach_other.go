@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"mmlab/live"
 )
 
-var errNotLinux = fmt.Errorf("live uprobes: %w on %s (Linux only)", ErrNotSupported, runtime.GOOS)
+var errNotLinux = fmt.Errorf("live uprobes: %w", live.Unsupported("needs Linux, not %s", runtime.GOOS))
 
 // Probes are uprobes attached by Attach; there are none off Linux.
 type Probes struct{}

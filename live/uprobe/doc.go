@@ -6,7 +6,7 @@
 //
 // The live side of the trigger, attach and forkstall experiments use it.
 // Everything is Linux-only and needs root; elsewhere the functions return
-// ErrNotSupported.
+// an error wrapping live.ErrNotSupported.
 package uprobe
 
 import (
@@ -16,10 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrNotSupported is returned where the OS, the architecture or the kernel
-// cannot do what was asked.
-var ErrNotSupported = errors.New("not supported")
 
 // Mode selects how probes are attached.
 type Mode int

@@ -5,16 +5,19 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"mmlab/live"
 )
 
 // Targets resolves every probe target of this binary (see Target) and checks
 // that the file holds the expected machine code at each offset.
 func Targets() (map[string]Target, error) {
 	if !haveTargets {
-		return nil, fmt.Errorf("probe targets: %w on this architecture", ErrNotSupported)
+		return nil, fmt.Errorf("probe targets: %w", live.Unsupported("no probe targets for %s", runtime.GOARCH))
 	}
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

@@ -3,7 +3,7 @@
 package uprobe
 
 // The probe targets are x86-64 machine code; elsewhere there are none and
-// Targets reports ErrNotSupported.
+// Targets reports live.ErrNotSupported.
 
 const haveTargets = false
 

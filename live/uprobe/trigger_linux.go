@@ -29,15 +29,9 @@ type producerCount struct {
 // a hit; Trigger fails if the counts differ.
 func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	var res TriggerResult
-	tname, probed, ret, err := caseTarget(cfg.Case)
-	if err != nil {
-		return res, err
-	}
+	probed := cfg.Case.Probed
 	if cfg.CPUs < 1 {
 		return res, fmt.Errorf("trigger: %d cpus", cfg.CPUs)
-	}
-	if cfg.Warmup <= 0 {
-		cfg.Warmup = time.Second
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
@@ -47,14 +41,14 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	tg, err := LookupTarget(tname)
+	tg, err := LookupTarget(cfg.Case.Target)
 	if err != nil {
 		return res, err
 	}
 
 	var probes *Probes
 	if probed {
-		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: ret})
+		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: cfg.Case.Ret})
 		if err != nil {
 			return res, err
 		}
@@ -62,9 +56,11 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	}
 
 	// One P for each producer and one for this sampler, so that sampling
-	// never waits for a producer to be preempted.
-	if procs := runtime.GOMAXPROCS(0); procs < cfg.CPUs+1 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.CPUs + 1))
+	// never waits for a producer to be preempted. The old count comes back
+	// once every producer has exited.
+	procs := runtime.GOMAXPROCS(0)
+	if procs < cfg.CPUs+1 {
+		runtime.GOMAXPROCS(cfg.CPUs + 1)
 	}
 
 	counts := make([]producerCount, cfg.CPUs)
@@ -141,8 +137,25 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		}
 		return nil
 	}()
+	// A producer stops at the end of its batch, which takes long when
+	// many share few CPUs, and the runtime cannot preempt it inside the
+	// assembly loop. So GOMAXPROCS (which stops the world) is put back only
+	// once all have exited, and an interrupted run does not wait for them:
+	// they exit on their own, and the probes are detached on return.
 	stop.Store(true)
-	wg.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		if procs < cfg.CPUs+1 {
+			runtime.GOMAXPROCS(procs)
+		}
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
 	if err != nil {
 		return res, err
 	}
@@ -150,7 +163,7 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	if probed {
 		res.Hits = count()
 		if res.Hits != res.Calls {
-			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Case, res.Hits, res.Calls)
+			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Case.Name, res.Hits, res.Calls)
 		}
 	}
 	return res, nil

@@ -1,4 +1,4 @@
-package uprobes
+package trigger
 
 import (
 	"context"
@@ -7,46 +7,39 @@ import (
 	"time"
 
 	"mmlab/cpu"
+	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/report"
+	"mmlab/uprobes"
 )
 
-// The trigger cases (the kernel's bench trig-*; the same names as the live
-// harness).
-const (
-	CaseNop          = "nop"           // no probe: the loop's own speed, calls/s
-	CaseUprobeNop    = "uprobe-nop"    // uprobe on a nop (emulated)
-	CaseUretprobeNop = "uretprobe-nop" // uretprobe on the nop function
-	CaseUprobeRet    = "uprobe-ret"    // uprobe on a ret (single-stepped out of line)
-	CaseUprobeNop5   = "uprobe-nop5"   // uprobe on a 5-byte nop (emulated; not optimized in the model)
-)
-
-// TriggerConfig is one model trigger measurement.
-type TriggerConfig struct {
-	Case string
+// modelConfig is one model trigger measurement.
+type modelConfig struct {
+	Case Case
 	// CPUs producers, producer i a thread of one process on model CPU i.
 	CPUs int
 	// Flavors are measured in turn, sample by sample, each on its own
-	// model kernel, so that all see the same machine (default: SRCU and
-	// TasksTrace).
-	Flavors []string
-	// Warmup runs once per flavour before the first sample; then one
-	// sample of Interval per flavour in turn until Duration is covered.
-	Warmup, Duration, Interval time.Duration
+	// model kernel, so that all see the same machine.
+	Flavors []uprobes.Flavor
+	// Warmup runs once per flavour before the first sample; then Samples
+	// samples of Interval per flavour in turn.
+	Warmup, Interval time.Duration
+	Samples          int
 }
 
-// TriggerResult is one flavour's measurement.
-type TriggerResult struct {
-	Flavor  string
-	Samples []float64 // hits per second (calls per second for CaseNop), one per interval
+// modelResult is one flavour's measurement.
+type modelResult struct {
+	Flavor  uprobes.Flavor
+	Samples []float64 // hits per second (calls per second without a probe), one per interval
 	// CPUSamples are the same rates per producer CPU-second times the
 	// producers: what CPUs producers with a host core each would do. The
 	// figure a busy host distorts least; nil where the OS has no
 	// per-thread CPU clock.
 	CPUSamples []float64
-	Calls      int64 // calls of the target in the samples
-	Hits       int64 // handler (or ret_handler) calls in the samples
+	Calls      uint64 // calls of the target in the samples
+	Hits       uint64 // handler (or ret_handler) calls in the samples
 }
 
 // triggerBatch is how many calls a producer makes between two looks at
@@ -55,9 +48,9 @@ const triggerBatch = 4096
 
 // triggerKernel is one flavour's model kernel for the trigger benchmark.
 type triggerKernel struct {
-	flavor string
+	flavor uprobes.Flavor
 	mach   *kernel.Machine
-	u      *Uprobes
+	u      *uprobes.Uprobes
 	leader *kernel.Task
 	tasks  []*kernel.Task // one thread per CPU, leader first
 	entry  uint64
@@ -82,7 +75,7 @@ const (
 	triggerStack = 0x7ff000000000 // thread i's stack ends i*16 pages below
 )
 
-func newTriggerKernel(c TriggerConfig, flavor string) (*triggerKernel, error) {
+func newTriggerKernel(c modelConfig, flavor uprobes.Flavor) (*triggerKernel, error) {
 	a := cpu.NewAsm(triggerText)
 	triggerProg(a)
 	code, err := a.Assemble()
@@ -90,7 +83,7 @@ func newTriggerKernel(c TriggerConfig, flavor string) (*triggerKernel, error) {
 		return nil, err
 	}
 	k := &triggerKernel{flavor: flavor, mach: kernel.NewMachine(c.CPUs), hits: make([]paddedCount, c.CPUs)}
-	if k.u, err = New(k.mach, flavor); err != nil {
+	if k.u, err = uprobes.New(k.mach, uprobes.Config{Flavor: flavor}); err != nil {
 		return nil, err
 	}
 	in := mm.NewInode("/usr/bin/trigger", uint64(len(code)), func(off uint64) byte { return code[off] })
@@ -109,39 +102,36 @@ func newTriggerKernel(c TriggerConfig, flavor string) (*triggerKernel, error) {
 		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		return nil, err
 	}
-	label, ret := "target", false
+	label := "target"
 	k.entry, _ = a.Addr("loop")
-	switch c.Case {
-	case CaseNop:
-		return k, nil
-	case CaseUprobeNop:
-	case CaseUretprobeNop:
-		ret = true
-	case CaseUprobeRet:
+	switch c.Case.Target {
+	case TargetRet:
 		label = "target_ret"
-	case CaseUprobeNop5:
+	case TargetNop5:
 		label = "target5"
 		k.entry, _ = a.Addr("loop5")
-	default:
-		return nil, fmt.Errorf("uprobes: unknown trigger case %q", c.Case)
 	}
-	cons := &Consumer{}
+	if !c.Case.Probed {
+		return k, nil
+	}
+	cons := &uprobes.Consumer{}
 	count := func(r *kernel.Runner) { k.hits[r.Task.Thread.CPU()].n.Add(1) }
-	if ret {
+	if c.Case.Ret {
 		cons.RetHandler = func(_ uint64, r *kernel.Runner) { count(r) }
 	} else {
 		cons.Handler = func(r *kernel.Runner) int { count(r); return 0 }
 	}
 	addr, _ := a.Addr(label)
 	if _, err := k.u.Register(nil, in, addr-triggerText, cons); err != nil {
-		return nil, fmt.Errorf("uprobes: trigger %s: register: %w", c.Case, err)
+		return nil, fmt.Errorf("trigger %s: register: %w", c.Case.Name, err)
 	}
 	return k, nil
 }
 
-// sample runs the producers for d and returns calls, hits, the wall time
-// and the producers' summed thread CPU time (0 if unknown).
-func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed, cpuTime time.Duration, err error) {
+// sample runs the producers for d, or until ctx is done, and returns
+// calls, hits, the wall time and the producers' summed thread CPU time (0
+// if unknown).
+func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hits uint64, elapsed, cpuTime time.Duration, err error) {
 	var total, cpuNs atomic.Int64
 	errs := make(chan error, len(k.tasks))
 	h0 := k.totalHits()
@@ -153,7 +143,7 @@ func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed, cpu
 			sp := triggerStack - uint64(i)*16*pgtable.PageSize - 64
 			n := int64(0)
 			t0, ok := threadCPUTime()
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
 				r.Regs = cpu.Regs{RIP: k.entry}
 				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = sp, triggerBatch
 				if s := r.Run(); s.Reason != cpu.StopHalt {
@@ -176,34 +166,28 @@ func (k *triggerKernel) sample(d time.Duration) (calls, hits int64, elapsed, cpu
 	case err = <-errs:
 	default:
 	}
-	return total.Load(), k.totalHits() - h0, elapsed, time.Duration(cpuNs.Load()), err
+	return uint64(total.Load()), k.totalHits() - h0, elapsed, time.Duration(cpuNs.Load()), err
 }
 
-func (k *triggerKernel) totalHits() int64 {
-	var n int64
+func (k *triggerKernel) totalHits() uint64 {
+	var n uint64
 	for i := range k.hits {
-		n += k.hits[i].n.Load()
+		n += uint64(k.hits[i].n.Load())
 	}
 	return n
 }
 
-// Trigger runs the model trigger benchmark: c.CPUs threads of one process,
+// measure runs the model trigger benchmark: c.CPUs threads of one process,
 // each on its own model CPU, call a target in a tight loop; a consumer
 // counts hits. The flavours are sampled in turn.
-func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
-	if len(c.Flavors) == 0 {
-		c.Flavors = []string{SRCU, TasksTrace}
-	}
-	if c.CPUs < 1 || c.Interval <= 0 {
-		return nil, fmt.Errorf("uprobes: trigger: bad config %+v", c)
-	}
+func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 	var ks []*triggerKernel
 	defer func() {
 		for _, k := range ks {
 			k.mach.Stop()
 		}
 	}()
-	res := make([]TriggerResult, len(c.Flavors))
+	res := make([]modelResult, len(c.Flavors))
 	for i, fl := range c.Flavors {
 		k, err := newTriggerKernel(c, fl)
 		if err != nil {
@@ -211,22 +195,21 @@ func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
 		}
 		ks = append(ks, k)
 		res[i].Flavor = fl
-		if _, _, _, _, err := k.sample(c.Warmup); err != nil {
+		if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
 			return nil, err
 		}
 	}
-	nsamples := max(1, int(c.Duration/c.Interval))
-	for range nsamples {
+	for range c.Samples {
 		for i, k := range ks {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			calls, hits, el, cpuTime, err := k.sample(c.Interval)
+			calls, hits, el, cpuTime, err := k.sample(ctx, c.Interval)
 			if err != nil {
 				return nil, err
 			}
 			n := hits
-			if c.Case == CaseNop {
+			if !c.Case.Probed {
 				n = calls
 			}
 			res[i].Samples = append(res[i].Samples, float64(n)/el.Seconds())
@@ -237,10 +220,70 @@ func Trigger(ctx context.Context, c TriggerConfig) ([]TriggerResult, error) {
 			res[i].Hits += hits
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for _, r := range res {
-		if c.Case != CaseNop && r.Hits != r.Calls {
-			return res, fmt.Errorf("uprobes: trigger %s %s: %d hits for %d calls", c.Case, r.Flavor, r.Hits, r.Calls)
+		if c.Case.Probed && r.Hits != r.Calls {
+			return res, fmt.Errorf("trigger %s %s: %d hits for %d calls", c.Case.Name, r.Flavor, r.Hits, r.Calls)
 		}
 	}
 	return res, nil
+}
+
+// RunModel runs every case at every producer count on one model kernel per
+// variant, the variants sampled in turn, and emits the results grouped by
+// variant when it ends (also when it fails or is interrupted: what
+// finished).
+func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	flavors, err := uprobes.ParseFlavors(env.Variants)
+	if err != nil {
+		return err
+	}
+	byFlavor := map[uprobes.Flavor][]Result{}
+	defer func() {
+		for _, f := range flavors {
+			for _, r := range byFlavor[f] {
+				emit(r)
+			}
+		}
+	}()
+	for _, name := range o.Cases {
+		c, _ := LookupCase(name)
+		for _, n := range o.CPUs {
+			res, err := measure(ctx, modelConfig{Case: c, CPUs: n, Flavors: flavors,
+				Warmup: o.Warmup, Interval: o.Interval, Samples: o.Samples()})
+			if err != nil {
+				return fmt.Errorf("%s %d cpus: %w", name, n, err)
+			}
+			var srcu *modelResult
+			for i := range res {
+				if res[i].Flavor == uprobes.SRCU {
+					srcu = &res[i]
+				}
+			}
+			for _, mr := range res {
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Flavor.String()}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
+				if len(mr.CPUSamples) > 0 {
+					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
+					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)
+					r.PerCPU = p
+				}
+				if srcu != nil && mr.Flavor != uprobes.SRCU {
+					// Paired samples (taken in turn): the ratio of each pair.
+					v := &VsSRCU{}
+					v.RatioVsSRCU, v.RatioVsSRCUStddev = report.MeanStddev(ratios(mr.Samples, srcu.Samples))
+					r.VsSRCU = v
+					if len(mr.CPUSamples) > 0 && len(srcu.CPUSamples) > 0 {
+						cv := &CPUVsSRCU{}
+						cv.RatioCPUVsSRCU, cv.RatioCPUVsSRCUStddev = report.MeanStddev(ratios(mr.CPUSamples, srcu.CPUSamples))
+						r.CPUVsSRCU = cv
+					}
+				}
+				byFlavor[mr.Flavor] = append(byFlavor[mr.Flavor], r)
+			}
+		}
+	}
+	NoteLoad(env)
+	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package uprobes
+package trigger
 
 import "time"
 

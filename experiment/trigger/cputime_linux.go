@@ -1,4 +1,4 @@
-package uprobes
+package trigger
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package uprobes
+package attach
 
 import (
 	"context"
@@ -8,24 +8,20 @@ import (
 	"time"
 
 	"mmlab/cpu"
+	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/uprobes"
 )
 
-// Attach modes, named as the live ones.
-const (
-	ModeMulti = "uprobe_multi" // one link: N registers; detach N nosync + one sync
-	ModePerf  = "perf"         // N events: each detach is nosync + sync
-)
-
-// AttachConfig is one model attach/detach measurement.
-type AttachConfig struct {
+// modelConfig is one model attach/detach measurement.
+type modelConfig struct {
 	// Flavors are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
-	Flavors []string
+	Flavors []uprobes.Flavor
 	Modes   []string // ModeMulti, ModePerf
-	Ns      []int    // probes per attach, at most SledLen
+	Ns      []int    // probes per attach, at most MaxProbes
 	Runs    int
 	// Procs processes map the file; the first CPUs of them (one per model
 	// CPU) run a loop through the probed sled meanwhile, so grace periods
@@ -33,33 +29,27 @@ type AttachConfig struct {
 	Procs, CPUs int
 }
 
-// AttachRun is one attach and detach.
-type AttachRun struct {
-	Flavor         string
+// modelRun is one attach and detach.
+type modelRun struct {
+	Flavor         uprobes.Flavor
 	Mode           string
 	N              int
 	Attach, Detach time.Duration
 }
 
-// SledLen is the number of nops the probes go on.
-const SledLen = 64
+// The model's address-space layout: the sled's file mapped at text, a
+// stack of 16 pages below stackTop.
+const (
+	text     = 0x400000
+	stackTop = 0x7ff000000000
+)
 
-// AttachCost attaches and detaches N uprobes on a file that c.Procs model
+// measure attaches and detaches N uprobes on a file that c.Procs model
 // processes map, c.Runs times round-robin over counts and modes, and
 // returns each run. Attach is the N registrations; detach is every
 // UnregisterNosync and the UnregisterSync calls of the mode (the flavour's
 // grace period: the writer-side price of Tasks Trace).
-func AttachCost(ctx context.Context, c AttachConfig) ([]AttachRun, error) {
-	for _, m := range c.Modes {
-		if m != ModeMulti && m != ModePerf {
-			return nil, fmt.Errorf("uprobes: attach: unknown mode %q", m)
-		}
-	}
-	for _, n := range c.Ns {
-		if n < 1 || n > SledLen {
-			return nil, fmt.Errorf("uprobes: attach: n %d not in 1..%d", n, SledLen)
-		}
-	}
+func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 	var stops []func()
 	defer func() {
 		for _, stop := range stops {
@@ -67,8 +57,8 @@ func AttachCost(ctx context.Context, c AttachConfig) ([]AttachRun, error) {
 		}
 	}()
 	type target struct {
-		flavor string
-		u      *Uprobes
+		flavor uprobes.Flavor
+		u      *uprobes.Uprobes
 		in     *mm.Inode
 		base   uint64
 	}
@@ -84,7 +74,7 @@ func AttachCost(ctx context.Context, c AttachConfig) ([]AttachRun, error) {
 		stops = append(stops, stop)
 		ts = append(ts, target{fl, u, in, base})
 	}
-	var out []AttachRun
+	var out []modelRun
 	for range c.Runs {
 		for _, n := range c.Ns {
 			for _, mode := range c.Modes {
@@ -105,14 +95,14 @@ func AttachCost(ctx context.Context, c AttachConfig) ([]AttachRun, error) {
 	return out, nil
 }
 
-// attachKernel is one flavour's model kernel for AttachCost: a sled of
+// attachKernel is one flavour's model kernel for measure: a sled of
 // nops in a file that c.Procs processes map, the first c.CPUs of them
 // running a loop through it. stop ends it.
-func attachKernel(c AttachConfig, flavor string) (u *Uprobes, in *mm.Inode, base uint64, stop func(), err error) {
-	a := cpu.NewAsm(triggerText)
+func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in *mm.Inode, base uint64, stop func(), err error) {
+	a := cpu.NewAsm(text)
 	a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
 	a.Label("sled")
-	for range SledLen {
+	for range MaxProbes {
 		a.Nop()
 	}
 	a.Ret()
@@ -122,7 +112,7 @@ func attachKernel(c AttachConfig, flavor string) (u *Uprobes, in *mm.Inode, base
 	}
 	sled, _ := a.Addr("sled")
 	mach := kernel.NewMachine(max(1, c.CPUs))
-	u, err = New(mach, flavor)
+	u, err = uprobes.New(mach, uprobes.Config{Flavor: flavor})
 	if err != nil {
 		mach.Stop()
 		return nil, nil, 0, nil, err
@@ -141,10 +131,10 @@ func attachKernel(c AttachConfig, flavor string) (u *Uprobes, in *mm.Inode, base
 	for i := range c.Procs {
 		t := kernel.NewTaskMM(fmt.Sprint("mapper", i))
 		t.MM.Hooks = u
-		if _, err := t.MM.Mmap(nil, triggerText, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, file, 0); err != nil {
+		if _, err := t.MM.Mmap(nil, text, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, file, 0); err != nil {
 			return nil, nil, 0, stop, err
 		}
-		if _, err := t.MM.Mmap(nil, triggerStack-16*pgtable.PageSize, 16*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
+		if _, err := t.MM.Mmap(nil, stackTop-16*pgtable.PageSize, 16*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
 			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 			return nil, nil, 0, stop, err
 		}
@@ -159,8 +149,8 @@ func attachKernel(c AttachConfig, flavor string) (u *Uprobes, in *mm.Inode, base
 				if n == 1 {
 					once.Do(func() { close(started) })
 				}
-				r.Regs = cpu.Regs{RIP: triggerText}
-				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, 256
+				r.Regs = cpu.Regs{RIP: text}
+				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 256
 				if s := r.Run(); s.Reason != cpu.StopHalt {
 					return
 				}
@@ -168,18 +158,18 @@ func attachKernel(c AttachConfig, flavor string) (u *Uprobes, in *mm.Inode, base
 		}))
 		<-started // measure with the mapper running
 	}
-	return u, in, sled - triggerText, stop, nil
+	return u, in, sled - text, stop, nil
 }
 
 // attachOnce times one attach of n probes and its detach.
-func attachOnce(u *Uprobes, in *mm.Inode, base uint64, mode string, n int) (AttachRun, error) {
-	run := AttachRun{Mode: mode, N: n}
+func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n int) (modelRun, error) {
+	run := modelRun{Mode: mode, N: n}
 	var hits atomic.Int64
-	ups := make([]*Uprobe, n)
-	cons := make([]*Consumer, n)
+	ups := make([]*uprobes.Uprobe, n)
+	cons := make([]*uprobes.Consumer, n)
 	start := time.Now()
 	for i := range n {
-		cons[i] = &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+		cons[i] = &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 		up, err := u.Register(nil, in, base+uint64(i), cons[i])
 		if err != nil {
 			return run, err
@@ -201,4 +191,40 @@ func attachOnce(u *Uprobes, in *mm.Inode, base uint64, mode string, n int) (Atta
 	}
 	run.Detach = time.Since(start)
 	return run, nil
+}
+
+// The model's processes: modelProcs map the sled, modelCPUs of them run
+// through it, on as many model CPUs (the host's other core stays free for
+// the attaching task).
+const modelProcs, modelCPUs = 4, 1
+
+// RunModel measures every mode and count on one model kernel per variant,
+// the variants in turn run by run, and emits one result per (variant, mode,
+// n).
+func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
+	flavors, err := uprobes.ParseFlavors(env.Variants)
+	if err != nil {
+		return err
+	}
+	env.Param("model_procs", modelProcs)
+	env.Param("model_cpus", modelCPUs)
+	runs, err := measure(ctx, modelConfig{Flavors: flavors, Modes: o.Attach, Ns: o.N,
+		Runs: o.Runs, Procs: modelProcs, CPUs: modelCPUs})
+	if err != nil {
+		return err
+	}
+	for _, f := range flavors {
+		for _, n := range o.N {
+			for _, m := range o.Attach {
+				var at, de []float64
+				for _, r := range runs {
+					if r.Flavor == f && r.N == n && r.Mode == m {
+						at, de = append(at, Ms(r.Attach)), append(de, Ms(r.Detach))
+					}
+				}
+				emit(NewResult(experiment.Row{Target: experiment.Model, Variant: f.String()}, m, n, at, de))
+			}
+		}
+	}
+	return nil
 }

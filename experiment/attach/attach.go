@@ -1,0 +1,156 @@
+// Package attach is the experiment that times attaching and detaching N
+// uprobes, the writer side of seed 004: detach waits for a grace period of
+// the hit path's protection (uprobe_unregister_sync), which RCU Tasks Trace
+// makes slower than SRCU. Its model side attaches on model kernels of both
+// flavours; its live side (mmlab/live/attach) on the running kernel.
+package attach
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/report"
+	"mmlab/uprobes"
+)
+
+// Attach modes, as the live kernel offers them.
+const (
+	// ModeMulti is one BPF uprobe_multi link with N offsets: N registers,
+	// then on detach N unregisters and one uprobe_unregister_sync.
+	ModeMulti = "uprobe_multi"
+	// ModePerf is N perf-event uprobes: each detach is an unregister and a
+	// uprobe_unregister_sync.
+	ModePerf = "perf"
+)
+
+// ParseModes splits a comma-separated --flag value of attach modes;
+// "multi" is short for uprobe_multi.
+func ParseModes(flagName, value string) ([]string, error) {
+	modes, err := experiment.List(flagName, value, ModeMulti, ModePerf, "multi")
+	for i, m := range modes {
+		if m == "multi" {
+			modes[i] = ModeMulti
+		}
+	}
+	return modes, err
+}
+
+// MaxProbes bounds --n: the probe sites are the nops of a 64-nop sled.
+const MaxProbes = 64
+
+// Options are the options of `mmlab run attach`; their JSON is the
+// document's params.
+type Options struct {
+	Attach []string      `json:"attach"` // modes
+	N      []int         `json:"n"`      // probe counts
+	Runs   int           `json:"runs"`   // attach/detach cycles per mode and count
+	Gap    time.Duration `json:"-"`      // live: pause before each attach
+	GapMs  int64         `json:"gap_ms"`
+
+	attach, n string // the flags, parsed by Validate
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{attach: ModeMulti + "," + ModePerf, n: "1,4,64", Runs: 5, Gap: 200 * time.Millisecond}
+}
+
+// Flags registers the options on fs.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.attach, "attach", o.attach, "comma-separated attach modes, uprobe_multi and/or perf")
+	fs.StringVar(&o.n, "n", o.n, fmt.Sprintf("comma-separated probe counts, 1 to %d", MaxProbes))
+	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per mode and count (the median is reported)")
+	fs.DurationVar(&o.Gap, "gap", o.Gap, "live: pause before each attach, so that every attach starts cold (0: back to back)")
+}
+
+// Validate checks every option.
+func (o *Options) Validate() error {
+	var err error
+	if o.Attach, err = ParseModes("attach", o.attach); err != nil {
+		return err
+	}
+	if o.N, err = experiment.Counts("n", o.n, 1, MaxProbes); err != nil {
+		return err
+	}
+	if o.Runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
+	}
+	if o.Gap < 0 {
+		return fmt.Errorf("--gap %v: want 0 or more", o.Gap)
+	}
+	o.GapMs = o.Gap.Milliseconds()
+	return nil
+}
+
+// Result is one (target, variant, attach mode, n) cell: the runs' times.
+type Result struct {
+	experiment.Row
+	Attach       string    `json:"attach"` // the mode
+	N            int       `json:"n"`
+	AttachMs     float64   `json:"attach_ms"` // median of the runs
+	AttachMsRuns []float64 `json:"attach_ms_runs"`
+	DetachMs     float64   `json:"detach_ms"` // median of the runs
+	DetachMsRuns []float64 `json:"detach_ms_runs"`
+}
+
+// NewResult summarises one cell's runs (in ms).
+func NewResult(row experiment.Row, mode string, n int, attachMs, detachMs []float64) Result {
+	return Result{Row: row, Attach: mode, N: n,
+		AttachMs: report.Median(attachMs), AttachMsRuns: attachMs,
+		DetachMs: report.Median(detachMs), DetachMsRuns: detachMs}
+}
+
+// Ms converts d to milliseconds.
+func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Table prints one line per result, median and range of the runs, under a
+// header for each target and variant.
+func Table(w io.Writer, o *Options, rs []Result) {
+	var last string
+	for _, r := range rs {
+		if key := fmt.Sprint(r.Target, r.Variant); key != last {
+			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max], ms)\n", r.Target, r.Variant, o.Runs)
+			fmt.Fprintf(w, "  %-14s %4s  %-26s %s\n", "attach", "n", "attach ms", "detach ms")
+			last = key
+		}
+		fmt.Fprintf(w, "  %-14s %4v  %-26s %s\n", r.Attach, r.N, cell(r.AttachMs, r.AttachMsRuns), cell(r.DetachMs, r.DetachMsRuns))
+	}
+}
+
+func cell(med float64, runs []float64) string {
+	if len(runs) == 0 {
+		return fmt.Sprintf("%.3f", med)
+	}
+	return fmt.Sprintf("%.3f [%.3f-%.3f]", med, slices.Min(runs), slices.Max(runs))
+}
+
+// Def is the attach experiment.
+var Def = experiment.Def[*Options, Result]{
+	Name:    "attach",
+	Seed:    "004",
+	Summary: "time to attach and to detach N uprobes (uprobe_multi and perf)",
+	Help: `usage: mmlab run attach [--target model|live|both] [--variant srcu,tasks-trace] [--n 1,4,64] [--runs R] [--attach uprobe_multi,perf] [--json]
+
+Attaches N uprobes on N distinct nops of a sled in the mmlab binary, which the
+running mmlab maps, then detaches them; times both. uprobe_multi is one link
+with N offsets, perf is N perf-event uprobes each linked to the program.
+Detach includes the kernel's uprobe_unregister_sync (an RCU Tasks Trace grace
+period): once per link, so N times in perf mode. Attach takes dup_mmap_sem for
+write; when that per-CPU rwsem has been idle, percpu_down_write() first waits
+for a normal RCU grace period (rcu_sync_enter). A pause of --gap before each
+attach lets that state go idle, so every attach pays it, as an agent that
+attaches now and then does; with --gap 0 attach times are bimodal.
+Model: the same on a file that model processes map, one running through the
+probed code, under both protections of the hit path (srcu, tasks-trace).
+Live needs Linux and root.
+`,
+	Variants:   []string{uprobes.SRCU.String(), uprobes.TasksTrace.String()},
+	NewOptions: NewOptions,
+	Quick:      []string{"--n", "1,4", "--runs", "3"},
+	Model:      RunModel,
+	Table:      Table,
+}

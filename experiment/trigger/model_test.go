@@ -1,0 +1,166 @@
+package trigger
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"mmlab/cpu"
+	"mmlab/experiment"
+	"mmlab/kernel"
+	"mmlab/uprobes"
+)
+
+// options parses args as `mmlab run trigger` does.
+func options(t *testing.T, args ...string) *Options {
+	t.Helper()
+	o := NewOptions()
+	if err := experiment.ParseOptions(o, args...); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Every case runs on both flavours and 2 CPUs, and every call is a hit.
+func TestMeasure(t *testing.T) {
+	for _, c := range AllCases {
+		res, err := measure(context.Background(), modelConfig{Case: c, CPUs: 2, Flavors: uprobes.Flavors,
+			Warmup: 5 * time.Millisecond, Interval: 10 * time.Millisecond, Samples: 2})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if len(res) != 2 || res[0].Flavor != uprobes.SRCU || res[1].Flavor != uprobes.TasksTrace {
+			t.Fatalf("%s: results %+v", c.Name, res)
+		}
+		for _, r := range res {
+			if len(r.Samples) != 2 || r.Calls == 0 || (c.Probed && r.Hits != r.Calls) || (!c.Probed && r.Hits != 0) {
+				t.Errorf("%s %s: %d samples, %d calls, %d hits", c.Name, r.Flavor, len(r.Samples), r.Calls, r.Hits)
+			}
+		}
+	}
+}
+
+// A cancelled run stops and says so.
+func TestMeasureStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c, _ := LookupCase("uprobe-nop")
+	_, err := measure(ctx, modelConfig{Case: c, CPUs: 1, Flavors: uprobes.Flavors, Interval: time.Hour, Samples: 1})
+	if err != context.Canceled {
+		t.Errorf("measure on a cancelled context: %v", err)
+	}
+}
+
+// The model runner emits one result per (variant, case, cpus), grouped by
+// variant, with the key fields and the paired ratio on the tasks-trace
+// rows only.
+func TestRunModel(t *testing.T) {
+	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
+	var rs []Result
+	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	for i, r := range rs {
+		want := []string{"srcu", "srcu", "tasks-trace", "tasks-trace"}[i]
+		if r.Target != experiment.Model || r.Variant != want || r.Attach != "model" || r.CPUs != 1 || len(r.MopsRuns) != 2 {
+			t.Errorf("result %d: %+v", i, r)
+		}
+		if r.Mops <= 0 {
+			t.Errorf("result %d: mops %v", i, r.Mops)
+		}
+		if (r.VsSRCU != nil) != (want == "tasks-trace") {
+			t.Errorf("result %d: ratio_vs_srcu present %v", i, r.VsSRCU != nil)
+		}
+	}
+	var b strings.Builder
+	Table(&b, o, rs)
+	for _, want := range []string{"model srcu:\n", "model tasks-trace:\n", "uprobe-nop ( 1 cpus): ", "tasks-trace/srcu ratio: wall "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"--cpus", "999"}, `--cpus 999: "999": want a comma-separated list of counts from 1 to 64`},
+		{[]string{"--cpus", "1,0"}, `"0"`},
+		{[]string{"--cpus", ""}, `--cpus`},
+		{[]string{"--cases", "uprobe-foo"}, `--cases: unknown "uprobe-foo"`},
+		{[]string{"--attach", "kprobe"}, `--attach: unknown "kprobe"`},
+		{[]string{"--warmup", "-1s"}, `--warmup -1s`},
+		{[]string{"--interval", "0s"}, `--interval 0s`},
+		{[]string{"--duration", "1s", "--interval", "2s"}, `--duration 1s`},
+	} {
+		if err := experiment.ParseOptions(NewOptions(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	o := options(t, "--attach", "multi", "--cpus", "4,1")
+	if len(o.Attach) != 1 || o.Attach[0] != "uprobe_multi" || len(o.CPUs) != 2 || o.CPUs[0] != 4 {
+		t.Errorf("parsed %+v", o)
+	}
+}
+
+func TestFormatLine(t *testing.T) {
+	// Seed 004's lines, from their own mean and stddev.
+	for _, tc := range []struct {
+		name     string
+		cpus     int
+		mean, sd float64
+		want     string
+	}{
+		{"uprobe-nop", 1, 3.396, 0.002, "uprobe-nop ( 1 cpus): 3.396 ± 0.002M/s ( 3.396M/s/cpu)"},
+		{"uprobe-nop", 16, 7.615, 0.099, "uprobe-nop (16 cpus): 7.615 ± 0.099M/s ( 0.476M/s/cpu)"},
+		{"uretprobe-nop", 8, 5.883, 0.002, "uretprobe-nop ( 8 cpus): 5.883 ± 0.002M/s ( 0.735M/s/cpu)"},
+	} {
+		if got := FormatLine(tc.name, tc.cpus, tc.mean, tc.sd); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
+		}
+	}
+}
+
+// BenchmarkHit runs each trigger case on one model CPU, b.N calls in one
+// Run of the producer loop: ns per call, hit path included (the no-probe
+// case is the loop's own cost).
+func BenchmarkHit(b *testing.B) {
+	for _, c := range AllCases[:4] {
+		for _, fl := range uprobes.Flavors {
+			b.Run(c.Name+"/"+fl.String(), func(b *testing.B) {
+				k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, fl)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer k.mach.Stop()
+				var s cpu.Stop
+				var cpuTime time.Duration
+				b.ResetTimer()
+				r := k.mach.Start(k.leader, 0, 0, func(r *kernel.Runner) {
+					r.Regs.RIP = k.entry
+					r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, uint64(b.N)
+					t0, _ := threadCPUTime()
+					s = r.Run()
+					t1, _ := threadCPUTime()
+					cpuTime = t1 - t0
+				})
+				<-r.Done()
+				b.StopTimer()
+				if s.Reason != cpu.StopHalt || (c.Probed && k.totalHits() != uint64(b.N)) {
+					b.Fatalf("%v, %d hits for %d calls", s, k.totalHits(), b.N)
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcalls/s")
+				if cpuTime > 0 {
+					b.ReportMetric(float64(b.N)/cpuTime.Seconds()/1e6, "Mcalls/cpu-s")
+				}
+			})
+		}
+	}
+}

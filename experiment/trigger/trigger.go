@@ -1,0 +1,315 @@
+// Package trigger is seed 004's benchmark, the kernel's `bench trig-*`
+// (tools/testing/selftests/bpf/benchs/bench_trigger.c): N producers, each on
+// its own CPU, call a target function in a tight loop while a probe on it
+// counts hits. Its model side runs the loop on model CPUs under both
+// protections of the uprobe hit path (uprobes.Flavor), sampled in turn; its
+// live side (mmlab/live/trigger) runs it on the running kernel.
+package trigger
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/experiment/attach"
+	"mmlab/report"
+	"mmlab/uprobes"
+)
+
+// Case is one of the kernel's `bench trig-*` benchmarks: the function the
+// producer loop calls and the probe on it.
+type Case struct {
+	Name string
+	// Target is the function called: "nop" (nop; ret), "ret" (a lone ret)
+	// or "nop5" (a 5-byte nop; ret), the bench's uprobe_target_*.
+	Target string
+	Probed bool // a probe on the target's first instruction
+	Ret    bool // the probe is a uretprobe
+}
+
+// The targets.
+const (
+	TargetNop  = "nop"
+	TargetRet  = "ret"
+	TargetNop5 = "nop5"
+)
+
+// AllCases are the cases, in table order.
+var AllCases = []Case{
+	{"nop", TargetNop, false, false},         // no probe: the loop's own speed, calls/s
+	{"uprobe-nop", TargetNop, true, false},   // uprobe on a nop (emulated)
+	{"uretprobe-nop", TargetNop, true, true}, // uretprobe on the nop function
+	{"uprobe-ret", TargetRet, true, false},   // uprobe on a ret (single-stepped out of line)
+	{"uprobe-nop5", TargetNop5, true, false}, // uprobe on a 5-byte nop (x86 may optimize it)
+}
+
+// DefaultCases are the cases run unless --cases says otherwise.
+var DefaultCases = []string{"nop", "uprobe-nop", "uretprobe-nop", "uprobe-ret"}
+
+// LookupCase returns the case named name.
+func LookupCase(name string) (Case, bool) {
+	i := slices.IndexFunc(AllCases, func(c Case) bool { return c.Name == name })
+	if i < 0 {
+		return Case{}, false
+	}
+	return AllCases[i], true
+}
+
+func caseNames() []string {
+	var ns []string
+	for _, c := range AllCases {
+		ns = append(ns, c.Name)
+	}
+	return ns
+}
+
+// MaxProducers bounds --cpus: the seed's sweep ends at 64 CPUs.
+const MaxProducers = 64
+
+// Options are the options of `mmlab run trigger`; their JSON is the
+// document's params.
+type Options struct {
+	CPUs   []int    `json:"cpus"`   // producer counts
+	Cases  []string `json:"cases"`  // case names
+	Attach []string `json:"attach"` // live: attach modes (package attach)
+	// Warmup runs before the first sample; then one sample per Interval
+	// until Duration is covered.
+	Warmup     time.Duration `json:"-"`
+	Duration   time.Duration `json:"-"`
+	Interval   time.Duration `json:"-"`
+	WarmupMs   int64         `json:"warmup_ms"`
+	DurationMs int64         `json:"duration_ms"`
+	IntervalMs int64         `json:"interval_ms"`
+
+	cpus, cases, attach string // the flags, parsed by Validate
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{cpus: "1,2", cases: strings.Join(DefaultCases, ","), attach: "uprobe_multi,perf",
+		Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
+}
+
+// Flags registers the options on fs.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.cpus, "cpus", o.cpus, fmt.Sprintf("comma-separated producer counts, 1 to %d; producer i pinned to CPU i", MaxProducers))
+	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases of "+strings.Join(caseNames(), ","))
+	fs.StringVar(&o.attach, "attach", o.attach, "live: comma-separated attach modes, uprobe_multi and/or perf")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before the first sample")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured time after warm-up: one sample per interval")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "sample length")
+}
+
+// Validate checks every option.
+func (o *Options) Validate() error {
+	var err error
+	if o.CPUs, err = experiment.Counts("cpus", o.cpus, 1, MaxProducers); err != nil {
+		return err
+	}
+	if o.Cases, err = experiment.List("cases", o.cases, caseNames()...); err != nil {
+		return err
+	}
+	if o.Attach, err = attach.ParseModes("attach", o.attach); err != nil {
+		return err
+	}
+	switch {
+	case o.Warmup < 0:
+		return fmt.Errorf("--warmup %v: want 0 or more", o.Warmup)
+	case o.Interval <= 0:
+		return fmt.Errorf("--interval %v: want more than 0", o.Interval)
+	case o.Duration < o.Interval:
+		return fmt.Errorf("--duration %v: want at least one --interval (%v)", o.Duration, o.Interval)
+	}
+	o.WarmupMs, o.DurationMs, o.IntervalMs = o.Warmup.Milliseconds(), o.Duration.Milliseconds(), o.Interval.Milliseconds()
+	return nil
+}
+
+// Samples is the number of samples a run takes.
+func (o *Options) Samples() int { return max(1, int(o.Duration/o.Interval)) }
+
+// The attach of a result that is not a live attach mode.
+const (
+	AttachModel = "model" // a model result
+	AttachNone  = "none"  // a live case without a probe
+)
+
+// Result is one (target, variant, attach, case, cpus) measurement.
+type Result struct {
+	experiment.Row
+	// Attach is AttachModel for the model; live, AttachNone or the attach
+	// mode (package attach).
+	Attach string `json:"attach"`
+	Case   string `json:"case"`
+	CPUs   int    `json:"cpus"`
+	// Mops is the mean rate over the samples in million hits per second
+	// (calls per second for the case without a probe).
+	Mops       float64   `json:"mops"`
+	MopsStddev float64   `json:"mops_stddev"`
+	MopsRuns   []float64 `json:"mops_runs"`
+	Calls      uint64    `json:"calls"` // calls of the target in the samples
+	Hits       uint64    `json:"hits"`  // probe runs in the samples
+	*PerCPU
+	*VsSRCU
+	*CPUVsSRCU
+}
+
+// PerCPU is the model's rate per producer CPU-second times the producers:
+// what producers with a host core each would do.
+type PerCPU struct {
+	MopsCPU       float64   `json:"mops_cpu"`
+	MopsCPUStddev float64   `json:"mops_cpu_stddev"`
+	MopsCPURuns   []float64 `json:"mops_cpu_runs"`
+}
+
+// VsSRCU is a model flavour's rate over SRCU's, sample pair by sample pair
+// (the flavours are sampled in turn).
+type VsSRCU struct {
+	RatioVsSRCU       float64 `json:"ratio_vs_srcu"`
+	RatioVsSRCUStddev float64 `json:"ratio_vs_srcu_stddev"`
+}
+
+// CPUVsSRCU is VsSRCU per CPU-second.
+type CPUVsSRCU struct {
+	RatioCPUVsSRCU       float64 `json:"ratio_cpu_vs_srcu"`
+	RatioCPUVsSRCUStddev float64 `json:"ratio_cpu_vs_srcu_stddev"`
+}
+
+// NewResult summarises samples (rates per second, one per interval).
+func NewResult(row experiment.Row, attachMode, c string, cpus int, samples []float64, calls, hits uint64) Result {
+	mops := scale(samples, 1e-6)
+	r := Result{Row: row, Attach: attachMode, Case: c, CPUs: cpus, MopsRuns: mops, Calls: calls, Hits: hits}
+	r.Mops, r.MopsStddev = report.MeanStddev(mops)
+	return r
+}
+
+func scale(xs []float64, k float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = x * k
+	}
+	return out
+}
+
+// ratios returns a[i]/b[i] for the pairs both have (b[i] > 0).
+func ratios(a, b []float64) []float64 {
+	var out []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 && !math.IsNaN(a[i]) {
+			out = append(out, a[i]/b[i])
+		}
+	}
+	return out
+}
+
+// FormatLine prints one summary line exactly as the kernel's trigger
+// benchmark sweep does (seed 004), from a rate and its spread in M/s:
+//
+//	uprobe-nop ( 1 cpus): 3.396 ± 0.002M/s ( 3.396M/s/cpu)
+func FormatLine(c string, cpus int, mops, sd float64) string {
+	return fmt.Sprintf("%s (%2d cpus): %.3f ± %.3fM/s (%6.3fM/s/cpu)", c, cpus, mops, sd, mops/float64(cpus))
+}
+
+// Table prints the results in the seed's format: the model's per CPU-second
+// rates and ratios, case by case, then a header and the seed's lines for
+// each run of results with the same target, variant and attach.
+func Table(w io.Writer, o *Options, rs []Result) {
+	if n, cpus := slices.Max(append([]int{0}, o.CPUs...)), runtime.NumCPU(); n > cpus {
+		fmt.Fprintf(w, "warning: up to %d producers on %d CPUs: producers share CPUs, so \"( N cpus)\" counts producers, not CPUs\n", n, cpus)
+	}
+	var model []Result
+	for _, r := range rs {
+		if r.Target == experiment.Model {
+			model = append(model, r)
+		}
+	}
+	if len(model) > 0 {
+		fmt.Fprintln(w, "model: the flavours alternate sample by sample; per CPU-second = hits per producer CPU-second x CPUs (what producers with a core each would do)")
+	}
+	for _, c := range o.Cases {
+		for _, n := range o.CPUs {
+			for _, r := range model {
+				if r.Case != c || r.CPUs != n {
+					continue
+				}
+				if r.PerCPU != nil {
+					fmt.Fprintf(w, "  %-11s per CPU-second: %s\n", r.Variant, FormatLine(c, n, r.MopsCPU, r.MopsCPUStddev))
+				}
+				if r.VsSRCU != nil {
+					line := fmt.Sprintf("  %s/srcu ratio: wall %.3f ± %.3f", r.Variant, r.RatioVsSRCU, r.RatioVsSRCUStddev)
+					if r.CPUVsSRCU != nil {
+						line += fmt.Sprintf(", per CPU-second %.3f ± %.3f", r.RatioCPUVsSRCU, r.RatioCPUVsSRCUStddev)
+					}
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}
+	var last string
+	for _, r := range rs {
+		if key := fmt.Sprint(r.Target, r.Variant, r.Attach); key != last {
+			switch {
+			case r.Target == experiment.Live && r.Attach == AttachNone:
+				fmt.Fprintf(w, "live kernel (%s), no probe: calls of the target\n", report.ThisMachine().Kernel)
+			case r.Target == experiment.Live:
+				fmt.Fprintf(w, "live kernel, BPF counter on a %s link: hits, each call checked counted\n", r.Attach)
+			default:
+				fmt.Fprintf(w, "%s %s:\n", r.Target, r.Variant)
+			}
+			last = key
+		}
+		fmt.Fprintln(w, FormatLine(r.Case, r.CPUs, r.Mops, r.MopsStddev))
+	}
+}
+
+// NoteLoad records the one-minute load average at the end of a run in the
+// params, and warns when it exceeds the CPUs: other tasks then shared the
+// producers' CPUs.
+func NoteLoad(env experiment.Env) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return
+	}
+	env.Param("loadavg_end", l)
+	if cpus := runtime.NumCPU(); l > float64(cpus) {
+		env.Progress("warning: load average %.1f on %d CPUs at the end: other tasks shared the producers' CPUs", l, cpus)
+	}
+}
+
+// Def is the trigger experiment.
+var Def = experiment.Def[*Options, Result]{
+	Name:    "trigger",
+	Seed:    "004",
+	Summary: "uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
+	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace] [--attach uprobe_multi,perf] [--cpus 1,2] [--duration D] [--json]
+
+N producers, each pinned to its own CPU, call a target function in a tight
+loop; a probe on it counts hits. Cases: nop (no probe: the loop's own speed),
+uprobe-nop (uprobe on a nop), uretprobe-nop, uprobe-ret (uprobe on a ret),
+uprobe-nop5 (on a 5-byte nop; optional). After the warm-up, one sample per
+interval; printed as the kernel's trigger sweep prints (seed 004):
+
+  uprobe-nop ( 1 cpus): 3.396 ± 0.002M/s ( 3.396M/s/cpu)
+
+Model: the variants are the hit path's protection, srcu (v6.12) and
+tasks-trace (v6.13+), sampled in turn on model CPUs.
+Live: the targets are Go-assembly leaves in this binary, the counter a BPF
+program on a uprobe_multi link or a perf-event uprobe; every call must be
+counted. Live needs Linux and root.
+`,
+	Variants:   []string{uprobes.SRCU.String(), uprobes.TasksTrace.String()},
+	NewOptions: NewOptions,
+	Quick:      []string{"--cpus", "1,2", "--warmup", "200ms", "--duration", "500ms", "--interval", "250ms"},
+	Model:      RunModel,
+	Table:      Table,
+}

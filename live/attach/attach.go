@@ -1,0 +1,82 @@
+// Package attach is the live side of the attach experiment
+// (mmlab/experiment/attach): attach and detach N uprobes on the sled of
+// this binary through package uprobe, on the running kernel.
+package attach
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/experiment/attach"
+	"mmlab/live/uprobe"
+)
+
+// The live sled has a probe site for every count the experiment allows.
+var _ [uprobe.SledLen - attach.MaxProbes]struct{}
+
+// Run times attach and detach on the live kernel. The runs go round-robin
+// over counts and modes so that every cell sees the same machine. Attach is
+// the link creation alone (the BPF program is loaded before the clock
+// starts); detach is closing every link and the program.
+func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(attach.Result)) error {
+	if err := uprobe.Supported(); err != nil {
+		return err
+	}
+	path, offsets, err := uprobe.SledOffsets(slices.Max(o.N))
+	if err != nil {
+		return err
+	}
+	env.Param("probed", path)
+	type cell struct{ attach, detach []float64 }
+	cells := map[string]*cell{}
+	for range o.Runs {
+		for _, n := range o.N {
+			for _, m := range o.Attach {
+				mode, _ := uprobe.ParseMode(m)
+				if err := sleep(ctx, o.Gap); err != nil {
+					return err
+				}
+				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})
+				if err != nil {
+					return fmt.Errorf("%s n=%d: %w", m, n, err)
+				}
+				start := time.Now()
+				err = p.Close()
+				detach := time.Since(start)
+				if err != nil {
+					return fmt.Errorf("%s n=%d: %w", m, n, err)
+				}
+				key := fmt.Sprint(m, n)
+				if cells[key] == nil {
+					cells[key] = &cell{}
+				}
+				c := cells[key]
+				c.attach = append(c.attach, attach.Ms(p.LinkTime()))
+				c.detach = append(c.detach, attach.Ms(detach))
+			}
+		}
+	}
+	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	for _, n := range o.N {
+		for _, m := range o.Attach {
+			c := cells[fmt.Sprint(m, n)]
+			emit(attach.NewResult(row, m, n, c.attach, c.detach))
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,39 @@
+package attach
+
+import (
+	"context"
+	"testing"
+
+	"mmlab/experiment"
+	"mmlab/experiment/attach"
+	"mmlab/live/uprobe"
+)
+
+// One result per (n, mode), each with every run's times.
+func TestRun(t *testing.T) {
+	if err := uprobe.Supported(); err != nil {
+		t.Skip(err)
+	}
+	o := attach.NewOptions()
+	if err := experiment.ParseOptions(o, "--n", "1,2", "--runs", "2", "--gap", "0"); err != nil {
+		t.Fatal(err)
+	}
+	var rs []attach.Result
+	params := map[string]any{}
+	env := experiment.Env{Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}
+	if err := Run(context.Background(), o, env, func(r attach.Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d results, want 4", len(rs))
+	}
+	for i, r := range rs {
+		if r.Target != experiment.Live || r.N != []int{1, 1, 2, 2}[i] || r.Attach != o.Attach[i%2] ||
+			len(r.AttachMsRuns) != 2 || len(r.DetachMsRuns) != 2 || r.AttachMs <= 0 || r.DetachMs <= 0 {
+			t.Errorf("result %d: %+v", i, r)
+		}
+	}
+	if params["probed"] == nil {
+		t.Error("no probed path in the params")
+	}
+}

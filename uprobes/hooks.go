@@ -1,0 +1,11 @@
+package uprobes
+
+import "mmlab/mm"
+
+// hooks are the package's test step drivers, set only from export_test.go;
+// every one is nil outside tests.
+var hooks struct {
+	// waited runs in the after design's register_for_each_vma each time
+	// it has taken the write lock of an mm it found busy.
+	waited func(m *mm.MM)
+}
