@@ -3,7 +3,8 @@
 //
 // A document is
 //
-//	{"experiment", "machine": {"kernel", "cpus", "mem_bytes", "go"}, "params", "results": [...]}
+//	{"schema_version", "experiment", "machine": {"kernel", "cpus", "mem_bytes", "go", ...},
+//	 "params", "results": [...], "verdict", "skipped", "interrupted"}
 //
 // Each result carries "target" ("model" or "live"), "variant" ("before"/"after",
 // "srcu"/"tasks-trace", or "kernel" for live), the key fields its experiment
@@ -21,14 +22,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-)
-
-// Targets and the live variant.
-const (
-	TargetModel = "model"
-	TargetLive  = "live"
-	// VariantKernel is the variant of every live result: the running kernel.
-	VariantKernel = "kernel"
 )
 
 // Machine describes where a document was produced.
@@ -77,44 +70,6 @@ func NewDocument[R any](experiment string, params map[string]any) *Document[R] {
 
 // WriteJSON writes d as indented JSON followed by a newline.
 func (d *Document[R]) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(d)
-}
-
-// Result is one row: target, variant, key fields and metrics. It is a map so
-// that each experiment names its own fields; encoding/json sorts its keys.
-type Result map[string]any
-
-// MapDocument is the whole `--json` output of one experiment run.
-type MapDocument struct {
-	Experiment string         `json:"experiment"`
-	Machine    Machine        `json:"machine"`
-	Params     map[string]any `json:"params"`
-	Results    []Result       `json:"results"`
-}
-
-// New starts a document for experiment with the given parameters.
-func New(experiment string, params map[string]any) *MapDocument {
-	if params == nil {
-		params = map[string]any{}
-	}
-	return &MapDocument{Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []Result{}}
-}
-
-// Add appends a result for target and variant with the given fields and
-// returns it so the caller can add more.
-func (d *MapDocument) Add(target, variant string, fields map[string]any) Result {
-	r := Result{"target": target, "variant": variant}
-	for k, v := range fields {
-		r[k] = v
-	}
-	d.Results = append(d.Results, r)
-	return r
-}
-
-// WriteJSON writes d as indented JSON followed by a newline.
-func (d *MapDocument) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)

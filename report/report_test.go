@@ -24,8 +24,13 @@ func TestStats(t *testing.T) {
 }
 
 func TestDocumentSchema(t *testing.T) {
-	d := New("x", map[string]any{"runs": 3})
-	d.Add(TargetModel, "before", map[string]any{"case": "c", "fork_max_ms": 1.5})
+	type row struct {
+		Target    string  `json:"target"`
+		Variant   string  `json:"variant"`
+		ForkMaxMs float64 `json:"fork_max_ms"`
+	}
+	d := NewDocument[row]("x", map[string]any{"runs": 3})
+	d.Results = append(d.Results, row{"model", "before", 1.5})
 	var buf bytes.Buffer
 	if err := d.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -33,6 +38,9 @@ func TestDocumentSchema(t *testing.T) {
 	var back map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
 		t.Fatal(err)
+	}
+	if back["schema_version"] != float64(SchemaVersion) {
+		t.Errorf("schema_version %v", back["schema_version"])
 	}
 	for _, k := range []string{"experiment", "machine", "params", "results"} {
 		if _, ok := back[k]; !ok {
