@@ -166,7 +166,13 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 			},
 			Param: func(key string, value any) { doc.Params[key] = value },
 		}
-		err := j.run(ctx, o, env, func(r R) { doc.Results = append(doc.Results, r) })
+		env.Progress("started (%s)", strings.Join(j.variants, ", "))
+		n := 0
+		err := j.run(ctx, o, env, func(r R) {
+			doc.Results = append(doc.Results, r)
+			n++
+			env.Progress("result %d done", n)
+		})
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
