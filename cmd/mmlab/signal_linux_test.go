@@ -57,11 +57,6 @@ func TestSignals(t *testing.T) {
 	runs := [][]string{{"all", "--quick", "--target", "live"}}
 	for _, e := range boundExperiments {
 		args := append([]string{"run", e.Name(), "--target", "live"}, e.QuickArgs()...)
-		if e.Name() == "attach" {
-			// Its live side reports every cell at the end: more runs, so
-			// that the third line still comes before the work is done.
-			args = append(args, "--runs", "20")
-		}
 		runs = append(runs, args)
 	}
 	linksBefore := len(bpfLinkIDs(t))

@@ -32,7 +32,8 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 	env.Param("probed", path)
 	type cell struct{ attach, detach []float64 }
 	cells := map[string]*cell{}
-	for range o.Runs {
+	for run := range o.Runs {
+		env.Progress("round %d of %d", run+1, o.Runs)
 		for _, n := range o.N {
 			for _, m := range o.Attach {
 				mode, _ := uprobe.ParseMode(m)
