@@ -227,6 +227,15 @@ func (c *CPU) Flush() {
 	c.dtlb = tlb{}
 }
 
+// SyncCore is a serializing instruction (sync_core(), the handler of the
+// kernel's text-poke sync IPI): the CPU drops the instructions it decoded,
+// so everything it executes next is fetched again. (The model CPU checks
+// the bytes of a cached decoding at every fetch anyway, so this changes
+// what it costs, not what it runs.) Call it as Flush.
+func (c *CPU) SyncCore() {
+	c.decoded = [decodedSize]decodedInsn{}
+}
+
 // translate returns the page storage for addr from the TLB, asking mem on a
 // miss (or when a write finds a translation obtained by a read). It returns
 // the storage, not the entry: mem.Page may sleep, and a task that slept is

@@ -117,6 +117,7 @@ func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
 	}
 	ut := getUtask(r)
 	u.handlerChain(up, r, ut)
+	u.archUprobeOptimize(r, up, bp) // try to optimize after the first hit
 	if r.Regs.RIP != bp {
 		return 0 // a handler moved ip: skip the instruction
 	}

@@ -81,6 +81,11 @@ type Uprobe struct {
 	// analysis (arch_uprobe_analyze_insn). Written once, before copied.
 	orig [16]byte
 	insn cpu.Insn
+	// canOptimize is ARCH_UPROBE_FLAG_CAN_OPTIMIZE (can_optimize(), when
+	// the Uprobes optimize), written with orig; optimizeFail is
+	// ARCH_UPROBE_FLAG_OPTIMIZE_FAIL, set once an optimization failed.
+	canOptimize  bool
+	optimizeFail atomic.Bool
 }
 
 // Freed reports whether the uprobe went through its whole free chain
@@ -195,6 +200,15 @@ type Uprobes struct {
 
 	// Design is seed 000's switch (design.go). Set before use.
 	Design Design
+	// optimize: uprobes on 5-byte nops are optimized (x86-64, v6.18+).
+	optimize bool
+	// trampMapping is tramp_mapping, the special mapping of every
+	// [uprobes-trampoline] VMA; tramps maps *mm.MM to its *trampolines.
+	trampMapping *mm.SpecialMapping
+	tramps       sync.Map
+	// warned and warnings count the WARN_ON_ONCE()s (warnOnce).
+	warned   [nWarn]atomic.Bool
+	warnings atomic.Int64
 	// passes counts the after design's passes. Test step drivers, if set:
 	// passHook runs after each pass with the mms found busy in it,
 	// waitedHook after each busy mm's write lock was taken.
@@ -209,10 +223,31 @@ var (
 	_ kernel.Traps        = (*Uprobes)(nil)
 )
 
+// Config chooses a model kernel's uprobes at construction.
+type Config struct {
+	// Flavor is the hit path's protection: SRCU or TasksTrace (seed 004).
+	Flavor string
+	// Design is seed 000's switch.
+	Design Design
+	// NoOptimize leaves uprobes on 5-byte nops as int3s, as before v6.18
+	// (every hit traps); by default they are optimized at their first
+	// hit, as on x86-64 since v6.18.
+	NoOptimize bool
+}
+
 // New returns the uprobes of machine m with the hit path protected by
-// flavor (SRCU or TasksTrace), and installs it as m's trap handler.
+// flavor (SRCU or TasksTrace), and installs it as m's trap handler. It is
+// NewConfig with the other choices at their defaults.
 func New(m *kernel.Machine, flavor string) (*Uprobes, error) {
-	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys)}
+	return NewConfig(m, Config{Flavor: flavor})
+}
+
+// NewConfig returns the uprobes of machine m as c says, and installs it as
+// m's trap handler.
+func NewConfig(m *kernel.Machine, c Config) (*Uprobes, error) {
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), Design: c.Design, optimize: !c.NoOptimize,
+		trampMapping: newTrampMapping()}
+	flavor := c.Flavor
 	switch flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCU(m.Sys)
