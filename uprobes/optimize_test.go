@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"mmlab/cpu"
@@ -438,5 +440,104 @@ func TestRemoteUnregisterLeavesCall(t *testing.T) {
 	wantHalt(t, res)
 	if res.regs.R[cpu.RAX] != 3 || k.hits != 1 {
 		t.Errorf("rax %d hits %d, want 3 calls and no more hits", res.regs.R[cpu.RAX], k.hits)
+	}
+}
+
+// The text-poke syncs come before the first write of an optimization and
+// after every write, of an optimization and of a removal alike.
+func TestTextPokeSyncOrder(t *testing.T) {
+	e := optEnv(t, Config{Flavor: TasksTrace})
+	p := e.newProc(t, "p")
+	var at []int64 // syncs done when each write starts
+	setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
+	k := newCounter(true, false, nil)
+	up := mustRegister(t, e, "f5", &k.c)
+	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+	var err error
+	onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{writeTail, 1, writeHead, 2, writeInt3, 3, writeTail, 4, writeHead, 5}
+	if fmt.Sprint(at) != fmt.Sprint(want) || e.mach.TextPokeSyncs() != 6 {
+		t.Errorf("(write, syncs before it) %v, %d syncs in all; want %v, 6", at, e.mach.TextPokeSyncs(), want)
+	}
+	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+		t.Errorf("site % x after removal", got)
+	}
+}
+
+// Two threads of a process hit the nop5 on two CPUs while a third
+// registers and unregisters it over and over: every call runs the function
+// once, every hit sees the registers of the probe, and every completed
+// removal leaves the original bytes.
+func TestStressOptimizeWhileHitting(t *testing.T) {
+	for _, fl := range flavors {
+		t.Run(fl, func(t *testing.T) {
+			e := newEnv(t, 2, fl, optProg)
+			p := e.newProc(t, "p")
+			threads := []*kernel.Task{p, p.NewThread()}
+			tracer := p.NewThread() // runs on the test's goroutine
+			var stop atomic.Bool
+			errs := make(chan error, 2)
+			var runners []*kernel.Runner
+			for i, th := range threads {
+				sp := stackTop - 64 - uint64(i)*0x1000
+				runners = append(runners, e.mach.Start(th, i, 0, func(r *kernel.Runner) {
+					for n := 0; !stop.Load(); n++ {
+						r.Regs = cpu.Regs{RIP: e.addr("main")}
+						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.R11] = sp, 40, 0x5a5a
+						s := r.Run()
+						if s.Reason != cpu.StopHalt || r.Regs.R[cpu.RSP] != sp || r.Regs.R[cpu.RAX] != 40 || r.Regs.R[cpu.R11] != 0x5a5a {
+							errs <- fmt.Errorf("%v batch %d: %v, regs %v, signals %v", r.Task, n, s, &r.Regs, r.Task.PendingSignals())
+							return
+						}
+					}
+				}))
+			}
+			var bad atomic.Value
+			c := &Consumer{Handler: func(r *kernel.Runner) int {
+				if r.Regs.RIP != e.addr("f5") {
+					bad.Store(fmt.Sprintf("handler at %#x", r.Regs.RIP))
+				}
+				return 0
+			}}
+			optimized := 0
+			for round := range 30 {
+				up, err := e.u.Register(tracer, e.inode, e.off("f5"), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 200 && siteBytes(t, e, p.MM)[0] != callInsn; i++ {
+					runtime.Gosched()
+				}
+				if siteBytes(t, e, p.MM)[0] == callInsn {
+					optimized++
+				}
+				if err := e.u.UnregisterNosync(tracer, up, c); err != nil {
+					t.Fatal(err)
+				}
+				e.u.UnregisterSync(nil)
+				if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+					t.Fatalf("round %d: site % x after unregister", round, got)
+				}
+			}
+			stop.Store(true)
+			for _, r := range runners {
+				<-r.Done()
+			}
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			default:
+			}
+			if s := bad.Load(); s != nil {
+				t.Fatal(s)
+			}
+			if optimized == 0 || len(e.u.Trampolines(p.MM)) != 1 {
+				t.Errorf("%d rounds optimized, trampolines %#x; want some, and one trampoline reused", optimized, e.u.Trampolines(p.MM))
+			}
+			t.Logf("%d of 30 rounds optimized before the removal", optimized)
+		})
 	}
 }
