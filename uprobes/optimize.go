@@ -159,20 +159,6 @@ func (u *Uprobes) inUprobeTrampoline(r *kernel.Runner, ip uint64) bool {
 	return found
 }
 
-// currentMM is current->mm for the task w stands for (nil for a plain
-// goroutine, which is like a kernel thread).
-func currentMM(w locking.Waiter) *mm.MM {
-	switch t := w.(type) {
-	case *kernel.Runner:
-		return t.Task.MM
-	case *kernel.Task:
-		return t.MM
-	case removalWaiter:
-		return currentMM(t.w)
-	}
-	return nil
-}
-
 // fatal is fatal_signal_pending() for the task w stands for.
 func fatal(w locking.Waiter) bool {
 	if w == nil {
@@ -211,9 +197,11 @@ func copyFromVaddr(w locking.Waiter, m *mm.MM, vaddr uint64, dst []byte) error {
 }
 
 // isOptimized mirrors is_optimized() and __is_optimized(): the site is a
-// call into a trampoline. As in v6.19, the trampoline is looked up in
-// current->mm (the mm of the task w stands for), not in m: a removal by a
-// task of another process sees no optimized site.
+// call into a trampoline of m. (v6.19's __in_uprobe_trampoline() looks in
+// current->mm, which for a removal by another process is the wrong mm; the
+// live 6.18.44 kernel restores an optimized site detached by another
+// process, live/uprobe's TestLiveRemoteUnregisterRestores, so the model
+// looks in m, as the live kernel does.)
 func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, error) {
 	var insn [callInsnSize]byte
 	if err := copyFromVaddr(w, m, vaddr, insn[:]); err != nil {
@@ -223,7 +211,7 @@ func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, e
 		return false, nil
 	}
 	rel := int32(binary.LittleEndian.Uint32(insn[1:]))
-	return u.inTrampolineLocked(currentMM(w), vaddr+callInsnSize+uint64(int64(rel))), nil
+	return u.inTrampolineLocked(m, vaddr+callInsnSize+uint64(int64(rel))), nil
 }
 
 // shouldOptimize mirrors should_optimize().

@@ -251,10 +251,8 @@ func siteStates(e *env) (call, int3Rel, int3Orig, corrupt []byte) {
 
 // A removal of an optimized uprobe killed at each write of
 // swbp_unoptimize(), then a hit, a new register and unregister, a fork, or
-// nothing, in both designs. The unregistering task is of another process
-// of the same layout, whose own site is optimized too: v6.19's
-// is_optimized() looks the trampoline up in the remover's mm, which then
-// has one at the same address. p is visited first; the kill makes every
+// nothing, in both designs. The unregistering task is of another process,
+// whose own site is optimized too. p is visited first; the kill makes every
 // later write fail (EINTR), so the other mms keep their calls.
 //
 // Before: the site is left as the write it stopped at says (the call, int3
@@ -419,11 +417,10 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 	}
 }
 
-// A removal by a task of another process whose mm has no trampoline there
-// does not see the site as optimized (v6.19 looks in current->mm): the
-// call stays, and the process goes on entering the kernel through the
-// trampoline, which finds no uprobe and returns past the nop5.
-func TestRemoteUnregisterLeavesCall(t *testing.T) {
+// A removal by a task of another process, which has no trampoline there,
+// restores the optimized site in the three writes, as the live kernel does
+// (live/uprobe's TestLiveRemoteUnregisterRestores).
+func TestRemoteUnregisterRestores(t *testing.T) {
 	e := optEnv(t, Config{Flavor: TasksTrace})
 	p := e.newProc(t, "p")
 	k := newCounter(true, false, nil)
@@ -433,8 +430,8 @@ func TestRemoteUnregisterLeavesCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.u.UnregisterSync(nil)
-	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, callBytes(e, wantTramp)) {
-		t.Errorf("site % x, want the call left", got)
+	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+		t.Errorf("site % x, want the nop5 restored", got)
 	}
 	res := e.run(t, p, 0, "main", calls(3))
 	wantHalt(t, res)

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -368,5 +370,93 @@ func TestLiveForkedChildOfOptimized(t *testing.T) {
 	callLoop(nop5.PC, 3)
 	if hits, err := p.Hits(); err != nil || hits != 1+3 {
 		t.Errorf("parent hits %d (%v), want 4: the first and three optimized", hits, err)
+	}
+}
+
+// The helper of TestLiveRemoteUnregisterRestores, run as a re-execution
+// of this test binary: it maps the code file (MMLAB_UPROBE_CODE) r-x at
+// remoteCodeAt, says "ready" on stdout and calls its nop5 site until
+// killed.
+const remoteCodeAt = 0x100000000000
+
+func TestLiveHelperCallLoop(t *testing.T) {
+	path := os.Getenv("MMLAB_UPROBE_CODE")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, e := unix.Syscall6(unix.SYS_MMAP, remoteCodeAt, 4096, unix.PROT_READ|unix.PROT_EXEC,
+		unix.MAP_PRIVATE|unix.MAP_FIXED_NOREPLACE, f.Fd(), 0); e != 0 {
+		t.Fatal(e)
+	}
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
+	os.Stdout.WriteString("ready\n")
+	for {
+		callLoop(remoteCodeAt+codeSite, 1000)
+	}
+}
+
+// A uprobe detached by a process other than the probed one, which has no
+// trampoline at that address, restores the optimized site (the text of
+// v6.19's __in_uprobe_trampoline() looks in current->mm and would leave the
+// call), and the probed process runs on. The model does the same
+// (uprobes.TestRemoteUnregisterRestores).
+func TestLiveRemoteUnregisterRestores(t *testing.T) {
+	needOptimized(t)
+	for _, l := range readMaps(t) {
+		if l.start <= remoteCodeAt+4096 && remoteCodeAt+4096 < l.end {
+			t.Skipf("this process maps %s where the helper's trampoline goes", l.line)
+		}
+	}
+	codePath := writeCodeFile(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLiveHelperCallLoop$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MMLAB_UPROBE_CODE="+codePath)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	p, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: ModeMulti, Pid: pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := func() []byte {
+		b := make([]byte, 5)
+		if err := readAt("/proc/"+strconv.Itoa(pid)+"/mem", b, remoteCodeAt+codeSite); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := 0; ; i++ {
+		if hits, _ := p.Hits(); hits > 1 && site()[0] == 0xe8 {
+			break
+		}
+		if i == 1000 {
+			p.Close()
+			t.Fatalf("the helper's site was not optimized: % x", site())
+		}
+		time.Sleep(time.Millisecond) // waiting for another process, not forcing an interleaving
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := site()
+	t.Logf("helper's site after the detach: % x", got)
+	if !bytes.Equal(got, []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}) {
+		t.Errorf("site % x after a remote detach, want the nop5 restored", got)
+	}
+	var ws syscall.WaitStatus
+	if wpid, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); wpid != 0 {
+		t.Errorf("helper ended: %v", ws)
 	}
 }
