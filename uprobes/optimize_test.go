@@ -43,6 +43,15 @@ func optEnv(t *testing.T, c Config) *env {
 	return e
 }
 
+// probedProc is an optEnv with a process p and a counting uprobe on f5.
+func probedProc(t *testing.T, c Config) (*env, *kernel.Task, *counter, *Uprobe) {
+	t.Helper()
+	e := optEnv(t, c)
+	p := e.newProc(t, "p")
+	k := newCounter(true, false, nil)
+	return e, p, k, mustRegister(t, e, "f5", &k.c)
+}
+
 func siteBytes(t testing.TB, e *env, m *mm.MM) []byte { return readBytes(t, m, e.addr("f5"), 5) }
 
 func callBytes(e *env, tramp uint64) []byte {
@@ -68,10 +77,7 @@ func TestOptimizedHit(t *testing.T) {
 	for _, fl := range flavors {
 		for _, off := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/nooptimize=%v", fl, off), func(t *testing.T) {
-				e := optEnv(t, Config{Flavor: fl, NoOptimize: off})
-				p := e.newProc(t, "p")
-				k := newCounter(true, false, nil)
-				mustRegister(t, e, "f5", &k.c)
+				e, p, k, _ := probedProc(t, Config{Flavor: fl, NoOptimize: off})
 				res := e.run(t, p, 0, "main", calls(5))
 				wantHalt(t, res)
 				if k.hits != 5 || res.regs.R[cpu.RAX] != 5 {
@@ -174,9 +180,7 @@ func TestTrampolineBelow(t *testing.T) {
 // The trampoline cannot be moved (EPERM) but can be unmapped; exit
 // forgets the mm's trampolines.
 func TestTrampolineMremapMunmapExit(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	mustRegister(t, e, "f5", &newCounter(true, false, nil).c)
+	e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace})
 	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 	if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
 		t.Errorf("mremap: %v, want EPERM", err)
@@ -199,10 +203,7 @@ func TestTrampolineMremapMunmapExit(t *testing.T) {
 // site, as on the live kernel (TestLiveForkedChildOfOptimized in
 // live/uprobe).
 func TestForkAfterOptimization(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	k := newCounter(true, false, nil)
-	mustRegister(t, e, "f5", &k.c)
+	e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace})
 	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 	child := forkOf(t, e, p)
 	if mapsLine(child.MM, trampName) != "" {
@@ -421,10 +422,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // restores the optimized site in the three writes, as the live kernel does
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	k := newCounter(true, false, nil)
-	up := mustRegister(t, e, "f5", &k.c)
+	e, p, k, up := probedProc(t, Config{Flavor: TasksTrace})
 	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 	if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
 		t.Fatal(err)
@@ -443,12 +441,9 @@ func TestRemoteUnregisterRestores(t *testing.T) {
 // The text-poke syncs come before the first write of an optimization and
 // after every write, of an optimization and of a removal alike.
 func TestTextPokeSyncOrder(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
+	e, p, k, up := probedProc(t, Config{Flavor: TasksTrace})
 	var at []int64 // syncs done when each write starts
 	setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
-	k := newCounter(true, false, nil)
-	up := mustRegister(t, e, "f5", &k.c)
 	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 	var err error
 	onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
@@ -519,15 +514,7 @@ func TestStressOptimizeWhileHitting(t *testing.T) {
 					t.Fatalf("round %d: site % x after unregister", round, got)
 				}
 			}
-			stop.Store(true)
-			for _, r := range runners {
-				<-r.Done()
-			}
-			select {
-			case err := <-errs:
-				t.Fatal(err)
-			default:
-			}
+			stopRunners(t, &stop, runners, errs)
 			if s := bad.Load(); s != nil {
 				t.Fatal(s)
 			}
@@ -536,5 +523,20 @@ func TestStressOptimizeWhileHitting(t *testing.T) {
 			}
 			t.Logf("%d of 30 rounds optimized before the removal", optimized)
 		})
+	}
+}
+
+// stopRunners stops the looping runners and fails with the first error
+// one of them sent.
+func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs <-chan error) {
+	t.Helper()
+	stop.Store(true)
+	for _, r := range runners {
+		<-r.Done()
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
 	}
 }
