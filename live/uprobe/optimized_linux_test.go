@@ -143,8 +143,21 @@ func mapAboveHole(t *testing.T, path string) uintptr {
 // [uprobes-trampoline] pages and the [uprobes] XOL page. The model, given
 // the same layout, the same files and the same probes, prints the same
 // lines.
+//
+// It runs in a fresh process (a re-execution of this test binary), whose
+// maps no earlier test has given uprobes pages.
 func TestLiveOptimizedMapsMatchModel(t *testing.T) {
 	needOptimized(t)
+	if os.Getenv("MMLAB_UPROBE_FRESH") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestLiveOptimizedMapsMatchModel$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "MMLAB_UPROBE_FRESH=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("fresh process:\n%s", out)
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestLiveOptimizedMapsMatchModel")) {
+			t.Errorf("fresh process: %v", err)
+		}
+		return
+	}
 	nop5, ret := target(t, "nop5"), target(t, "ret")
 	codePath := writeCodeFile(t)
 	codeAt := mapAboveHole(t, codePath)
