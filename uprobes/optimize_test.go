@@ -540,3 +540,25 @@ func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs
 	default:
 	}
 }
+
+// find_nearest_trampoline takes the page below only if it is strictly
+// nearer to the call's end than the page above.
+func TestFindNearestTrampolineTie(t *testing.T) {
+	m := mm.New()
+	if _, err := m.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.MmapReadLock(nil)
+	defer m.MmapReadUnlock()
+	// Free pages at 0x3ff000 and 0x402000; a call ending at 0x400800 is
+	// 0x1800 from both.
+	for _, c := range []struct{ vaddr, want uint64 }{
+		{0x400800 - 5, 0x402000},
+		{0x400800 - 6, 0x3ff000},
+		{0x400800 - 4, 0x402000},
+	} {
+		if got, err := findNearestTrampoline(m, c.vaddr); err != nil || got != c.want {
+			t.Errorf("site %#x: %#x, %v; want %#x", c.vaddr, got, err, c.want)
+		}
+	}
+}
