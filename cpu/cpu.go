@@ -227,6 +227,19 @@ func (c *CPU) Flush() {
 	c.dtlb = tlb{}
 }
 
+// SyncCore is a serializing instruction (sync_core(), the handler of the
+// kernel's text-poke sync IPI): the CPU drops the instructions it decoded,
+// so everything it executes next is fetched and decoded again. (The model
+// CPU checks the bytes of a cached decoding at every fetch anyway, so this
+// changes what it costs, not what it runs.) Call it as Flush. Only the
+// entries' masks are cleared: the instruction in flight (an IPI may run
+// while it waits for a page) keeps its decoding.
+func (c *CPU) SyncCore() {
+	for i := range c.decoded {
+		c.decoded[i].mask = 0
+	}
+}
+
 // translate returns the page storage for addr from the TLB, asking mem on a
 // miss (or when a write finds a translation obtained by a read). It returns
 // the storage, not the entry: mem.Page may sleep, and a task that slept is

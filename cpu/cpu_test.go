@@ -603,3 +603,34 @@ func TestFlushInsidePage(t *testing.T) {
 		t.Errorf("memory holds %#x", got)
 	}
 }
+
+// syncingMem runs SyncCore (and Flush) inside every Page call, as the
+// text-poke sync IPI does when it reaches a task waiting for a page.
+type syncingMem struct {
+	*fakeMem
+	c *CPU
+}
+
+func (m syncingMem) Page(addr uint64, acc Access) (Page, error) {
+	m.c.SyncCore()
+	m.c.Flush()
+	return m.fakeMem.Page(addr, acc)
+}
+
+// TestSyncCoreInsidePage: a SyncCore while an instruction waits for its
+// data page leaves that instruction's decoding intact (the pops still load
+// their own registers), and only makes later fetches decode again.
+func TestSyncCoreInsidePage(t *testing.T) {
+	code := asm(t, func(a *Asm) {
+		a.Push(RBP).Push(RBX).Pop(R11).Pop(RCX).Hlt()
+	})
+	fm, r := newTask(t, code)
+	r.R[RBP], r.R[RBX] = 0x1111, 0x2222
+	var c CPU
+	if s := c.Run(r, syncingMem{fm, &c}, NoHooks{}); s.Reason != StopHalt {
+		t.Fatalf("Run = %v", s)
+	}
+	if r.R[R11] != 0x2222 || r.R[RCX] != 0x1111 || r.R[RAX] != 0 {
+		t.Errorf("r11 %#x rcx %#x rax %#x, want 0x2222 0x1111 0", r.R[R11], r.R[RCX], r.R[RAX])
+	}
+}

@@ -42,7 +42,8 @@ type Machine struct {
 	// before any task runs.
 	Traps Traps
 
-	percpu []machineCPU // indexed by model CPU id
+	percpu        []machineCPU // indexed by model CPU id
+	textPokeSyncs atomic.Int64
 }
 
 // machineCPU is one model CPU's state in the Machine.
@@ -72,6 +73,11 @@ type Traps interface {
 	// TaskExit is called on the task's thread when the Runner ends
 	// (uprobe_free_utask at exit).
 	TaskExit(r *Runner)
+	// Syscall is offered every syscall the task executes (r.Regs as the
+	// cpu.Hooks Syscall describes them). It returns handled false for a
+	// system call it does not serve, which stops Run with
+	// cpu.StopSyscall; otherwise 0 to resume or the signal to deliver.
+	Syscall(r *Runner) (handled bool, sig Signal)
 }
 
 // NewMachine returns a machine of ncpu model CPUs.
@@ -198,9 +204,20 @@ func (r *Runner) SingleStep(*cpu.Regs) bool {
 	return r.trapped(sig)
 }
 
-// Syscall stops Run with cpu.StopSyscall: the model has no system calls for
-// user code; the Runner's caller sees the stop and may serve one (cpu.Hooks).
-func (r *Runner) Syscall(*cpu.Regs) bool { return false }
+// Syscall offers the system call to Traps (the uprobe syscalls); any other
+// stops Run with cpu.StopSyscall: the model has no other system calls for
+// user code, the Runner's caller sees the stop and may serve one
+// (cpu.Hooks).
+func (r *Runner) Syscall(*cpu.Regs) bool {
+	if r.m.Traps == nil {
+		return false
+	}
+	handled, sig := r.m.Traps.Syscall(r)
+	if !handled {
+		return false
+	}
+	return r.trapped(sig)
+}
 
 // Fault delivers the fault's signal and stops the task (cpu.Hooks).
 func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
@@ -289,17 +306,40 @@ func (r *Runner) RecordBlocked(lock string, d time.Duration) { r.Task.RecordBloc
 // Block, giving up its own CPU meanwhile, as the sched rules require; a
 // plain goroutine sends them directly.
 func (m *Machine) FlushTLB(mmp *mm.MM, w locking.Waiter) {
+	m.onEachCPU(mmp, w, (*cpu.CPU).Flush)
+}
+
+// TextPokeSync mirrors arch/x86/kernel/alternative.c:
+// smp_text_poke_sync_each_cpu(): an IPI to every model CPU (on_each_cpu,
+// the caller's included) whose handler makes it serialize (do_sync_core),
+// so that no CPU goes on executing instruction bytes it fetched before the
+// caller's last text write. The model CPU serializes by dropping its
+// decoded instructions (cpu.CPU.SyncCore). It is separate from the TLB
+// shootdown of the write itself, and sent whether or not a CPU runs the mm.
+// w is as for FlushTLB.
+func (m *Machine) TextPokeSync(w locking.Waiter) {
+	m.textPokeSyncs.Add(1)
+	m.onEachCPU(nil, w, (*cpu.CPU).SyncCore)
+}
+
+// TextPokeSyncs returns how many TextPokeSync calls were made.
+func (m *Machine) TextPokeSyncs() int64 { return m.textPokeSyncs.Load() }
+
+// onEachCPU sends an IPI to every model CPU whose current Runner runs a
+// task of mmp (every CPU if mmp is nil) and returns when each has run fn
+// on the interpreter of that Runner (if it still runs there).
+func (m *Machine) onEachCPU(mmp *mm.MM, w locking.Waiter, fn func(*cpu.CPU)) {
 	send := func() {
 		for i := range m.percpu {
-			if r := m.percpu[i].curr.Load(); r == nil || r.mm != mmp {
+			if r := m.percpu[i].curr.Load(); mmp != nil && (r == nil || r.mm != mmp) {
 				continue
 			}
 			m.Sys.CPU(i).IPI(func(running *sched.Thread) {
 				if running == nil {
 					return
 				}
-				if r := m.percpu[i].curr.Load(); r != nil && r.Task.Thread == running && r.mm == mmp {
-					r.interp.Flush()
+				if r := m.percpu[i].curr.Load(); r != nil && r.Task.Thread == running && (mmp == nil || r.mm == mmp) {
+					fn(&r.interp)
 				}
 			})
 		}

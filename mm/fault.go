@@ -95,13 +95,13 @@ func (m *MM) StoreByte(w locking.Waiter, addr uint64, b byte) error {
 // mmap lock (read or write) and has checked access.
 func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 	a := addr &^ (pgtable.PageSize - 1)
-	if v.specialPages != nil || v.Name != "" {
+	if v.special != nil || v.Name != "" {
 		// special_mapping_fault: the mapping's own pages.
 		idx := (a - v.Start) >> pgtable.PageShift
-		if idx >= uint64(len(v.specialPages)) {
+		if v.special == nil || idx >= uint64(len(v.special.Pages)) {
 			return SIGBUS
 		}
-		page := v.specialPages[idx]
+		page := v.special.Pages[idx]
 		m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
 			return pgtable.PTE{Page: page}, !ok
 		})

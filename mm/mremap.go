@@ -185,9 +185,17 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 }
 
 // moveVMA mirrors move_vma(): copy_vma at the target (which may merge there),
-// move the page tables, unmap the source.
+// move the page tables, unmap the source. A special mapping may refuse
+// (vm_ops->mremap): the kernel then moves the page tables back and unmaps
+// the copy; the model refuses before copying, with the same result (the
+// target was already unmapped by the caller).
 func (m *MM) moveVMA(r *remap) (uint64, error) {
 	v := r.vma
+	if v.special != nil && v.special.Mremap != nil {
+		if err := v.special.Mremap(); err != nil {
+			return 0, err
+		}
+	}
 	newPgoff := v.Pgoff + (r.addr-v.Start)>>pgtable.PageShift
 	m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
 	m.PT.Move(r.addr, r.addr+r.oldLen, r.newAddr)

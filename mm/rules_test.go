@@ -241,7 +241,8 @@ func TestPlacementAndSpecialMapping(t *testing.T) {
 	m.MmapWriteLock(nil)
 	xol, err := m.GetUnmappedArea(TaskSize-pg, pg)
 	must(t, err)
-	_, err = m.InstallSpecialMapping(xol, pg, VM_EXEC|VM_MAYEXEC|VM_DONTCOPY|VM_IO, "[uprobes]", []*pgtable.Page{page})
+	_, err = m.InstallSpecialMapping(xol, pg, VM_EXEC|VM_MAYEXEC|VM_DONTCOPY|VM_IO,
+		&SpecialMapping{Name: "[uprobes]", Pages: []*pgtable.Page{page}})
 	m.MmapWriteUnlock()
 	must(t, err)
 	if v, err := m.LoadByte(nil, xol); err != nil || v != 0xcc {

@@ -27,8 +27,9 @@ type VMA struct {
 	chain []*AnonVMA
 	// Name is vm_ops->name of a special mapping ("[uprobes]").
 	Name string
-	// specialPages are a special mapping's pages (vm_special_mapping).
-	specialPages []*pgtable.Page
+	// special is the special mapping of the VMA (vm_private_data with
+	// special_mapping_vmops), nil for any other.
+	special *SpecialMapping
 	// MM is vm_mm.
 	MM *MM
 
@@ -218,7 +219,7 @@ func (m *MM) anonVMAPrepare(v *VMA) {
 // an empty chain (callers clone it).
 func vmaDup(v *VMA) *VMA {
 	n := &VMA{Start: v.Start, End: v.End, Pgoff: v.Pgoff, Flags: v.Flags,
-		File: v.File, AnonVMA: v.AnonVMA, Name: v.Name, MM: v.MM, specialPages: v.specialPages}
+		File: v.File, AnonVMA: v.AnonVMA, Name: v.Name, MM: v.MM, special: v.special}
 	n.LockSeq.Store(^uint64(0))
 	return n
 }

@@ -20,12 +20,16 @@ const (
 	// parent's mmap lock with it held for read, and tears a failed child
 	// down inside it; the child's task points to its mm only after its VMAs
 	// are in i_mmap; a killed unregistering task stops half-way and leaks
-	// the uprobe and its remaining breakpoints.
+	// the uprobe and its remaining breakpoints; an optimized site whose
+	// removal stopped half-way is later restored by its first byte only,
+	// and a failed optimized write warns.
 	DesignBefore Design = iota
-	// DesignAfter is the seed's patches 1, 2 and 5-8: only trylocks under
+	// DesignAfter is the seed's patches 1-8: only trylocks under
 	// dup_mmap_sem, busy mms waited for outside it and the pass redone;
-	// teardown outside dup_mmap_sem; tsk->mm set before the child is
-	// findable; removal completes even for a killed task.
+	// teardown outside dup_mmap_sem; a half-written optimized site is
+	// finished and a failed optimized write does not warn (patches 3, 4);
+	// tsk->mm set before the child is findable; removal completes even for
+	// a killed task.
 	DesignAfter
 )
 

@@ -31,6 +31,18 @@
 //     instruction emulated (nop, push, call, jmp, jcc) or single-stepped out
 //     of line in a slot of the [uprobes] page. A breakpoint with no uprobe
 //     behind it delivers SIGTRAP.
+//   - x86-64 optimized uprobes (v6.18+, optimize.go): a uprobe on a 5-byte
+//     nop is installed as an int3; its first hit, after the handlers and
+//     under the mmap write lock, rewrites it into "call rel32" to the mm's
+//     [uprobes-trampoline] page (the nearest free page, found by
+//     vm_unmapped_area's two searches; VM_DONTCOPY, so a forked child has
+//     the call but not the trampoline), in int3_update's checked writes,
+//     each followed by a text-poke sync IPI (kernel.Machine.TextPokeSync).
+//     The interpreter runs the trampoline, whose syscall is the uprobe
+//     syscall (Syscall): the handlers run without a trap, single-step or
+//     emulation. Removal takes three writes (int3, the original tail, the
+//     original first byte); where a kill stops it depends on the design.
+//     Config.NoOptimize turns the optimization off.
 //   - Uretprobes: the return address is swapped for the trampoline (slot 0
 //     of the XOL page), a per-task stack of return instances records the
 //     original one; nested, recursive and chained (tail) calls. The
@@ -52,14 +64,18 @@
 // # The switch (seed 000)
 //
 // Config.Design, given to New, chooses how register_for_each_vma and fork
-// (through kernel.ForkDesign) meet busy mmap locks (design.go).
-// DesignBefore is v6.19: each mm's mmap write lock is slept on with
-// dup_mmap_sem held for write, fork sleeps on the parent's under it for
-// read and tears a failed child down inside it, the child's task gets its
-// mm only after its VMAs are in i_mmap, and a killed unregistering task
-// leaks the uprobe and the breakpoints it did not reach. DesignAfter is the seed's patches 1, 2 and
-// 5-8: only trylocks under dup_mmap_sem; a busy mm is waited for outside
-// it, its lock kept, and the pass redone; teardown outside; tsk->mm set
+// (through kernel.ForkDesign) meet busy mmap locks (design.go). DesignBefore
+// is v6.19: each mm's mmap write lock is slept on with dup_mmap_sem held for
+// write, fork sleeps on the parent's under it for read and tears a failed
+// child down inside it, the child's task gets its mm only after its VMAs are
+// in i_mmap, a killed unregistering task leaks the uprobe and the
+// breakpoints it did not reach, and a removal of an optimized uprobe
+// stopped half-way stays so (the site "int3 + the call's displacement" is
+// later restored by its first byte only: a corrupted instruction), with
+// WARN_ON_ONCE counted (Warnings). DesignAfter is the seed's patches 1-8:
+// only trylocks under dup_mmap_sem; a busy mm is waited for outside it, its
+// lock kept, and the pass redone; teardown outside; a half-written
+// optimized site is finished; no warning for a killed task; tsk->mm set
 // first; removal completes for a killed task.
 //
 // # Text changes reach the CPUs
@@ -82,9 +98,13 @@
 //	Uprobes.treeLock          uprobes_treelock + uprobes_seqcount (writers)
 //	xolArea.mu                the XOL slot bitmap (leaf)
 //
+// An mm's trampoline list (head_tramps) is protected by its mmap write
+// lock.
+//
 // The hit path holds none of these across its lookups: it runs inside a
 // read section of the flavour, and may take the mmap lock (read: the slow
-// lookup; write: creating the XOL area, unapply) inside it.
+// lookup; write: creating the XOL area, unapply, the first-hit
+// optimization) inside it.
 //
 // # Known model limits
 //
@@ -96,7 +116,11 @@
 // maps a probed file over pages already present in its own mm would IPI its
 // own CPU (it cannot happen for a fresh mapping, whose PTEs are not
 // present). A fork does not copy pending return instances (dup_utask) nor
-// recreate the XOL page in the child (dup_xol_work). Optimized uprobes
-// (v6.18+ nop5 → call), ref_ctr (USDT) and session cookies are not
-// modelled.
+// recreate the XOL page in the child (dup_xol_work). ref_ctr (USDT),
+// session cookies and the shadow stack checks of the uprobe syscall are not
+// modelled. A real CPU pays for an int3 (exception entry, the DIE_INT3
+// notifier, the return-to-user work loop, iret) more than for a syscall and
+// sysret, and little for the trampoline's eight instructions; the model's
+// interpreter pays per instruction and nothing for a trap, so an optimized
+// hit costs it more than an int3 hit (BenchmarkUprobeHit).
 package uprobes

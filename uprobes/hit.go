@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/cpu"
+	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
 	"mmlab/mm"
@@ -116,6 +117,7 @@ func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
 	}
 	ut := getUtask(r)
 	u.handlerChain(up, r, ut)
+	u.archUprobeOptimize(r, up, bp) // try to optimize after the first hit
 	if r.Regs.RIP != bp {
 		return 0 // a handler moved ip: skip the instruction
 	}
@@ -226,13 +228,18 @@ func (u *Uprobes) getXolArea(r *kernel.Runner, ut *utask) (*xolArea, error) {
 	a := &xolArea{vaddr: addr, page: pgtable.NewAnonPage(), freed: make(chan struct{})}
 	a.used.Store(1 << trampolineOff)
 	a.page.Bytes()[trampolineOff] = swbp
-	if _, err := m.InstallSpecialMapping(addr, pgtable.PageSize, xolAreaFlags, xolAreaName, []*pgtable.Page{a.page}); err != nil {
+	sm := &mm.SpecialMapping{Name: xolAreaName, Pages: []*pgtable.Page{a.page}, Mremap: refuseMremap}
+	if _, err := m.InstallSpecialMapping(addr, pgtable.PageSize, xolAreaFlags, sm); err != nil {
 		return nil, err
 	}
 	u.xol.Store(m, a)
 	ut.area = a
 	return a, nil
 }
+
+// refuseMremap is xol_mremap() and x86's tramp_mremap(): the kernel's pages
+// must stay where it put them.
+func refuseMremap() error { return errno.EPERM }
 
 // XolArea returns the address of m's [uprobes] page, if it has one.
 func (u *Uprobes) XolArea(m *mm.MM) (uint64, bool) {

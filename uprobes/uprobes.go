@@ -62,6 +62,10 @@ func ParseFlavors(names []string) ([]Flavor, error) {
 type Config struct {
 	Flavor Flavor // seed 004: the hit path's protection
 	Design Design // seed 000: register_for_each_vma and fork (design.go)
+	// NoOptimize leaves uprobes on 5-byte nops as int3s, as before v6.18
+	// (every hit traps); by default they are optimized at their first
+	// hit, as on x86-64 since v6.18.
+	NoOptimize bool
 }
 
 // Consumer mirrors struct uprobe_consumer. At least one of Handler and
@@ -119,6 +123,11 @@ type Uprobe struct {
 	// analysis (arch_uprobe_analyze_insn). Written once, before copied.
 	orig [16]byte
 	insn cpu.Insn
+	// canOptimize is ARCH_UPROBE_FLAG_CAN_OPTIMIZE (can_optimize(), when
+	// the Uprobes optimize), written with orig; optimizeFail is
+	// ARCH_UPROBE_FLAG_OPTIMIZE_FAIL, set once an optimization failed.
+	canOptimize  bool
+	optimizeFail atomic.Bool
 }
 
 // Freed reports whether the uprobe went through its whole free chain
@@ -232,6 +241,15 @@ type Uprobes struct {
 	// xol maps *mm.MM to its *xolArea (mm->uprobes_state.xol_area).
 	xol sync.Map
 
+	// optimize: uprobes on 5-byte nops are optimized (x86-64, v6.18+).
+	optimize bool
+	// trampMapping is tramp_mapping, the special mapping of every
+	// [uprobes-trampoline] VMA; tramps maps *mm.MM to its *trampolines.
+	trampMapping *mm.SpecialMapping
+	tramps       sync.Map
+	// warned and warnings count the WARN_ON_ONCE()s (warnOnce).
+	warned   [nWarn]atomic.Bool
+	warnings atomic.Int64
 	// passes counts the after design's passes.
 	passes atomic.Int64
 }
@@ -245,7 +263,8 @@ var (
 // New returns the uprobes of machine m in the design c chooses, and
 // installs it as m's trap handler.
 func New(m *kernel.Machine, c Config) (*Uprobes, error) {
-	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design}
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design, optimize: !c.NoOptimize,
+		trampMapping: newTrampMapping()}
 	switch c.Flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCU(m.Sys)

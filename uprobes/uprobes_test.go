@@ -452,15 +452,7 @@ func TestStressRegisterWhileHitting(t *testing.T) {
 				}
 				e.u.UnregisterSync(nil)
 			}
-			stop.Store(true)
-			for _, r := range runners {
-				<-r.Done()
-			}
-			select {
-			case err := <-errs:
-				t.Fatal(err)
-			default:
-			}
+			stopRunners(t, &stop, runners, errs)
 			t.Logf("%d hits", hits.Load())
 		})
 	}

@@ -143,6 +143,7 @@ func (up *Uprobe) prepare() error {
 		return errno.ENOTSUPP
 	}
 	up.insn = insn
+	up.canOptimize = up.u.optimize && insn.CanOptimize(up.Offset)
 	up.copied.Store(true) // smp_wmb(); set_bit(UPROBE_COPY_INSN)
 	return nil
 }
@@ -155,7 +156,7 @@ func (u *Uprobes) installBreakpoint(w locking.Waiter, up *Uprobe, m *mm.MM, v *m
 	}
 	first := !m.FlagTest(mm.MMF_HAS_UPROBES)
 	m.FlagSet(mm.MMF_HAS_UPROBES)
-	err := u.write(w, m, v, vaddr, []byte{swbp}, true)
+	err := u.setSwbp(w, up, m, v, vaddr)
 	if err == nil {
 		m.FlagClear(mm.MMF_RECALC_UPROBES)
 	} else if first {
@@ -164,10 +165,10 @@ func (u *Uprobes) installBreakpoint(w locking.Waiter, up *Uprobe, m *mm.MM, v *m
 	return err
 }
 
-// removeBreakpoint mirrors remove_breakpoint() and set_orig_insn().
+// removeBreakpoint mirrors remove_breakpoint().
 func (u *Uprobes) removeBreakpoint(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint64, up *Uprobe) error {
 	m.FlagSet(mm.MMF_RECALC_UPROBES)
-	return u.write(w, m, v, vaddr, up.orig[:1], false)
+	return u.setOrigInsn(w, up, m, v, vaddr)
 }
 
 // write mirrors uprobe_write_opcode() with verify_opcode(): install writes
@@ -247,9 +248,13 @@ func (u *Uprobes) DupMmap(old, nw *mm.MM) {
 	}
 }
 
-// Exit mirrors uprobe_clear_state() (mm.Hooks): the mm's XOL area is
-// forgotten.
-func (u *Uprobes) Exit(m *mm.MM) { u.xol.Delete(m) }
+// Exit mirrors uprobe_clear_state() (mm.Hooks): the mm's XOL area and its
+// trampolines (arch_uprobe_clear_state) are forgotten; exit_mmap has
+// unmapped them with everything else.
+func (u *Uprobes) Exit(m *mm.MM) {
+	u.xol.Delete(m)
+	u.tramps.Delete(m)
+}
 
 // unapply mirrors unapply_uprobe(): remove up's breakpoints from m (a
 // handler asked for it and no consumer wants m any more).
