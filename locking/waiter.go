@@ -3,6 +3,8 @@ package locking
 import (
 	"sync/atomic"
 	"time"
+
+	"mmlab/sched"
 )
 
 // Waiter is what a lock sees of the task waiting on it.
@@ -24,7 +26,7 @@ type BlockRecorder interface {
 // Blocker is optionally implemented by a Waiter that runs on a model CPU
 // (a sched.Thread, or a kernel.Task that owns one): the lock sleeps by
 // calling Block(wait), so that the task gives up its CPU while wait blocks.
-// wait only waits on channels; it runs no model code.
+// wait only sleeps (sched.Wait); it runs no model code.
 type Blocker interface {
 	Block(wait func())
 }
@@ -108,11 +110,7 @@ func closed(ch <-chan struct{}) bool {
 }
 
 // wakeUp mirrors wake_up_process(): a non-blocking send on a one-slot
-// channel, so a wake-up is never lost and never blocks the waker. Sleepers
-// recheck their condition after every wake-up, so extra ones are harmless.
-func wakeUp(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
+// channel (sched.Notify), so a wake-up is never lost and never blocks the
+// waker. Sleepers recheck their condition after every wake-up, so extra
+// ones are harmless.
+func wakeUp(ch chan struct{}) { sched.Notify(ch) }

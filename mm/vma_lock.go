@@ -2,7 +2,6 @@ package mm
 
 import (
 	"errors"
-	"time"
 
 	"mmlab/locking"
 	"mmlab/rcu"
@@ -57,12 +56,7 @@ type vmaWriterWait struct {
 func (ww *vmaWriterWait) init() { ww.wake = make(chan struct{}, 1) }
 
 // wakeUp mirrors rcuwait_wake_up().
-func (ww *vmaWriterWait) wakeUp() {
-	select {
-	case ww.wake <- struct{}{}:
-	default:
-	}
-}
+func (ww *vmaWriterWait) wakeUp() { sched.Notify(ww.wake) }
 
 // isVMAWriterOnly mirrors is_vma_writer_only(): a writer waits and no
 // reader is left (attached or detaching).
@@ -131,8 +125,13 @@ func (m *MM) vmaStartRead(v *VMA) (*VMA, error) {
 // false "locked" result the kernel allows): the caller falls back to the
 // mmap lock, whose wait gives up the CPU.
 
-// VMAEndRead mirrors vma_end_read(): drop a VMA read lock.
-func (m *MM) VMAEndRead(v *VMA) { m.vmaRefcountPut(v) }
+// VMAEndRead mirrors vma_end_read(): drop a VMA read lock. It is a
+// preemption point (sched.At), so it is not called inside a classic RCU
+// read section (vmaRefcountPut is).
+func (m *MM) VMAEndRead(v *VMA) {
+	m.vmaRefcountPut(v)
+	sched.At("vma_end_read", "")
+}
 
 // VMAStartReadLocked mirrors vma_start_read_locked(): read-lock v while
 // holding the mmap read lock, which keeps writers away; it fails only when
@@ -173,7 +172,7 @@ func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
 		}
 		// Locked: the fields are stable now. Is it still the right one?
 		if addr < v.Start || addr >= v.End {
-			m.VMAEndRead(v)
+			m.vmaRefcountPut(v)
 			return nil
 		}
 		return v
@@ -216,7 +215,7 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			break
 		}
 		if fromAddr >= v.End {
-			m.VMAEndRead(v)
+			m.vmaRefcountPut(v)
 			break
 		}
 		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
@@ -224,7 +223,7 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			// replacement whole, as the maple tree does); fall back if
 			// another VMA is there now.
 			if _, _, again := m.mt.Find(fromAddr); again != v {
-				m.VMAEndRead(v)
+				m.vmaRefcountPut(v)
 				break
 			}
 		}
@@ -270,19 +269,17 @@ func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
 		return true
 	}
 	w := m.wrWaiter
-	t0 := time.Now()
-	wait := func() {
-		for v.RefCnt.Load() != tgt {
-			<-m.vmaWriters.wake
+	t0 := sched.Now()
+	for v.RefCnt.Load() != tgt {
+		wait := func() { sched.Wait(v, VMALockName, m.vmaWriters.wake, nil) }
+		if b, ok := w.(locking.Blocker); ok {
+			b.Block(wait)
+		} else {
+			wait()
 		}
 	}
-	if b, ok := w.(locking.Blocker); ok {
-		b.Block(wait)
-	} else {
-		wait()
-	}
 	if br, ok := w.(locking.BlockRecorder); ok {
-		br.RecordBlocked(VMALockName, time.Since(t0))
+		br.RecordBlocked(VMALockName, sched.Since(t0))
 	}
 	return true
 }
@@ -292,6 +289,7 @@ func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
 // Caller holds the mmap write lock. On a VMA not yet attached it only marks
 // the VMA (as the kernel's callers do before storing a new VMA).
 func (m *MM) vmaStartWrite(v *VMA) {
+	sched.At("vma_start_write", "")
 	seq := m.lockSeq.Raw()
 	if seq&1 == 0 {
 		return // no write section (a fresh mm being built): nothing to exclude

@@ -91,7 +91,8 @@ func New(sys *sched.System, name string) (Flavor, error) {
 // kernel/rcu/tasks.h:call_rcu_tasks_generic(), with a goroutine for the
 // workqueue or kthread that invokes them.
 type callbacks struct {
-	sync func() // the flavour's Synchronize
+	sync func()        // the flavour's Synchronize
+	sys  *sched.System // where a deterministic run's worker is spawned
 
 	// mu protects list and running. Leaf lock.
 	mu      sync.Mutex
@@ -104,7 +105,12 @@ func (q *callbacks) call(fn func()) {
 	q.list = append(q.list, fn)
 	if !q.running {
 		q.running = true
-		go q.work()
+		if q.sys.Deterministic() {
+			// A model thread, so that the chooser schedules it too.
+			q.sys.SpawnNamed("rcu_callbacks", 0, 0, func(*sched.Thread) { q.work() })
+		} else {
+			go q.work()
+		}
 	}
 	q.mu.Unlock()
 }
@@ -134,6 +140,6 @@ func (q *callbacks) work() {
 // so queueing one more and waiting for it is enough.
 func (q *callbacks) barrier() {
 	done := make(chan struct{})
-	q.call(func() { close(done) })
-	<-done
+	q.call(func() { sched.Close(done) })
+	sched.Wait(nil, "rcu_barrier", done, nil)
 }

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -67,6 +68,8 @@ type System struct {
 	mu      sync.Mutex
 	threads map[*Thread]struct{}
 	nextID  int
+
+	det *detRun // the deterministic run; nil in real-time mode
 }
 
 // CPU is one model CPU.
@@ -122,8 +125,10 @@ type Thread struct {
 	Trc TraceState
 	_   [64]byte
 
-	id  int
-	cpu *CPU
+	id   int
+	cpu  *CPU
+	det  *detThread // deterministic-mode state; nil in real-time mode
+	name string
 
 	// Context switch counts (task_struct's nvcsw and nivcsw): written by
 	// the thread itself, read by anyone.
@@ -165,14 +170,28 @@ func (s *System) CPU(i int) *CPU { return s.cpus[i] }
 // idle, else when the current thread reaches a Point (if prio is better) or
 // gives up the CPU. Mirrors kernel/fork.c:kernel_thread() + wake_up_new_task().
 func (s *System) Spawn(cpu, prio int, fn func(t *Thread)) *Thread {
+	return s.SpawnNamed("", cpu, prio, fn)
+}
+
+// SpawnNamed is Spawn of a thread named name (for records and reports). In
+// a deterministic System the thread runs when the chooser picks it, once
+// Run has started.
+func (s *System) SpawnNamed(name string, cpu, prio int, fn func(t *Thread)) *Thread {
 	c := s.cpus[cpu]
-	t := &Thread{cpu: c, prio: prio, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	t := &Thread{cpu: c, prio: prio, name: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.mu.Lock()
 	s.nextID++
 	t.id = s.nextID
 	s.threads[t] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if s.det != nil {
+		if name == "" {
+			name = fmt.Sprintf("thread%d", t.id)
+		}
+		s.det.spawn(t, name, fn)
+		return t
+	}
 
 	c.rq.Lock()
 	c.enqueueLocked(t)
@@ -215,7 +234,8 @@ func (t *Thread) exit() {
 
 func (t *Thread) sys() *System { return t.cpu.system }
 
-// Threads returns a snapshot of the live threads, the model's tasklist.
+// Threads returns a snapshot of the live threads, the model's tasklist, in
+// the order they were spawned.
 func (s *System) Threads() []*Thread {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,6 +243,7 @@ func (s *System) Threads() []*Thread {
 	for t := range s.threads {
 		ts = append(ts, t)
 	}
+	slices.SortFunc(ts, func(a, b *Thread) int { return a.id - b.id })
 	return ts
 }
 
@@ -230,6 +251,9 @@ func (s *System) Threads() []*Thread {
 // until all have exited. No thread may be spawned once Stop was called.
 func (s *System) Stop() {
 	s.stopping.Store(true)
+	if s.det != nil {
+		s.det.stop()
+	}
 	s.wg.Wait()
 }
 
@@ -263,6 +287,10 @@ func (t *Thread) Done() <-chan struct{} { return t.done }
 // Mirrors the interrupt-return path: irq handling, then
 // kernel/sched/core.c:preempt_schedule() if TIF_NEED_RESCHED is set.
 func (t *Thread) Point() {
+	if t.det != nil {
+		t.detPoint()
+		return
+	}
 	if t.cpu.flags.Load() != 0 {
 		t.point()
 	}
@@ -287,6 +315,11 @@ func (t *Thread) point() {
 // then queues behind the threads of its own priority. Called only by the
 // thread itself. Mirrors kernel/sched/core.c:do_sched_yield().
 func (t *Thread) Yield() {
+	if t.det != nil {
+		t.nvcsw.Add(1)
+		t.sys().det.decide(t, "yield", "")
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	if next := c.pickLocked(t.prio); next != nil {
@@ -314,7 +347,14 @@ func (t *Thread) switchAwayLocked(next *Thread) {
 // again, possibly after threads of better priority ran. Called only by the
 // thread itself. Mirrors a sleep: set_current_state(), schedule(), and the
 // try_to_wake_up() that ends it.
+//
+// In deterministic mode wait runs on the thread as kernel code: it must
+// sleep only through Wait or Sleep (every model wait does).
 func (t *Thread) Block(wait func()) {
+	if t.det != nil {
+		wait()
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	next := c.pickLocked(math.MaxInt)
@@ -335,6 +375,10 @@ func (t *Thread) Block(wait func()) {
 // thread now beats it, it yields at its next Point. Called only by the
 // thread itself.
 func (t *Thread) SetPrio(prio int) {
+	if t.det != nil {
+		t.prio = prio // the chooser ignores priorities
+		return
+	}
 	c := t.cpu
 	c.rq.Lock()
 	t.prio = prio
@@ -443,7 +487,20 @@ func (c *CPU) enqueueLocked(t *Thread) {
 // running nil, under c's runqueue lock so no thread can start meanwhile (fn
 // must not call into sched for c). Mirrors
 // kernel/smp.c:smp_call_function_single(cpu, fn, info, wait=1).
+//
+// In deterministic mode fn runs at once, on the caller: every other thread
+// is at a preemption point or asleep. running is the caller if it runs on
+// c, else nil (a thread that is not running reloads what it caches when it
+// resumes: Resumed).
 func (c *CPU) IPI(fn func(running *Thread)) {
+	if c.system.det != nil {
+		var r *Thread
+		if t := running(); t != nil && t.cpu == c {
+			r = t
+		}
+		fn(r)
+		return
+	}
 	c.rq.Lock()
 	if c.curr == nil {
 		fn(nil)
@@ -461,7 +518,7 @@ func (c *CPU) IPI(fn func(running *Thread)) {
 // deadlock.
 func (c *CPU) IPIFrom(t *Thread, fn func(running *Thread)) {
 	switch {
-	case t == nil:
+	case t == nil || c.system.det != nil:
 		c.IPI(fn)
 	case t.cpu == c:
 		fn(t)
@@ -488,7 +545,14 @@ func (c *CPU) queueIPILocked(fn func(running *Thread)) {
 // sched for t's CPU. Mirrors kernel/sched/core.c:task_call_func() falling back
 // to smp_call_function_single() for a running task, as
 // kernel/rcu/tasks.h:trc_wait_for_one_reader() does.
+//
+// In deterministic mode fn runs at once on the caller, with running true if
+// t is the caller.
 func (t *Thread) CallFunc(fn func(running bool)) {
+	if t.det != nil {
+		fn(t == running())
+		return
+	}
 	c := t.cpu
 	c.rq.Lock()
 	if c.curr != t {

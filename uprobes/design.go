@@ -8,6 +8,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/locking"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
 var _ kernel.DupMmapDesign = (*Uprobes)(nil)
@@ -152,6 +153,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 		if u.passHook != nil {
 			u.passHook(pass, busy)
 		}
+		sched.At("register_for_each_vma", "pass done")
 		if len(busy) == 0 || err != nil && isRegister {
 			for _, m := range busy {
 				mmput(m)
