@@ -119,7 +119,7 @@ var (
 func (m *Machine) Start(t *Task, cpuID, prio int, body func(r *Runner)) *Runner {
 	r := &Runner{Task: t, m: m, mm: t.MM, done: make(chan struct{})}
 	m.Sys.SpawnNamed(t.Comm, cpuID, prio, func(th *sched.Thread) {
-		defer close(r.done)
+		defer sched.Close(r.done)
 		t.Thread = th
 		body(r)
 		if m.Traps != nil {

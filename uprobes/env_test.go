@@ -7,6 +7,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 // The test programs: a file whose bytes are the code, mapped r-xp at
@@ -31,13 +32,18 @@ type env struct {
 // newEnv assembles prog at textAddr and returns a machine of ncpu CPUs
 // with uprobes protected by flavor.
 func newEnv(t testing.TB, ncpu int, flavor string, prog func(a *cpu.Asm)) *env {
+	return newEnvOn(t, sched.NewSystem(ncpu), flavor, prog)
+}
+
+// newEnvOn is newEnv on the CPUs of sys, in its mode.
+func newEnvOn(t testing.TB, sys *sched.System, flavor string, prog func(a *cpu.Asm)) *env {
 	a := cpu.NewAsm(textAddr)
 	prog(a)
 	code, err := a.Assemble()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach := kernel.NewMachine(ncpu)
+	mach := kernel.NewMachineOn(sys)
 	t.Cleanup(mach.Stop)
 	u, err := New(mach, flavor)
 	if err != nil {
@@ -101,7 +107,7 @@ func (e *env) run(tb testing.TB, t *kernel.Task, cpuID int, entry string, setup 
 		res.stop = r.Run()
 		res.regs = r.Regs
 	})
-	<-r.Done()
+	sched.Wait(nil, "task exit", r.Done(), nil)
 	res.sigs = t.PendingSignals()
 	res.stack = readBytes(tb, t.MM, stackTop-pgtable.PageSize, pgtable.PageSize)
 	return res
