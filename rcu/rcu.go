@@ -21,9 +21,15 @@
 // sleeps: Tasks Trace IPIs running threads, and a thread that waits while it
 // holds its CPU never answers.
 //
+// In sched's deterministic mode the read sides and grace periods are
+// preemption points, a grace period inspects threads and sends its IPIs at
+// once on the caller (no goroutine per thread or CPU), SRCU's polling
+// sleeps on the virtual clock, and the callback worker is a model thread.
+//
 // Lock order (outermost first):
 //
-//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex)
+//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex;
+//	                               locking.Mutex, a sleeping lock)
 //	sched's CPU.rq                (taken by a Tasks Trace scan)
 //	trcGP.mu                      (holdout count of one Tasks Trace grace period)
 //	callbacks.mu                  (leaf)

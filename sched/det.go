@@ -238,6 +238,8 @@ type detRun struct {
 	now      time.Duration
 	forced   int // Schedule entries used
 	rec      Record
+	steps    int          // decisions recorded
+	chunks   [][]Decision // the decisions, in chunks so that recording one never copies the others
 	started  bool
 	finished bool
 	aborting bool
@@ -346,6 +348,8 @@ func (s *System) Run() (*Record, error) {
 	r.cur = nil
 	detCur.Store(nil)
 	r.finished = true
+	r.rec.Decisions = slices.Concat(r.chunks...)
+	r.chunks = nil
 	if r.err != nil {
 		return &r.rec, &RunError{Err: r.err, Record: &r.rec}
 	}
@@ -374,7 +378,7 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 		}
 		return false
 	}
-	step := len(r.rec.Decisions) + 1
+	step := r.steps + 1
 	if r.cfg.Check != nil {
 		if err := r.cfg.Check(); err != nil {
 			r.fail(t, &CheckError{Step: step, Err: err})
@@ -392,7 +396,7 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 		d.From, d.Holds = t.id, t.det.holds
 	}
 	if len(r.runnable) == 0 {
-		r.rec.Decisions = append(r.rec.Decisions, d)
+		r.record(d)
 		if live := r.liveThreads(); len(live) > 0 {
 			r.fail(t, r.deadlock(live))
 			return false
@@ -413,7 +417,7 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 		if i := slices.IndexFunc(r.runnable, func(x *Thread) bool { return x.id == id }); i >= 0 {
 			next = r.runnable[i]
 		} else {
-			r.rec.Decisions = append(r.rec.Decisions, d)
+			r.record(d)
 			r.fail(t, fmt.Errorf("%w: T%d at decision %d", ErrSchedule, id, step))
 			return false
 		}
@@ -421,12 +425,25 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 		next = r.runnable[r.rng.IntN(d.N)]
 	}
 	d.Next = next.id
-	r.rec.Decisions = append(r.rec.Decisions, d)
+	r.record(d)
 	if next == t {
 		return false
 	}
 	r.switchTo(t, next)
 	return true
+}
+
+// recordChunk is how many decisions a chunk of detRun.chunks holds.
+const recordChunk = 4096
+
+// record appends d to the run's decisions.
+func (r *detRun) record(d Decision) {
+	r.steps++
+	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == recordChunk {
+		r.chunks = append(r.chunks, make([]Decision, 0, recordChunk))
+	}
+	c := &r.chunks[len(r.chunks)-1]
+	*c = append(*c, d)
 }
 
 // switchTo hands the baton from t (nil: Run's goroutine) to next and, if t

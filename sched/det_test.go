@@ -192,3 +192,23 @@ func TestDetGOMAXPROCS(t *testing.T) {
 		t.Fatalf("GOMAXPROCS changes the run:\n%s\n%s", recs[0], recs[1])
 	}
 }
+
+// BenchmarkDetSwitch measures the deterministic mode's bare decision: two
+// threads that do nothing but pass preemption points, so that nearly every
+// decision hands the baton to the other goroutine.
+func BenchmarkDetSwitch(b *testing.B) {
+	s := New(Config{CPUs: 2, Deterministic: true, MaxSteps: b.N + 10})
+	for i := range 2 {
+		s.Spawn(i, 0, func(*Thread) {
+			for range b.N / 2 {
+				At("step", "")
+			}
+		})
+	}
+	b.ResetTimer()
+	rec, err := s.Run()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(rec.Decisions))/b.Elapsed().Seconds(), "decisions/s")
+}

@@ -1,4 +1,9 @@
-// Package sched models the CPUs of the mmlab kernel.
+// Package sched models the CPUs of the mmlab kernel, in two modes: real
+// time (NewSystem), where model threads run in parallel on pinned OS
+// threads, and deterministic (New with Config.Deterministic), where one
+// model thread runs at a time, chosen by a seeded scheduler, in virtual time.
+//
+// # Real-time mode
 //
 // A model CPU is a run token plus a small run queue. A model thread (a
 // Thread; kernel.Task owns one) is a goroutine locked to its own OS thread,
@@ -26,10 +31,64 @@
 // through IPIFrom, which waits inside Block, as the kernel sends them with
 // interrupts enabled.
 //
+// # Deterministic mode
+//
+// A System made by New(Config{Deterministic: true, Seed: s}) runs the same
+// model code differently: its threads are plain goroutines (no locked OS
+// threads), exactly one of which runs at a time, holding a baton that a
+// switch hands over with one channel send. Threads start in Run, which
+// returns when all have exited. At every preemption point a seeded chooser
+// (or a forced Schedule) picks the next runnable thread among all of them,
+// whatever their CPU: model CPUs are labels for per-CPU data, IPIs and RCU.
+// The preemption points are the ones the model already has: lock
+// operations of package locking, RCU read sections and grace periods, VMA
+// steps and dup_mmap's per-VMA step in mm, register_for_each_vma's passes,
+// and every Config.Quantum-th Point (instruction boundaries of the
+// interpreter). Model code names them with At ("down_write",
+// "mmap_lock"). A thread sleeps only through Wait (a receive from a channel
+// that a waker sends to with Notify or closes with Close) or Sleep, so a
+// blocked thread becomes runnable only when another thread wakes it. An IPI
+// or CallFunc runs at once on the sender: every other thread is at a
+// preemption point or asleep (a thread that resumes reloads what it caches:
+// Thread.Resumed). Time is virtual: Now, Since and Sleep read one clock per
+// run, starting at Epoch, which advances only when every live thread sleeps
+// on it, to the earliest deadline. Priorities are ignored.
+//
+// Locks report what a thread holds (Acquired, Released), so that each
+// Decision of the run's Record says which thread reached which point
+// holding what, and which thread ran next; Record.String prints it and
+// Record.Schedule returns the choices, which Config.Schedule replays exactly
+// (under any seed and any GOMAXPROCS). A run fails with a *RunError
+// carrying the record: a *DeadlockError when every live thread is blocked
+// and none sleeps on the clock (with the wait cycle through the locks held,
+// if there is one), a *CheckError when Config.Check, a predicate over model
+// state run at every decision, fails, ErrMaxSteps, or ErrSchedule.
+//
+// An explorer of interleavings uses it like this:
+//
+//	sys := sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed,
+//		Schedule: prefix, Check: invariant})
+//	m := kernel.NewMachineOn(sys)       // or any model code on sys
+//	m.Start(task, 0, 0, body)           // or sys.SpawnNamed(name, cpu, prio, fn)
+//	rec, err := sys.Run()
+//	// err: nil, or a *RunError (errors.As to *DeadlockError, *CheckError)
+//	// rec.Schedule(): the choices made; extend or flip one and run again.
+//
+// Deterministic runs of one process are serialised (Run holds a global
+// lock), and model code finds the running thread of the active run through
+// a global (Current): while a deterministic run is active no goroutine
+// outside it may run model code. Model code must not sleep on anything but
+// Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
+// channel receive, would hang the run).
+//
 // Lock order (outermost first):
 //
 //	System.mu     (thread registry; never held while taking a runqueue lock)
 //	CPU.rq        (one CPU's runqueue lock; no other sched lock nests inside)
+//
+// A deterministic run's state has no lock: only the thread holding the
+// baton, or Run's goroutine while no thread holds it, touches it, and the
+// baton's hand-offs order those accesses.
 //
 // Happens-before edges that other packages rely on (package rcu does):
 //   - everything a thread did while it was current on its CPU happens before
