@@ -165,7 +165,9 @@ const pollStopEvery = 64
 func (r *Runner) Poll() bool {
 	th := r.Task.Thread
 	th.Point()
-	r.checkResumed()
+	if r.switched || th.Resumed() {
+		r.resumed()
+	}
 	r.polls++
 	return r.polls%pollStopEvery == 0 && (r.Task.Killed() || th.Stopping())
 }

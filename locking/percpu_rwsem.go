@@ -104,7 +104,9 @@ func (s *PercpuRWSem) shard(w Waiter) *percpuShard {
 // writer holds or waits for it. w (may be nil) chooses the counter and gets
 // the blocked time. Mirrors percpu_down_read().
 func (s *PercpuRWSem) DownRead(w Waiter) {
-	sched.At("percpu_down_read", s.Name())
+	if sched.Active() {
+		s.detAt("percpu_down_read")
+	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
 		s.acquired(sh, false)
@@ -119,13 +121,26 @@ func (s *PercpuRWSem) DownRead(w Waiter) {
 // acquired counts an acquisition on sh and tells a deterministic run.
 func (s *PercpuRWSem) acquired(sh *percpuShard, write bool) {
 	sh.acquisitions.Add(1)
-	sched.Acquired(s, s.Name(), write)
+	if sched.Active() {
+		sched.Acquired(s, s.Name(), write)
+	}
+}
+
+// detAt, detReleased: a deterministic run's preemption point op, and the
+// release before it.
+func (s *PercpuRWSem) detAt(op string) { sched.At(op, s.Name()) }
+
+func (s *PercpuRWSem) detReleased(op string) {
+	sched.Released(s)
+	sched.At(op, s.Name())
 }
 
 // DownReadTrylock takes the lock for reading if no writer holds or waits for
 // it. Mirrors percpu_down_read_trylock().
 func (s *PercpuRWSem) DownReadTrylock(w Waiter) bool {
-	sched.At("percpu_down_read_trylock", s.Name())
+	if sched.Active() {
+		s.detAt("percpu_down_read_trylock")
+	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
 		s.acquired(sh, false)
@@ -143,15 +158,18 @@ func (s *PercpuRWSem) UpRead(w Waiter) {
 		// A writer may be waiting for the readers to drain.
 		s.wakeWriter()
 	}
-	sched.Released(s)
-	sched.At("percpu_up_read", s.Name())
+	if sched.Active() {
+		s.detReleased("percpu_up_read")
+	}
 }
 
 // DownWrite takes the lock for writing: it sets block (or queues behind the
 // current writer), then waits for all readers to leave. Both waits are
 // uninterruptible. Mirrors percpu_down_write().
 func (s *PercpuRWSem) DownWrite(w Waiter) {
-	sched.At("percpu_down_write", s.Name())
+	if sched.Active() {
+		s.detAt("percpu_down_write")
+	}
 	var start time.Time
 	contended := false
 	if !s.writeTrylock() {
@@ -182,13 +200,15 @@ func (s *PercpuRWSem) DownWrite(w Waiter) {
 // reader is inside; it never sleeps. (The kernel has no such call; this is
 // percpu_down_write() that gives up instead of waiting.)
 func (s *PercpuRWSem) DownWriteTrylock() bool {
-	sched.At("percpu_down_write_trylock", s.Name())
+	if sched.Active() {
+		s.detAt("percpu_down_write_trylock")
+	}
 	if !s.writeTrylock() {
 		return false
 	}
 	if !s.readersDrained() {
 		// Readers that saw block in the meantime may have queued.
-		s.upWrite()
+		s.UpWrite()
 		return false
 	}
 	s.acquired(&s.shards[0], true)
@@ -200,12 +220,6 @@ func (s *PercpuRWSem) DownWriteTrylock() bool {
 // waiter's behalf fails. Mirrors percpu_up_write() and
 // percpu_rwsem_wake_function().
 func (s *PercpuRWSem) UpWrite() {
-	s.upWrite()
-	sched.Released(s)
-	sched.At("percpu_up_write", s.Name())
-}
-
-func (s *PercpuRWSem) upWrite() {
 	if s.block.Swap(0) == 0 {
 		panic("locking: UpWrite of " + s.Name() + " not write-locked")
 	}
@@ -233,6 +247,9 @@ func (s *PercpuRWSem) upWrite() {
 		}
 	}
 	s.waitLock.Unlock()
+	if sched.Active() {
+		s.detReleased("percpu_up_write")
+	}
 }
 
 // IsWriteLocked reports whether a writer holds the lock or is taking it

@@ -157,7 +157,9 @@ func (s *RWSem) DownReadKillable(w Waiter) error {
 
 // downRead mirrors __down_read_common().
 func (s *RWSem) downRead(w Waiter, killable bool) error {
-	sched.At("down_read", s.Name())
+	if sched.Active() {
+		s.detAt("down_read")
+	}
 	// rwsem_read_trylock(): add a reader bias; it is ours if none of
 	// WRITER, WAITERS, HANDOFF, READFAIL is set.
 	count := s.count.Add(rwsemReaderBias)
@@ -176,12 +178,24 @@ func (s *RWSem) downRead(w Waiter, killable bool) error {
 // acquired counts an acquisition and tells a deterministic run.
 func (s *RWSem) acquired(write bool) {
 	s.acquisitions.Add(1)
-	sched.Acquired(s, s.Name(), write)
+	if sched.Active() {
+		s.detAcquired(write)
+	}
 }
+
+func (s *RWSem) detAt(op string) { sched.At(op, s.Name()) }
+
+func (s *RWSem) detAcquired(write bool) { sched.Acquired(s, s.Name(), write) }
 
 // released tells a deterministic run, at the preemption point after a
 // release (op names it).
 func (s *RWSem) released(op string) {
+	if sched.Active() {
+		s.detReleased(op)
+	}
+}
+
+func (s *RWSem) detReleased(op string) {
 	sched.Released(s)
 	sched.At(op, s.Name())
 }
@@ -265,7 +279,9 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 // one waits or has asked for a handoff; it never sleeps and fails without
 // side effects. Mirrors down_read_trylock().
 func (s *RWSem) DownReadTrylock() bool {
-	sched.At("down_read_trylock", s.Name())
+	if sched.Active() {
+		s.detAt("down_read_trylock")
+	}
 	tmp := s.count.Load()
 	for tmp&rwsemReadFailedMsk == 0 {
 		if s.count.CompareAndSwap(tmp, tmp+rwsemReaderBias) {
@@ -305,7 +321,9 @@ func (s *RWSem) DownWriteKillable(w Waiter) error {
 }
 
 func (s *RWSem) downWrite(w Waiter, killable bool) error {
-	sched.At("down_write", s.Name())
+	if sched.Active() {
+		s.detAt("down_write")
+	}
 	if !s.count.CompareAndSwap(0, rwsemWriterLocked) {
 		if err := s.downWriteSlowpath(w, killable); err != nil {
 			return err
@@ -370,7 +388,9 @@ func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 // DownWriteTrylock takes the lock for writing only if nobody holds it and
 // nobody waits. Mirrors down_write_trylock().
 func (s *RWSem) DownWriteTrylock() bool {
-	sched.At("down_write_trylock", s.Name())
+	if sched.Active() {
+		s.detAt("down_write_trylock")
+	}
 	if s.count.CompareAndSwap(0, rwsemWriterLocked) {
 		s.setOwner()
 		s.acquired(true)
@@ -409,9 +429,11 @@ func (s *RWSem) DowngradeWrite() {
 		s.waitLock.Unlock()
 		wakeAll(q)
 	}
-	sched.Released(s)
-	sched.Acquired(s, s.Name(), false)
-	sched.At("downgrade_write", s.Name())
+	if sched.Active() {
+		sched.Released(s)
+		sched.Acquired(s, s.Name(), false)
+		sched.At("downgrade_write", s.Name())
+	}
 }
 
 // IsContended reports whether anyone waits for the lock. Mirrors

@@ -113,4 +113,13 @@ func closed(ch <-chan struct{}) bool {
 // channel (sched.Notify), so a wake-up is never lost and never blocks the
 // waker. Sleepers recheck their condition after every wake-up, so extra
 // ones are harmless.
-func wakeUp(ch chan struct{}) { sched.Notify(ch) }
+func wakeUp(ch chan struct{}) {
+	if sched.Active() {
+		sched.Notify(ch)
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -55,8 +55,17 @@ type vmaWriterWait struct {
 
 func (ww *vmaWriterWait) init() { ww.wake = make(chan struct{}, 1) }
 
-// wakeUp mirrors rcuwait_wake_up().
-func (ww *vmaWriterWait) wakeUp() { sched.Notify(ww.wake) }
+// wakeUp mirrors rcuwait_wake_up() (sched.Notify in a deterministic run).
+func (ww *vmaWriterWait) wakeUp() {
+	if sched.Active() {
+		sched.Notify(ww.wake)
+		return
+	}
+	select {
+	case ww.wake <- struct{}{}:
+	default:
+	}
+}
 
 // isVMAWriterOnly mirrors is_vma_writer_only(): a writer waits and no
 // reader is left (attached or detaching).
@@ -125,13 +134,8 @@ func (m *MM) vmaStartRead(v *VMA) (*VMA, error) {
 // false "locked" result the kernel allows): the caller falls back to the
 // mmap lock, whose wait gives up the CPU.
 
-// VMAEndRead mirrors vma_end_read(): drop a VMA read lock. It is a
-// preemption point (sched.At), so it is not called inside a classic RCU
-// read section (vmaRefcountPut is).
-func (m *MM) VMAEndRead(v *VMA) {
-	m.vmaRefcountPut(v)
-	sched.At("vma_end_read", "")
-}
+// VMAEndRead mirrors vma_end_read(): drop a VMA read lock.
+func (m *MM) VMAEndRead(v *VMA) { m.vmaRefcountPut(v) }
 
 // VMAStartReadLocked mirrors vma_start_read_locked(): read-lock v while
 // holding the mmap read lock, which keeps writers away; it fails only when
@@ -289,7 +293,9 @@ func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
 // Caller holds the mmap write lock. On a VMA not yet attached it only marks
 // the VMA (as the kernel's callers do before storing a new VMA).
 func (m *MM) vmaStartWrite(v *VMA) {
-	sched.At("vma_start_write", "")
+	if sched.Active() {
+		sched.At("vma_start_write", "")
+	}
 	seq := m.lockSeq.Raw()
 	if seq&1 == 0 {
 		return // no write section (a fresh mm being built): nothing to exclude

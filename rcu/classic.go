@@ -100,7 +100,6 @@ func ReadLock(t *sched.Thread) int {
 	if t == nil {
 		return 0
 	}
-	t.At("rcu_read_lock", "") // before the section: none inside
 	v, iv := t.Switches()
 	return int(v + iv)
 }
@@ -116,7 +115,6 @@ func ReadUnlock(t *sched.Thread, idx int) {
 	if v, iv := t.Switches(); int(v+iv) != idx {
 		panic(fmt.Sprintf("rcu: thread %d switched out inside a classic RCU read section (%d context switches)", t.ID(), int(v+iv)-idx))
 	}
-	t.At("rcu_read_unlock", "")
 }
 
 // Synchronize waits until every classic read section that began before it

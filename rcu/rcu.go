@@ -149,3 +149,7 @@ func (q *callbacks) barrier() {
 	q.call(func() { sched.Close(done) })
 	sched.Wait(nil, "rcu_barrier", done, nil)
 }
+
+// point is a preemption point of a read side in a deterministic run, out of
+// line so that the read sides stay small enough to inline.
+func point(t *sched.Thread, op string) { t.At(op, "") }

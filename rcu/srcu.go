@@ -69,7 +69,9 @@ func (s *SRCU) Name() string { return "srcu" }
 // ReadLock counts a reader in the current slot of t's CPU and returns the
 // slot. Mirrors kernel/rcu/srcutree.c:__srcu_read_lock().
 func (s *SRCU) ReadLock(t *sched.Thread) int {
-	t.At("srcu_read_lock", "")
+	if t.Deterministic() {
+		point(t, "srcu_read_lock")
+	}
 	idx := s.ctrIdx.Load() & 1
 	s.sda[t.CPU()].locks[idx].Add(1) // this_cpu_inc() + smp_mb() B
 	return int(idx)
@@ -80,7 +82,9 @@ func (s *SRCU) ReadLock(t *sched.Thread) int {
 // kernel/rcu/srcutree.c:__srcu_read_unlock().
 func (s *SRCU) ReadUnlock(t *sched.Thread, idx int) {
 	s.sda[t.CPU()].unlocks[idx].Add(1) // smp_mb() C + this_cpu_inc()
-	t.At("srcu_read_unlock", "")
+	if t.Deterministic() {
+		point(t, "srcu_read_unlock")
+	}
 }
 
 // Synchronize waits for every reader that began before it. Mirrors

@@ -71,7 +71,9 @@ func (tt *TasksTrace) Name() string { return "tasks-trace" }
 // being the calling thread. Returns 0. Mirrors
 // include/linux/rcupdate_trace.h:rcu_read_lock_trace().
 func (tt *TasksTrace) ReadLock(t *sched.Thread) int {
-	t.At("rcu_read_lock_trace", "")
+	if t.Deterministic() {
+		point(t, "rcu_read_lock_trace")
+	}
 	t.Trc.Nesting++
 	return 0
 }
@@ -89,7 +91,9 @@ func (tt *TasksTrace) ReadUnlock(t *sched.Thread, _ int) {
 	} else if n < 0 {
 		panic(fmt.Sprintf("rcu: tasks-trace ReadUnlock without ReadLock on thread %d", t.ID()))
 	}
-	t.At("rcu_read_unlock_trace", "")
+	if t.Deterministic() {
+		point(t, "rcu_read_unlock_trace")
+	}
 }
 
 // readUnlockTraceSpecial reports t's quiescent state to the grace periods

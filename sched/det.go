@@ -626,33 +626,46 @@ func running() *Thread { return detCur.Load() }
 // in real-time mode (or outside the model).
 func Current() *Thread { return running() }
 
+// Active reports whether a deterministic run is active: hot paths call At,
+// Acquired and Released only then, so that real-time mode pays one load.
+func Active() bool { return detCur.Load() != nil }
+
 // At is a preemption point of kernel code: op on obj in kernel terms
 // ("down_write", "mmap_lock"; "rcu_read_lock_trace", ""). In a
 // deterministic run the chooser may switch to another thread here; in
 // real-time mode it does nothing.
 func At(op, obj string) {
 	if t := running(); t != nil {
-		t.sys().det.decide(t, op, obj)
+		t.at(op, obj)
 	}
 }
+
+// at is At on the running thread t, out of line so that At inlines.
+func (t *Thread) at(op, obj string) { t.sys().det.decide(t, op, obj) }
 
 // Acquired tells the deterministic run that the running thread now holds
 // lock (named name): the record shows it and deadlocks are traced through
 // it. A no-op in real-time mode.
 func Acquired(lock any, name string, write bool) {
 	if t := running(); t != nil {
-		t.det.holds = append(slices.Clip(t.det.holds), Held{Lock: lock, Name: name, Write: write})
+		t.acquired(lock, name, write)
 	}
+}
+
+func (t *Thread) acquired(lock any, name string, write bool) {
+	t.det.holds = append(slices.Clip(t.det.holds), Held{Lock: lock, Name: name, Write: write})
 }
 
 // Released is the counterpart of Acquired: the running thread let go of one
 // hold of lock. A lock released by a thread that did not take it (a
 // percpu-rwsem read lock may be) is dropped from the thread that holds it.
 func Released(lock any) {
-	t := running()
-	if t == nil {
-		return
+	if t := running(); t != nil {
+		t.released(lock)
 	}
+}
+
+func (t *Thread) released(lock any) {
 	if dropHold(t, lock) {
 		return
 	}
@@ -818,11 +831,14 @@ func (r *detRun) stop() {
 	}
 }
 
+// Deterministic reports whether t is a thread of a deterministic run.
+func (t *Thread) Deterministic() bool { return t.det != nil }
+
 // At is the package-level At for code that has t, the running thread, at
 // hand (the read sides of package rcu): in real-time mode it costs one
 // load of a field of t.
 func (t *Thread) At(op, obj string) {
 	if t.det != nil {
-		t.sys().det.decide(t, op, obj)
+		t.at(op, obj)
 	}
 }

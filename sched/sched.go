@@ -346,16 +346,16 @@ func (t *Thread) Done() <-chan struct{} { return t.done }
 // Mirrors the interrupt-return path: irq handling, then
 // kernel/sched/core.c:preempt_schedule() if TIF_NEED_RESCHED is set.
 func (t *Thread) Point() {
-	if t.det != nil {
-		t.detPoint()
-		return
-	}
-	if t.cpu.flags.Load() != 0 {
+	if t.cpu.flags.Load() != 0 || t.det != nil {
 		t.point()
 	}
 }
 
 func (t *Thread) point() {
+	if t.det != nil {
+		t.detPoint()
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	if c.flags.Load()&flagResched != 0 {
