@@ -3,6 +3,7 @@ package kernel
 import (
 	"mmlab/locking"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
 // DupMmapDesign is implemented by DupMmapHooks that choose between seed
@@ -67,6 +68,7 @@ func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 			if h.Teardown != nil {
 				h.Teardown()
 			}
+			sched.At("dup_mm", "mmput failed child")
 			mmputMM(m) // exit_mmap under dup_mmap_sem: the bug of patch 2
 		}
 		if dh != nil {
@@ -80,6 +82,7 @@ func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 	if h.BeforeSetMM != nil {
 		h.BeforeSetMM(c)
 	}
+	sched.At("copy_mm", "before tsk->mm = mm")
 	c.MM = m // copy_mm: after dup_mm returned, so after dup_mmap_sem
 	return c, nil
 }
@@ -119,6 +122,7 @@ func (t *Task) forkAfter(c *Task, d DupMmapDesign, h ForkHooks) (*Task, error) {
 			if h.Teardown != nil {
 				h.Teardown()
 			}
+			sched.At("dup_mm", "mmput failed child")
 			mmputMM(m)
 		}
 		return nil, err
