@@ -95,19 +95,10 @@ func fatalChan(w Waiter) <-chan struct{} {
 	return w.Fatal()
 }
 
-// closed reports whether ch is closed; a nil channel never is. It mirrors
+// closed reports whether ch is closed (sched.TryRecv, as fatal channels
+// are only ever closed); a nil channel never is. It mirrors
 // signal_pending_state() for a killable sleep.
-func closed(ch <-chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+func closed(ch <-chan struct{}) bool { return sched.TryRecv(ch) }
 
 // wakeUp mirrors wake_up_process(): a non-blocking send on a one-slot
 // channel (sched.Notify), so a wake-up is never lost and never blocks the

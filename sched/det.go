@@ -300,12 +300,7 @@ func (t *Thread) exitDet() {
 	r := t.sys().det
 	t.det.state = detExited
 	r.removeRunnable(t)
-	s := t.sys()
-	s.mu.Lock()
-	delete(s.threads, t)
-	s.mu.Unlock()
-	close(t.done)
-	s.wg.Done()
+	t.sys().forget(t)
 	if r.aborting {
 		r.ctl <- struct{}{}
 		return
@@ -734,10 +729,10 @@ func Wait(lock any, name string, ch, fatal <-chan struct{}) int {
 	}
 	r := t.sys().det
 	for {
-		if ready(ch) {
+		if TryRecv(ch) {
 			return 0
 		}
-		if ready(fatal) {
+		if TryRecv(fatal) {
 			return 1
 		}
 		t.det.waitOn = [2]<-chan struct{}{ch, fatal}
@@ -751,8 +746,9 @@ func Wait(lock any, name string, ch, fatal <-chan struct{}) int {
 	}
 }
 
-// ready receives from ch if it can without blocking; a nil ch never can.
-func ready(ch <-chan struct{}) bool {
+// TryRecv receives from ch if it can without blocking (a closed ch always
+// can); a nil ch never can.
+func TryRecv(ch <-chan struct{}) bool {
 	if ch == nil {
 		return false
 	}

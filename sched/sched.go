@@ -282,8 +282,11 @@ func (t *Thread) exit() {
 	yield := c.setCurrLocked(next)
 	c.rq.Unlock()
 	handOff(next, yield)
+	t.sys().forget(t)
+}
 
-	s := t.sys()
+// forget removes the exited thread t from the tasklist and says it is done.
+func (s *System) forget(t *Thread) {
 	s.mu.Lock()
 	delete(s.threads, t)
 	s.mu.Unlock()
