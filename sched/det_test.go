@@ -212,3 +212,42 @@ func BenchmarkDetSwitch(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(rec.Decisions))/b.Elapsed().Seconds(), "decisions/s")
 }
+
+// A run that ends in a deadlock ends every live thread, even one whose
+// deferred calls pass preemption points and sleep again; replaying its
+// schedule gives the same deadlock and record.
+func TestDetAbortAndReplayDeadlock(t *testing.T) {
+	build := func(cfg Config) *System {
+		cfg.CPUs, cfg.Deterministic = 2, true
+		s := New(cfg)
+		never := make(chan struct{})
+		lock := new(int)
+		s.SpawnNamed("holder", 0, 0, func(*Thread) {
+			defer func() {
+				At("deferred", "")
+				Wait(nil, "never, again", never, nil)
+			}()
+			Acquired(lock, "L", true)
+			for range 3 {
+				At("work", "")
+			}
+			Wait(nil, "never", never, nil)
+		})
+		s.SpawnNamed("waiter", 1, 0, func(*Thread) {
+			At("start", "")
+			Wait(lock, "L", never, nil)
+		})
+		return s
+	}
+	rec, err := build(Config{Seed: 5}).Run()
+	if !errors.Is(err, ErrDeadlock) {
+		t.Fatalf("err %v, want a deadlock", err)
+	}
+	rec2, err2 := build(Config{Seed: 77, Schedule: rec.Schedule()}).Run()
+	if err2 == nil || errors.Unwrap(err2).Error() != errors.Unwrap(err).Error() {
+		t.Fatalf("replay: %v, want %v", err2, err)
+	}
+	if strings.SplitN(rec.String(), "\n", 2)[1] != strings.SplitN(rec2.String(), "\n", 2)[1] {
+		t.Fatalf("replay's record differs:\n%v\n%v", rec, rec2)
+	}
+}
