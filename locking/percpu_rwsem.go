@@ -208,6 +208,9 @@ func (s *PercpuRWSem) DownWriteTrylock() bool {
 	}
 	if !s.readersDrained() {
 		// Readers that saw block in the meantime may have queued.
+		if sched.Active() {
+			sched.Acquired(s, s.Name(), true) // for UpWrite to release
+		}
 		s.UpWrite()
 		return false
 	}

@@ -241,7 +241,6 @@ type detRun struct {
 	steps    int          // decisions recorded
 	chunks   [][]Decision // the decisions, in chunks so that recording one never copies the others
 	started  bool
-	finished bool
 	aborting bool
 	err      error
 	ctl      chan struct{} // hands the baton back to Run's goroutine
@@ -278,7 +277,7 @@ func New(cfg Config) *System {
 // Deterministic reports whether s runs in deterministic mode.
 func (s *System) Deterministic() bool { return s.det != nil }
 
-// spawnDet registers t with the run; it starts when chosen.
+// spawn registers t with the run; it starts when the chooser picks it.
 func (r *detRun) spawn(t *Thread, name string, fn func(*Thread)) {
 	t.det = &detThread{name: name, state: detRunnable}
 	r.threads = append(r.threads, t)
@@ -342,7 +341,6 @@ func (s *System) Run() (*Record, error) {
 	}
 	r.cur = nil
 	detCur.Store(nil)
-	r.finished = true
 	r.rec.Decisions = slices.Concat(r.chunks...)
 	r.chunks = nil
 	if r.err != nil {
