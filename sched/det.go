@@ -221,6 +221,7 @@ type detThread struct {
 	holds    []Held             // replaced, never modified: decisions share it
 	points   int                // instruction-boundary Points, for Quantum
 	switched bool               // gave up the baton since Resumed was called
+	goid     uint64             // the goroutine's id, with the invariants tag
 }
 
 // detRun is the state of a System's deterministic run.
@@ -287,6 +288,9 @@ func (r *detRun) spawn(t *Thread, name string, fn func(*Thread)) {
 }
 
 func (t *Thread) runDet(fn func(*Thread)) {
+	if invariants {
+		t.det.goid = goid()
+	}
 	<-t.wake
 	defer t.exitDet()
 	if !t.sys().det.aborting {
@@ -370,6 +374,9 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 			runtime.Goexit()
 		}
 		return false
+	}
+	if invariants && t != nil && t.det.state != detExited && t.det.goid != goid() {
+		panic(fmt.Sprintf("sched: goroutine %d is not T%d(%s), the running thread: model code ran outside the deterministic run", goid(), t.id, t.det.name))
 	}
 	step := r.steps + 1
 	if r.cfg.Check != nil {
@@ -835,4 +842,20 @@ func (t *Thread) At(op, obj string) {
 	if t.det != nil {
 		t.at(op, obj)
 	}
+}
+
+// goid returns the calling goroutine's id, from its stack header
+// ("goroutine 42 [running]:"), for the invariants checks.
+func goid() uint64 {
+	var buf [32]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = b[len("goroutine "):]
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }

@@ -77,7 +77,8 @@
 // Deterministic runs of one process are serialised (Run holds a global
 // lock), and model code finds the running thread of the active run through
 // a global (Current): while a deterministic run is active no goroutine
-// outside it may run model code. Model code must not sleep on anything but
+// outside it may run model code (built with -tags invariants, every
+// decision checks that its caller is the running thread's goroutine). Model code must not sleep on anything but
 // Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
 // channel receive, would hang the run).
 //
