@@ -301,6 +301,9 @@ func (t *Thread) runDet(fn func(*Thread)) {
 // exitDet ends t, normally or when a run is aborted (runtime.Goexit).
 func (t *Thread) exitDet() {
 	r := t.sys().det
+	if t.Trc.Nesting != 0 && !r.aborting {
+		panic(fmt.Sprintf("sched: thread %d exits inside an RCU Tasks Trace read section (nesting %d)", t.id, t.Trc.Nesting))
+	}
 	t.det.state = detExited
 	r.removeRunnable(t)
 	t.sys().forget(t)
