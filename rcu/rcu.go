@@ -92,7 +92,8 @@ func New(sys *sched.System, name string) (Flavor, error) {
 }
 
 // callbacks runs queued functions after grace periods, in order, on one
-// goroutine that exists only while the queue is not empty. Mirrors the
+// helper of the System (sched.System.Go) that exists only while the queue is
+// not empty. Mirrors the
 // callback lists of kernel/rcu/srcutree.c:call_srcu() and
 // kernel/rcu/tasks.h:call_rcu_tasks_generic(), with a goroutine for the
 // workqueue or kthread that invokes them.
@@ -111,12 +112,7 @@ func (q *callbacks) call(fn func()) {
 	q.list = append(q.list, fn)
 	if !q.running {
 		q.running = true
-		if q.sys.Deterministic() {
-			// A model thread, so that the chooser schedules it too.
-			q.sys.SpawnNamed("rcu_callbacks", 0, 0, func(*sched.Thread) { q.work() })
-		} else {
-			go q.work()
-		}
+		q.sys.Go("rcu_callbacks", q.work)
 	}
 	q.mu.Unlock()
 }

@@ -123,6 +123,7 @@ type System struct {
 
 	stopping atomic.Bool
 	wg       sync.WaitGroup // one count per thread not yet exited
+	helpers  sync.WaitGroup // one count per Go goroutine not yet returned
 
 	// mu protects threads and nextID. Never held while taking a CPU's rq.
 	mu      sync.Mutex
@@ -297,6 +298,22 @@ func (s *System) forget(t *Thread) {
 
 func (t *Thread) sys() *System { return t.cpu.system }
 
+// Go runs fn on a helper of the System that holds no model CPU (the
+// workqueue or kthread that runs RCU callbacks): in real-time mode a
+// goroutine, which Stop waits for; in deterministic mode a model thread
+// named name on CPU 0, so that the chooser schedules it too.
+func (s *System) Go(name string, fn func()) {
+	if s.det != nil {
+		s.SpawnNamed(name, 0, 0, func(*Thread) { fn() })
+		return
+	}
+	s.helpers.Add(1)
+	go func() {
+		defer s.helpers.Done()
+		fn()
+	}()
+}
+
 // Threads returns a snapshot of the live threads, the model's tasklist, in
 // the order they were spawned.
 func (s *System) Threads() []*Thread {
@@ -318,6 +335,7 @@ func (s *System) Stop() {
 		s.det.stop()
 	}
 	s.wg.Wait()
+	s.helpers.Wait()
 }
 
 // ID returns the thread's id, unique within its System.
