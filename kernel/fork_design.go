@@ -3,6 +3,7 @@ package kernel
 import (
 	"mmlab/locking"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
 // ForkHooks are the step drivers and fault injection of ForkWith.
@@ -62,6 +63,7 @@ func (t *Task) forkBefore(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task
 			if h.Teardown != nil {
 				h.Teardown()
 			}
+			sched.At("dup_mm", "mmput failed child")
 			mmputMM(m) // exit_mmap under dup_mmap_sem: the bug of patch 2
 		}
 		if sem != nil {
@@ -75,6 +77,7 @@ func (t *Task) forkBefore(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task
 	if h.BeforeSetMM != nil {
 		h.BeforeSetMM(c)
 	}
+	sched.At("copy_mm", "before tsk->mm = mm")
 	c.MM = m // copy_mm: after dup_mm returned, so after dup_mmap_sem
 	return c, nil
 }
@@ -114,6 +117,7 @@ func (t *Task) forkAfter(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task,
 			if h.Teardown != nil {
 				h.Teardown()
 			}
+			sched.At("dup_mm", "mmput failed child")
 			mmputMM(m)
 		}
 		return nil, err

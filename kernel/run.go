@@ -81,8 +81,12 @@ type Traps interface {
 }
 
 // NewMachine returns a machine of ncpu model CPUs.
-func NewMachine(ncpu int) *Machine {
-	return &Machine{Sys: sched.NewSystem(ncpu), percpu: make([]machineCPU, ncpu)}
+func NewMachine(ncpu int) *Machine { return NewMachineOn(sched.NewSystem(ncpu)) }
+
+// NewMachineOn returns a machine on the CPUs of sys, in sys's mode (a
+// deterministic System runs its tasks when sys.Run is called).
+func NewMachineOn(sys *sched.System) *Machine {
+	return &Machine{Sys: sys, percpu: make([]machineCPU, sys.NumCPU())}
 }
 
 // Stop asks every thread to finish and waits until all have.
@@ -120,8 +124,8 @@ var (
 // returns, Traps.TaskExit runs and the thread exits; Done is closed after.
 func (m *Machine) Start(t *Task, cpuID, prio int, body func(r *Runner)) *Runner {
 	r := &Runner{Task: t, m: m, mm: t.MM, done: make(chan struct{})}
-	m.Sys.Spawn(cpuID, prio, func(th *sched.Thread) {
-		defer close(r.done)
+	m.Sys.SpawnNamed(t.Comm, cpuID, prio, func(th *sched.Thread) {
+		defer sched.Close(r.done)
 		t.Thread = th
 		body(r)
 		if m.Traps != nil {
@@ -167,7 +171,7 @@ const pollStopEvery = 64
 func (r *Runner) Poll() bool {
 	th := r.Task.Thread
 	th.Point()
-	if r.switched {
+	if r.switched || th.Resumed() {
 		r.resumed()
 	}
 	r.polls++
@@ -185,9 +189,7 @@ func (r *Runner) Int3(*cpu.Regs) bool {
 
 // trapped ends a trap handler: resume (sig 0) or deliver sig and stop.
 func (r *Runner) trapped(sig Signal) bool {
-	if r.switched {
-		r.resumed()
-	}
+	r.checkResumed()
 	if sig != 0 {
 		r.Task.SendSignal(sig)
 		return false
@@ -228,6 +230,15 @@ func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
 	return false
 }
 
+// checkResumed calls resumed if the task slept, or, in a deterministic run,
+// gave way to other tasks at a preemption point (whose flush IPIs reach only
+// the running task: sched.Thread.Resumed).
+func (r *Runner) checkResumed() {
+	if r.switched || r.Task.Thread.Resumed() {
+		r.resumed()
+	}
+}
+
 // resumed runs after the task slept: its CPU may have run other tasks and
 // missed flush IPIs, so the TLB is flushed, as switch_mm() does.
 func (r *Runner) resumed() {
@@ -245,11 +256,7 @@ func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 	if m == nil {
 		return nil, mm.SIGSEGV
 	}
-	defer func() {
-		if r.switched {
-			r.resumed()
-		}
-	}()
+	defer r.checkResumed()
 	for {
 		m.MmapReadLock(r)
 		v := m.VMALookup(addr)

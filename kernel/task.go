@@ -204,7 +204,7 @@ func (t *Task) Kill() {
 func (t *Task) kill() {
 	t.pending.Or(SIGKILL.mask())
 	t.killed.Store(true)
-	t.once.Do(func() { close(t.fatal) })
+	t.once.Do(func() { sched.Close(t.fatal) })
 }
 
 // Killed reports whether a fatal signal is pending (fatal_signal_pending).

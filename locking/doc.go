@@ -1,9 +1,16 @@
 // Package locking models the kernel's sleeping locks (kernel/locking): the
 // reader-writer semaphore with its fairness rules (rwsem.c), the per-CPU
 // reader-writer semaphore (percpu-rwsem.c) and the sequence counter
-// (include/linux/seqlock.h).
+// (include/linux/seqlock.h), and a plain sleeping mutex (Mutex) for the
+// model's own slow paths.
 //
-// Tasks block in real goroutines, on channels. A lock sees a task only through
+// Tasks block in real goroutines, on channels, through sched.Wait and
+// sched.Notify, so that under sched's deterministic mode a sleeper becomes
+// runnable only when woken; every lock operation is a preemption point
+// there (sched.At) and reports what the running thread holds
+// (sched.Acquired, sched.Released). The clock of the handoff timeout and of
+// the wait accounting is sched.Now (virtual in a deterministic run). A lock
+// sees a task only through
 // the Waiter interface (is a fatal signal pending? which model CPU?), and, if
 // the task also implements BlockRecorder, tells it how long it was blocked on
 // which lock. Every lock also keeps its own statistics (LockStats).

@@ -1,22 +1,47 @@
 package locking
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // HookEvent is where a sleeping writer of an RWSem pauses under a test hook.
-type HookEvent int
+type HookEvent = hookEvent
 
 const (
-	WriterSleeps HookEvent = iota // failed to take the lock, about to sleep
-	WriterWoken                   // woken, about to retry
+	WriterSleeps = writerSleeps // failed to take the lock, about to sleep
+	WriterWoken  = writerWoken  // woken, about to retry
 )
 
 // SetClock replaces the clock of the handoff timeout.
 func (s *RWSem) SetClock(now func() time.Time) { s.now = now }
 
-// SetWriterHook makes every sleeping writer call hook at the points above.
+// writerHooks are the hooks SetWriterHook installed, by lock.
+var writerHooks struct {
+	sync.Mutex
+	m map[*RWSem]func(HookEvent)
+}
+
+func init() {
+	hooks.writer = func(s *RWSem, e hookEvent) {
+		writerHooks.Lock()
+		h := writerHooks.m[s]
+		writerHooks.Unlock()
+		if h != nil {
+			h(e)
+		}
+	}
+}
+
+// SetWriterHook makes every sleeping writer of s call hook at the points
+// above.
 func (s *RWSem) SetWriterHook(hook func(HookEvent)) {
-	s.writerSleeps = func() { hook(WriterSleeps) }
-	s.writerWoken = func() { hook(WriterWoken) }
+	writerHooks.Lock()
+	defer writerHooks.Unlock()
+	if writerHooks.m == nil {
+		writerHooks.m = map[*RWSem]func(HookEvent){}
+	}
+	writerHooks.m[s] = hook
 }
 
 // HasHandoff reports whether the handoff bit is set.

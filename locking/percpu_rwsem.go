@@ -5,11 +5,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"mmlab/sched"
 )
 
 // percpuShards is the number of reader counters (the kernel has one per
 // possible CPU). A task on model CPU c uses shard c % percpuShards; a task
-// with no CPU uses a random one.
+// with no CPU uses a random one, or in a deterministic run the CPU of the
+// running thread.
 const percpuShards = 32
 
 // percpuShard is one CPU's read_count. The 128-byte stride keeps two
@@ -91,6 +94,9 @@ func (s *PercpuRWSem) shard(w Waiter) *percpuShard {
 			return &s.shards[cpu%percpuShards]
 		}
 	}
+	if t := sched.Current(); t != nil {
+		return &s.shards[t.CPU()%percpuShards]
+	}
 	return &s.shards[rand.Uint32()%percpuShards]
 }
 
@@ -98,23 +104,46 @@ func (s *PercpuRWSem) shard(w Waiter) *percpuShard {
 // writer holds or waits for it. w (may be nil) chooses the counter and gets
 // the blocked time. Mirrors percpu_down_read().
 func (s *PercpuRWSem) DownRead(w Waiter) {
+	if sched.Active() {
+		s.detAt("percpu_down_read")
+	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
-		sh.acquisitions.Add(1)
+		s.acquired(sh, false)
 		return
 	}
-	start := time.Now()
+	start := sched.Now()
 	s.wait(w, true)
+	s.acquired(sh, false)
+	s.stats.record(s.Name(), w, sched.Since(start))
+}
+
+// acquired counts an acquisition on sh and tells a deterministic run.
+func (s *PercpuRWSem) acquired(sh *percpuShard, write bool) {
 	sh.acquisitions.Add(1)
-	s.stats.record(s.Name(), w, time.Since(start))
+	if sched.Active() {
+		sched.Acquired(s, s.Name(), write)
+	}
+}
+
+// detAt, detReleased: a deterministic run's preemption point op, and the
+// release before it.
+func (s *PercpuRWSem) detAt(op string) { sched.At(op, s.Name()) }
+
+func (s *PercpuRWSem) detReleased(op string) {
+	sched.Released(s)
+	sched.At(op, s.Name())
 }
 
 // DownReadTrylock takes the lock for reading if no writer holds or waits for
 // it. Mirrors percpu_down_read_trylock().
 func (s *PercpuRWSem) DownReadTrylock(w Waiter) bool {
+	if sched.Active() {
+		s.detAt("percpu_down_read_trylock")
+	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
-		sh.acquisitions.Add(1)
+		s.acquired(sh, false)
 		return true
 	}
 	return false
@@ -129,35 +158,41 @@ func (s *PercpuRWSem) UpRead(w Waiter) {
 		// A writer may be waiting for the readers to drain.
 		s.wakeWriter()
 	}
+	if sched.Active() {
+		s.detReleased("percpu_up_read")
+	}
 }
 
 // DownWrite takes the lock for writing: it sets block (or queues behind the
 // current writer), then waits for all readers to leave. Both waits are
 // uninterruptible. Mirrors percpu_down_write().
 func (s *PercpuRWSem) DownWrite(w Waiter) {
+	if sched.Active() {
+		s.detAt("percpu_down_write")
+	}
 	var start time.Time
 	contended := false
 	if !s.writeTrylock() {
-		start = time.Now()
+		start = sched.Now()
 		contended = true
 		s.wait(w, false)
 	}
 	// Wait for all active readers to complete (rcuwait_wait_event).
 	if !s.readersDrained() {
 		if !contended {
-			start = time.Now()
+			start = sched.Now()
 			contended = true
 		}
 		ch := make(chan struct{}, 1)
 		s.writer.Store(&ch)
 		for !s.readersDrained() {
-			sleep(w, func() { <-ch })
+			sleep(w, func() { sched.Wait(s, s.Name()+" readers", ch, nil) })
 		}
 		s.writer.Store(nil)
 	}
-	s.shards[0].acquisitions.Add(1)
+	s.acquired(&s.shards[0], true)
 	if contended {
-		s.stats.record(s.Name(), w, time.Since(start))
+		s.stats.record(s.Name(), w, sched.Since(start))
 	}
 }
 
@@ -165,15 +200,21 @@ func (s *PercpuRWSem) DownWrite(w Waiter) {
 // reader is inside; it never sleeps. (The kernel has no such call; this is
 // percpu_down_write() that gives up instead of waiting.)
 func (s *PercpuRWSem) DownWriteTrylock() bool {
+	if sched.Active() {
+		s.detAt("percpu_down_write_trylock")
+	}
 	if !s.writeTrylock() {
 		return false
 	}
 	if !s.readersDrained() {
 		// Readers that saw block in the meantime may have queued.
+		if sched.Active() {
+			sched.Acquired(s, s.Name(), true) // for UpWrite to release
+		}
 		s.UpWrite()
 		return false
 	}
-	s.shards[0].acquisitions.Add(1)
+	s.acquired(&s.shards[0], true)
 	return true
 }
 
@@ -209,6 +250,9 @@ func (s *PercpuRWSem) UpWrite() {
 		}
 	}
 	s.waitLock.Unlock()
+	if sched.Active() {
+		s.detReleased("percpu_up_write")
+	}
 }
 
 // IsWriteLocked reports whether a writer holds the lock or is taking it
@@ -321,6 +365,6 @@ func (s *PercpuRWSem) wait(w Waiter, reader bool) {
 		return
 	}
 	for !e.granted.Load() {
-		sleep(w, func() { <-e.wake })
+		sleep(w, func() { sched.Wait(s, s.Name(), e.wake, nil) })
 	}
 }

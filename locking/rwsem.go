@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"mmlab/errno"
+	"mmlab/sched"
 )
 
 // The count word, as in kernel/locking/rwsem.c on 64-bit: bit 0 writer
@@ -93,10 +94,10 @@ type RWSem struct {
 
 	stats waitStats
 
-	// Test hooks, set before the lock is shared (export_test.go).
-	now          func() time.Time // the clock of the handoff timeout; nil means time.Now
-	writerSleeps func()           // called when a writer failed to take the lock and is about to sleep
-	writerWoken  func()           // called when a sleeping writer wakes, before it retries
+	// now is the clock of the handoff timeout and of the wait accounting:
+	// nil means the model's clock, sched.Now (virtual in a deterministic
+	// run). Set before the lock is shared.
+	now func() time.Time
 }
 
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
@@ -121,7 +122,7 @@ func (s *RWSem) clock() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
-	return time.Now()
+	return sched.Now()
 }
 
 // setReaderOwned mirrors rwsem_set_reader_owned(). It writes the shared
@@ -156,19 +157,47 @@ func (s *RWSem) DownReadKillable(w Waiter) error {
 
 // downRead mirrors __down_read_common().
 func (s *RWSem) downRead(w Waiter, killable bool) error {
+	if sched.Active() {
+		s.detAt("down_read")
+	}
 	// rwsem_read_trylock(): add a reader bias; it is ours if none of
 	// WRITER, WAITERS, HANDOFF, READFAIL is set.
 	count := s.count.Add(rwsemReaderBias)
 	if count&rwsemReadFailedMsk == 0 {
 		s.setReaderOwned()
-		s.acquisitions.Add(1)
+		s.acquired(false)
 		return nil
 	}
 	if err := s.downReadSlowpath(count, w, killable); err != nil {
 		return err
 	}
-	s.acquisitions.Add(1)
+	s.acquired(false)
 	return nil
+}
+
+// acquired counts an acquisition and tells a deterministic run.
+func (s *RWSem) acquired(write bool) {
+	s.acquisitions.Add(1)
+	if sched.Active() {
+		s.detAcquired(write)
+	}
+}
+
+func (s *RWSem) detAt(op string) { sched.At(op, s.Name()) }
+
+func (s *RWSem) detAcquired(write bool) { sched.Acquired(s, s.Name(), write) }
+
+// released tells a deterministic run, at the preemption point after a
+// release (op names it).
+func (s *RWSem) released(op string) {
+	if sched.Active() {
+		s.detReleased(op)
+	}
+}
+
+func (s *RWSem) detReleased(op string) {
+	sched.Released(s)
+	sched.At(op, s.Name())
 }
 
 // downReadSlowpath mirrors rwsem_down_read_slowpath(). On entry the
@@ -198,7 +227,7 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 		return nil
 	}
 
-	start := time.Now()
+	start := s.clock()
 	waiter := &rwsemWaiter{
 		task:    w,
 		kind:    waitingForRead,
@@ -232,7 +261,7 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 			if !waiter.granted.Load() {
 				s.delWakeWaiter(waiter) // releases waitLock
 				s.stats.interrupted.Add(1)
-				s.stats.record(s.Name(), w, time.Since(start))
+				s.stats.record(s.Name(), w, s.clock().Sub(start))
 				return errno.EINTR
 			}
 			// Granted just before the signal was seen: ordered by
@@ -240,14 +269,9 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 			s.waitLock.Unlock()
 			break
 		}
-		sleep(w, func() {
-			select {
-			case <-waiter.wake:
-			case <-fatal:
-			}
-		})
+		sleep(w, func() { sched.Wait(s, s.Name(), waiter.wake, fatal) })
 	}
-	s.stats.record(s.Name(), w, time.Since(start))
+	s.stats.record(s.Name(), w, s.clock().Sub(start))
 	return nil
 }
 
@@ -255,11 +279,14 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 // one waits or has asked for a handoff; it never sleeps and fails without
 // side effects. Mirrors down_read_trylock().
 func (s *RWSem) DownReadTrylock() bool {
+	if sched.Active() {
+		s.detAt("down_read_trylock")
+	}
 	tmp := s.count.Load()
 	for tmp&rwsemReadFailedMsk == 0 {
 		if s.count.CompareAndSwap(tmp, tmp+rwsemReaderBias) {
 			s.setReaderOwned()
-			s.acquisitions.Add(1)
+			s.acquired(false)
 			return true
 		}
 		tmp = s.count.Load()
@@ -277,6 +304,7 @@ func (s *RWSem) UpRead() {
 	if tmp&(rwsemLockMask|rwsemFlagWaiters) == rwsemFlagWaiters {
 		s.wake()
 	}
+	s.released("up_read")
 }
 
 // DownWrite takes the lock for writing, sleeping uninterruptibly. Mirrors
@@ -293,6 +321,9 @@ func (s *RWSem) DownWriteKillable(w Waiter) error {
 }
 
 func (s *RWSem) downWrite(w Waiter, killable bool) error {
+	if sched.Active() {
+		s.detAt("down_write")
+	}
 	if !s.count.CompareAndSwap(0, rwsemWriterLocked) {
 		if err := s.downWriteSlowpath(w, killable); err != nil {
 			return err
@@ -300,14 +331,14 @@ func (s *RWSem) downWrite(w Waiter, killable bool) error {
 	} else {
 		s.setOwner()
 	}
-	s.acquisitions.Add(1)
+	s.acquired(true)
 	return nil
 }
 
 // downWriteSlowpath mirrors rwsem_down_write_slowpath() without optimistic
 // spinning.
 func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
-	start := time.Now()
+	start := s.clock()
 	waiter := &rwsemWaiter{
 		task:    w,
 		kind:    waitingForWrite,
@@ -337,34 +368,32 @@ func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 			s.waitLock.Lock()
 			s.delWakeWaiter(waiter) // releases waitLock
 			s.stats.interrupted.Add(1)
-			s.stats.record(s.Name(), w, time.Since(start))
+			s.stats.record(s.Name(), w, s.clock().Sub(start))
 			return errno.EINTR
 		}
-		if s.writerSleeps != nil {
-			s.writerSleeps()
+		if h := hooks.writer; h != nil {
+			h(s, writerSleeps)
 		}
-		sleep(w, func() {
-			select {
-			case <-waiter.wake:
-			case <-fatal:
-			}
-		})
-		if s.writerWoken != nil {
-			s.writerWoken()
+		sleep(w, func() { sched.Wait(s, s.Name(), waiter.wake, fatal) })
+		if h := hooks.writer; h != nil {
+			h(s, writerWoken)
 		}
 		s.waitLock.Lock()
 	}
 	s.waitLock.Unlock()
-	s.stats.record(s.Name(), w, time.Since(start))
+	s.stats.record(s.Name(), w, s.clock().Sub(start))
 	return nil
 }
 
 // DownWriteTrylock takes the lock for writing only if nobody holds it and
 // nobody waits. Mirrors down_write_trylock().
 func (s *RWSem) DownWriteTrylock() bool {
+	if sched.Active() {
+		s.detAt("down_write_trylock")
+	}
 	if s.count.CompareAndSwap(0, rwsemWriterLocked) {
 		s.setOwner()
-		s.acquisitions.Add(1)
+		s.acquired(true)
 		return true
 	}
 	return false
@@ -380,6 +409,7 @@ func (s *RWSem) UpWrite() {
 	if tmp&rwsemFlagWaiters != 0 {
 		s.wake()
 	}
+	s.released("up_write")
 }
 
 // DowngradeWrite turns the caller's write lock into a read lock and wakes
@@ -398,6 +428,11 @@ func (s *RWSem) DowngradeWrite() {
 		}
 		s.waitLock.Unlock()
 		wakeAll(q)
+	}
+	if sched.Active() {
+		sched.Released(s)
+		sched.Acquired(s, s.Name(), false)
+		sched.At("downgrade_write", s.Name())
 	}
 }
 
@@ -658,4 +693,19 @@ func wakeAll(q []*rwsemWaiter) {
 	for _, w := range q {
 		wakeUp(w.wake)
 	}
+}
+
+// hookEvent is where a sleeping writer pauses under hooks.writer.
+type hookEvent int
+
+const (
+	writerSleeps hookEvent = iota // failed to take the lock, about to sleep
+	writerWoken                   // woken, about to retry
+)
+
+// hooks are the package's test hooks, set from export_test.go before any
+// lock is used.
+var hooks struct {
+	// writer is called by a sleeping writer of s at the events above.
+	writer func(s *RWSem, e hookEvent)
 }

@@ -3,6 +3,8 @@ package locking
 import (
 	"runtime"
 	"sync/atomic"
+
+	"mmlab/sched"
 )
 
 // SeqCount is a sequence counter (include/linux/seqlock.h, seqcount_t): odd
@@ -37,6 +39,10 @@ func (c *SeqCount) ReadBegin() uint64 {
 		s := c.seq.Load()
 		if s&1 == 0 {
 			return s
+		}
+		if sched.Current() != nil {
+			// Only one thread runs: spinning would never end.
+			panic("locking: SeqCount write section open across a preemption point")
 		}
 		runtime.Gosched() // the kernel's cpu_relax()
 	}

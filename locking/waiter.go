@@ -3,6 +3,8 @@ package locking
 import (
 	"sync/atomic"
 	"time"
+
+	"mmlab/sched"
 )
 
 // Waiter is what a lock sees of the task waiting on it.
@@ -24,7 +26,7 @@ type BlockRecorder interface {
 // Blocker is optionally implemented by a Waiter that runs on a model CPU
 // (a sched.Thread, or a kernel.Task that owns one): the lock sleeps by
 // calling Block(wait), so that the task gives up its CPU while wait blocks.
-// wait only waits on channels; it runs no model code.
+// wait only sleeps (sched.Wait); it runs no model code.
 type Blocker interface {
 	Block(wait func())
 }
@@ -93,24 +95,20 @@ func fatalChan(w Waiter) <-chan struct{} {
 	return w.Fatal()
 }
 
-// closed reports whether ch is closed; a nil channel never is. It mirrors
+// closed reports whether ch is closed (sched.TryRecv, as fatal channels
+// are only ever closed); a nil channel never is. It mirrors
 // signal_pending_state() for a killable sleep.
-func closed(ch <-chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+func closed(ch <-chan struct{}) bool { return sched.TryRecv(ch) }
 
 // wakeUp mirrors wake_up_process(): a non-blocking send on a one-slot
-// channel, so a wake-up is never lost and never blocks the waker. Sleepers
-// recheck their condition after every wake-up, so extra ones are harmless.
+// channel (sched.Notify), so a wake-up is never lost and never blocks the
+// waker. Sleepers recheck their condition after every wake-up, so extra
+// ones are harmless.
 func wakeUp(ch chan struct{}) {
+	if sched.Active() {
+		sched.Notify(ch)
+		return
+	}
 	select {
 	case ch <- struct{}{}:
 	default:

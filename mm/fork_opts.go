@@ -3,6 +3,7 @@ package mm
 import (
 	"mmlab/errno"
 	"mmlab/locking"
+	"mmlab/sched"
 )
 
 // ForkOptions tune ForkWith for seed 000's two designs of dup_mm() and for
@@ -77,6 +78,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 		if o.OnVMA != nil {
 			o.OnVMA(n)
 		}
+		sched.At("dup_mmap", "vma copied")
 	}
 	child.commitTree()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 // This file is what package uprobes needs from mm beyond the Hooks: the page
@@ -41,7 +42,7 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 	if v.Flags&(VM_SHARED|VM_MAYWRITE) != VM_MAYWRITE || v.File == nil { // is_cow_mapping
 		return errno.EINVAL
 	}
-	if w != nil && closedChan(w.Fatal()) {
+	if w != nil && sched.TryRecv(w.Fatal()) {
 		return errno.EINTR
 	}
 	a := vaddr &^ (pgtable.PageSize - 1)
@@ -116,16 +117,4 @@ func (v *VMA) FileByte(addr uint64) (byte, bool) {
 		return 0, false
 	}
 	return in.Cache.Get(off >> pgtable.PageShift).ByteAt(int(off & (pgtable.PageSize - 1))), true
-}
-
-func closedChan(ch <-chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -2,7 +2,6 @@ package mm
 
 import (
 	"errors"
-	"time"
 
 	"mmlab/locking"
 	"mmlab/rcu"
@@ -56,8 +55,12 @@ type vmaWriterWait struct {
 
 func (ww *vmaWriterWait) init() { ww.wake = make(chan struct{}, 1) }
 
-// wakeUp mirrors rcuwait_wake_up().
+// wakeUp mirrors rcuwait_wake_up() (sched.Notify in a deterministic run).
 func (ww *vmaWriterWait) wakeUp() {
+	if sched.Active() {
+		sched.Notify(ww.wake)
+		return
+	}
 	select {
 	case ww.wake <- struct{}{}:
 	default:
@@ -173,7 +176,7 @@ func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
 		}
 		// Locked: the fields are stable now. Is it still the right one?
 		if addr < v.Start || addr >= v.End {
-			m.VMAEndRead(v)
+			m.vmaRefcountPut(v)
 			return nil
 		}
 		return v
@@ -216,7 +219,7 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			break
 		}
 		if fromAddr >= v.End {
-			m.VMAEndRead(v)
+			m.vmaRefcountPut(v)
 			break
 		}
 		if fromAddr < v.Start && (!unlocked || m.lockSeq.Raw() != seq) {
@@ -224,7 +227,7 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 			// replacement whole, as the maple tree does); fall back if
 			// another VMA is there now.
 			if _, _, again := m.mt.Find(fromAddr); again != v {
-				m.VMAEndRead(v)
+				m.vmaRefcountPut(v)
 				break
 			}
 		}
@@ -270,19 +273,17 @@ func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
 		return true
 	}
 	w := m.wrWaiter
-	t0 := time.Now()
-	wait := func() {
-		for v.RefCnt.Load() != tgt {
-			<-m.vmaWriters.wake
+	t0 := sched.Now()
+	for v.RefCnt.Load() != tgt {
+		wait := func() { sched.Wait(v, VMALockName, m.vmaWriters.wake, nil) }
+		if b, ok := w.(locking.Blocker); ok {
+			b.Block(wait)
+		} else {
+			wait()
 		}
 	}
-	if b, ok := w.(locking.Blocker); ok {
-		b.Block(wait)
-	} else {
-		wait()
-	}
 	if br, ok := w.(locking.BlockRecorder); ok {
-		br.RecordBlocked(VMALockName, time.Since(t0))
+		br.RecordBlocked(VMALockName, sched.Since(t0))
 	}
 	return true
 }
@@ -292,6 +293,9 @@ func (m *MM) vmaEnterLocked(v *VMA, detaching bool) bool {
 // Caller holds the mmap write lock. On a VMA not yet attached it only marks
 // the VMA (as the kernel's callers do before storing a new VMA).
 func (m *MM) vmaStartWrite(v *VMA) {
+	if sched.Active() {
+		sched.At("vma_start_write", "")
+	}
 	seq := m.lockSeq.Raw()
 	if seq&1 == 0 {
 		return // no write section (a fresh mm being built): nothing to exclude

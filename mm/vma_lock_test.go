@@ -1,11 +1,15 @@
 package mm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"mmlab/sched"
 )
 
 const lockArena = 0x7f0000000000
@@ -30,11 +34,16 @@ func mapPieces(t *testing.T, m *MM, n int) []*VMA {
 	return vs
 }
 
-// waitFor spins (yielding) until cond holds: the other goroutine has reached
-// the state the test drives it to. No timing is involved.
+// waitFor spins (yielding, or in a deterministic run passing a preemption
+// point) until cond holds: the other task has reached the state the test
+// drives it to. No timing is involved.
 func waitFor(cond func() bool) {
 	for !cond() {
-		runtime.Gosched()
+		if sched.Current() != nil {
+			sched.At("wait for", "")
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -110,38 +119,39 @@ func TestDetachedVMANotLocked(t *testing.T) {
 // V1: a writer that modifies a VMA waits for its reader: mprotect does not
 // change the VMA until the reader leaves, and its wait is accounted.
 func TestWriterWaitsForVMAReader(t *testing.T) {
-	m := New()
-	v := mapPieces(t, m, 2)[0]
-	if m.LockVMAUnderRCU(v.Start) != v {
-		t.Fatal("cannot read-lock")
-	}
-	rec := &recorder{}
-	done := make(chan error)
-	go func() { done <- m.Mprotect(rec, v.Start, pg, PROT_READ) }()
-	// The writer has announced itself (VMA_LOCK_OFFSET) and waits.
-	waitFor(func() bool { return v.RefCnt.Load()&VMA_LOCK_OFFSET != 0 })
-	if v.Flags&VM_WRITE == 0 || v.End-v.Start != 2*pg {
-		t.Fatal("the VMA changed under its reader")
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("mprotect finished while a reader held the VMA (%v)", err)
-	default:
-	}
-	// A second reader cannot enter while the writer waits.
-	if got, _ := m.vmaStartRead(v); got != nil {
-		t.Fatal("a new reader entered past a waiting writer")
-	}
-	m.VMAEndRead(v)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := v.RefCnt.Load(); n != 1 {
-		t.Fatalf("after the write: vm_refcnt %d, want 1", n)
-	}
-	if rec.count(VMALockName) != 1 {
-		t.Fatalf("the writer's wait was recorded %d times under %q, want 1", rec.count(VMALockName), VMALockName)
-	}
+	forModes(t, func(t *testing.T, k tasks) {
+		m := New()
+		v := mapPieces(t, m, 2)[0]
+		if m.LockVMAUnderRCU(v.Start) != v {
+			t.Fatal("cannot read-lock")
+		}
+		rec := &recorder{}
+		var err error
+		done := k.spawn("writer", func() { err = m.Mprotect(rec, v.Start, pg, PROT_READ) })
+		// The writer has announced itself (VMA_LOCK_OFFSET) and waits.
+		waitFor(func() bool { return v.RefCnt.Load()&VMA_LOCK_OFFSET != 0 })
+		if v.Flags&VM_WRITE == 0 || v.End-v.Start != 2*pg {
+			t.Fatal("the VMA changed under its reader")
+		}
+		if finished(done) {
+			t.Fatalf("mprotect finished while a reader held the VMA (%v)", err)
+		}
+		// A second reader cannot enter while the writer waits.
+		if got, _ := m.vmaStartRead(v); got != nil {
+			t.Fatal("a new reader entered past a waiting writer")
+		}
+		m.VMAEndRead(v)
+		wait(done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := v.RefCnt.Load(); n != 1 {
+			t.Fatalf("after the write: vm_refcnt %d, want 1", n)
+		}
+		if rec.count(VMALockName) != 1 {
+			t.Fatalf("the writer's wait was recorded %d times under %q, want 1", rec.count(VMALockName), VMALockName)
+		}
+	})
 }
 
 // V4: fork write-locks every parent VMA as it reaches it and keeps them
@@ -149,43 +159,38 @@ func TestWriterWaitsForVMAReader(t *testing.T) {
 // first is already write-locked, so a fault there falls back to the mmap
 // lock and waits for the fork.
 func TestForkWriteLocksEveryVMA(t *testing.T) {
-	m := New()
-	vs := mapPieces(t, m, 2)
-	a, b := vs[0], vs[1]
-	if m.LockVMAUnderRCU(b.Start) != b {
-		t.Fatal("cannot read-lock")
-	}
-	forked := make(chan *MM)
-	go func() {
-		c, err := m.Fork(nil)
-		if err != nil {
-			panic(err)
+	forModes(t, func(t *testing.T, k tasks) {
+		m := New()
+		vs := mapPieces(t, m, 2)
+		a, b := vs[0], vs[1]
+		if m.LockVMAUnderRCU(b.Start) != b {
+			t.Fatal("cannot read-lock")
 		}
-		forked <- c
-	}()
-	waitFor(func() bool { return b.RefCnt.Load()&VMA_LOCK_OFFSET != 0 })
-	if !m.VMAIsWriteLocked(a) {
-		t.Fatal("fork waits on the second VMA but the first is not write-locked")
-	}
-	if m.LockVMAUnderRCU(a.Start) != nil {
-		t.Fatal("a copied VMA was read-locked during fork")
-	}
-	faulted := make(chan error)
-	go func() { faulted <- m.StoreByte(nil, a.Start, 1) }()
-	waitFor(func() bool { return m.MmapLock.Waiters() == 1 })
-	select {
-	case <-faulted:
-		t.Fatal("a fault on a copied VMA finished during fork")
-	default:
-	}
-	m.VMAEndRead(b)
-	c := <-forked
-	if err := <-faulted; err != nil {
-		t.Fatal(err)
-	}
-	if c.MapCount() != 2 || m.VMAIsWriteLocked(a) || m.VMAIsWriteLocked(b) {
-		t.Fatal("fork did not finish cleanly")
-	}
+		var c *MM
+		var forkErr, faultErr error
+		forked := k.spawn("fork", func() { c, forkErr = m.Fork(nil) })
+		waitFor(func() bool { return b.RefCnt.Load()&VMA_LOCK_OFFSET != 0 })
+		if !m.VMAIsWriteLocked(a) {
+			t.Fatal("fork waits on the second VMA but the first is not write-locked")
+		}
+		if m.LockVMAUnderRCU(a.Start) != nil {
+			t.Fatal("a copied VMA was read-locked during fork")
+		}
+		faulted := k.spawn("fault", func() { faultErr = m.StoreByte(nil, a.Start, 1) })
+		waitFor(func() bool { return m.MmapLock.Waiters() == 1 })
+		if finished(faulted) {
+			t.Fatal("a fault on a copied VMA finished during fork")
+		}
+		m.VMAEndRead(b)
+		wait(forked)
+		wait(faulted)
+		if forkErr != nil || faultErr != nil {
+			t.Fatal(forkErr, faultErr)
+		}
+		if c.MapCount() != 2 || m.VMAIsWriteLocked(a) || m.VMAIsWriteLocked(b) {
+			t.Fatal("fork did not finish cleanly")
+		}
+	})
 }
 
 // recorder is a locking.Waiter that counts the waits recorded by lock name.
@@ -214,70 +219,78 @@ func (r *recorder) count(lock string) int {
 // Stress (run it with -race): faulting readers under VMA locks against
 // writers that split, merge, unmap and remap the same VMAs. Every fault on
 // an address that stays mapped succeeds, and the address space stays sound.
+// Under the deterministic scheduler (fewer writes) each seed's run can be
+// replayed.
 func TestVMALockStress(t *testing.T) {
-	m := New()
-	const n = 16
-	mapPieces(t, m, n)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var faults [3]int
-	for r := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), 1))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+	forModes(t, func(t *testing.T, k tasks) {
+		writes := 1500
+		if k.sys != nil {
+			writes = 150
+		}
+		m := New()
+		const n = 16
+		mapPieces(t, m, n)
+		var stop atomic.Bool
+		var faults [3]int
+		var readers []<-chan struct{}
+		for r := range 3 {
+			readers = append(readers, k.spawn(fmt.Sprintf("reader%d", r), func() {
+				rng := rand.New(rand.NewPCG(uint64(r), 1))
+				for !stop.Load() {
+					// Even pieces' first pages stay mapped and writable;
+					// each reader has its own (user data is not shared).
+					i := uint64(rng.IntN(n/6)*3+r) * 2
+					addr := lockArena + i*2*pg
+					if err := m.StoreByte(nil, addr, byte(i)); err != nil {
+						panic(err)
+					}
+					if b, err := m.LoadByte(nil, addr); err != nil || b != byte(i) {
+						panic("lost a store")
+					}
+					faults[r]++
+					if k.sys != nil {
+						sched.At("reader loop", "")
+					}
 				}
-				// Even pieces' first pages stay mapped and writable;
-				// each reader has its own (user data is not shared).
-				i := uint64(rng.IntN(n/6)*3+r) * 2
-				addr := lockArena + i*2*pg
-				if err := m.StoreByte(nil, addr, byte(i)); err != nil {
-					panic(err)
+			}))
+		}
+		rng := rand.New(rand.NewPCG(9, 9))
+		for range writes {
+			i := uint64(rng.IntN(n))
+			second := lockArena + i*2*pg + pg // the second page of a piece
+			var err error
+			switch rng.IntN(3) {
+			case 0:
+				err = m.Mprotect(nil, second, pg, PROT_READ)
+			case 1:
+				err = m.Mprotect(nil, second, pg, PROT_READ|PROT_WRITE)
+			case 2:
+				if err = m.Munmap(nil, second, pg); err == nil {
+					_, err = m.Mmap(nil, second, pg, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, nil, 0)
 				}
-				if b, err := m.LoadByte(nil, addr); err != nil || b != byte(i) {
-					panic("lost a store")
-				}
-				faults[r]++
 			}
-		}()
-	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	for range 1500 {
-		i := uint64(rng.IntN(n))
-		second := lockArena + i*2*pg + pg // the second page of a piece
-		var err error
-		switch rng.IntN(3) {
-		case 0:
-			err = m.Mprotect(nil, second, pg, PROT_READ)
-		case 1:
-			err = m.Mprotect(nil, second, pg, PROT_READ|PROT_WRITE)
-		case 2:
-			if err = m.Munmap(nil, second, pg); err == nil {
-				_, err = m.Mmap(nil, second, pg, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, nil, 0)
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
-		if err != nil {
+		stop.Store(true)
+		for _, r := range readers {
+			wait(r)
+		}
+		m.MmapReadLock(nil)
+		defer m.MmapReadUnlock()
+		if err := m.CheckInvariants(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	close(stop)
-	wg.Wait()
-	m.MmapReadLock(nil)
-	defer m.MmapReadUnlock()
-	if err := m.CheckInvariants(); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range m.VMAs() {
-		if c := v.RefCnt.Load(); c != 1 {
-			t.Fatalf("VMA %#x-%#x: vm_refcnt %d after all readers left, want 1", v.Start, v.End, c)
+		for _, v := range m.VMAs() {
+			if c := v.RefCnt.Load(); c != 1 {
+				t.Fatalf("VMA %#x-%#x: vm_refcnt %d after all readers left, want 1", v.Start, v.End, c)
+			}
 		}
-	}
-	t.Logf("faults per reader: %v", faults)
+		if k.sys == nil {
+			t.Logf("faults per reader: %v", faults)
+		}
+	})
 }
 
 // At VMA_REF_LIMIT readers a new reader fails like one that meets a writer

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -60,7 +61,7 @@ type Classic struct {
 	sys *sched.System
 
 	// gpMu serialises grace periods; outermost rcu lock.
-	gpMu sync.Mutex
+	gpMu locking.Mutex
 
 	cbs callbacks
 
@@ -75,7 +76,8 @@ type Classic struct {
 // NewClassic returns a classic RCU domain for the CPUs of sys.
 func NewClassic(sys *sched.System) *Classic {
 	c := &Classic{sys: sys}
-	c.cbs.sync = c.Synchronize
+	c.gpMu.SetName("rcu_gp_mutex")
+	c.cbs.sync, c.cbs.sys = c.Synchronize, sys
 	return c
 }
 
@@ -121,20 +123,26 @@ func ReadUnlock(t *sched.Thread, idx int) {
 // CPU must answer too. Mirrors kernel/rcu/tree.c:synchronize_rcu() by way of
 // synchronize_rcu_expedited() (kernel/rcu/tree_exp.h).
 func (c *Classic) Synchronize() {
+	sched.At("synchronize_rcu", "")
 	c.gpMu.Lock()
 	defer c.gpMu.Unlock()
 	var wg sync.WaitGroup
 	for i := range c.sys.NumCPU() {
 		cpu := c.sys.CPU(i)
-		// One goroutine per CPU: the IPIs run in parallel, as
-		// sync_rcu_exp_select_cpus() sends them all before it waits.
-		wg.Go(func() {
+		ipi := func() {
 			cpu.IPI(func(running *sched.Thread) { // rcu_exp_handler()
 				if running != nil {
 					c.nIPIs.Add(1)
 				}
 			})
-		})
+		}
+		if c.sys.Deterministic() {
+			ipi() // at once, on the caller (see sched.CPU.IPI)
+			continue
+		}
+		// One goroutine per CPU: the IPIs run in parallel, as
+		// sync_rcu_exp_select_cpus() sends them all before it waits.
+		wg.Go(ipi)
 	}
 	if c.waitHook != nil {
 		c.waitHook()

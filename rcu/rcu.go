@@ -21,9 +21,15 @@
 // sleeps: Tasks Trace IPIs running threads, and a thread that waits while it
 // holds its CPU never answers.
 //
+// In sched's deterministic mode the read sides and grace periods are
+// preemption points, a grace period inspects threads and sends its IPIs at
+// once on the caller (no goroutine per thread or CPU), SRCU's polling
+// sleeps on the virtual clock, and the callback worker is a model thread.
+//
 // Lock order (outermost first):
 //
-//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex)
+//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex;
+//	                               locking.Mutex, a sleeping lock)
 //	sched's CPU.rq                (taken by a Tasks Trace scan)
 //	trcGP.mu                      (holdout count of one Tasks Trace grace period)
 //	callbacks.mu                  (leaf)
@@ -70,12 +76,14 @@ type GPStats struct {
 }
 
 // callbacks runs queued functions after grace periods, in order, on one
-// goroutine that exists only while the queue is not empty. Mirrors the
+// helper of the System (sched.System.Go) that exists only while the queue is
+// not empty. Mirrors the
 // callback lists of kernel/rcu/srcutree.c:call_srcu() and
 // kernel/rcu/tasks.h:call_rcu_tasks_generic(), with a goroutine for the
 // workqueue or kthread that invokes them.
 type callbacks struct {
-	sync func() // the flavour's Synchronize
+	sync func()        // the flavour's Synchronize
+	sys  *sched.System // where a deterministic run's worker is spawned
 
 	// mu protects list and running. Leaf lock.
 	mu      sync.Mutex
@@ -88,7 +96,7 @@ func (q *callbacks) call(fn func()) {
 	q.list = append(q.list, fn)
 	if !q.running {
 		q.running = true
-		go q.work()
+		q.sys.Go("rcu_callbacks", q.work)
 	}
 	q.mu.Unlock()
 }
@@ -118,6 +126,10 @@ func (q *callbacks) work() {
 // so queueing one more and waiting for it is enough.
 func (q *callbacks) barrier() {
 	done := make(chan struct{})
-	q.call(func() { close(done) })
-	<-done
+	q.call(func() { sched.Close(done) })
+	sched.Wait(nil, "rcu_barrier", done, nil)
 }
+
+// point is a preemption point of a read side in a deterministic run, out of
+// line so that the read sides stay small enough to inline.
+func point(t *sched.Thread, op string) { t.At(op, "") }

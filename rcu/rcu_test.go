@@ -109,8 +109,14 @@ func TestGPWaitsForReader(t *testing.T) {
 				defer release.open()
 				r := sys.Spawn(0, 0, func(th *sched.Thread) {
 					idx := f.ReadLock(th)
-					close(inside)
-					hold(th, sleeping, release.c)
+					if sleeping {
+						// Tell the test only once the CPU is given up, so
+						// the grace period finds the reader asleep.
+						th.Block(func() { close(inside); <-release.c })
+					} else {
+						close(inside)
+						hold(th, false, release.c)
+					}
 					f.ReadUnlock(th, idx)
 				})
 				<-inside

@@ -1,10 +1,10 @@
 package rcu
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -40,7 +40,9 @@ type SRCU struct {
 	sda    []srcuData // indexed by model CPU id
 
 	// gpMu serialises grace periods (srcu_gp_mutex); outermost rcu lock.
-	gpMu sync.Mutex
+	// A sleeping lock of package locking, so that a deterministic run
+	// schedules its waiters.
+	gpMu locking.Mutex
 
 	cbs callbacks
 
@@ -56,7 +58,8 @@ type SRCU struct {
 // kernel/rcu/srcutree.c:init_srcu_struct().
 func NewSRCU(sys *sched.System) *SRCU {
 	s := &SRCU{sda: make([]srcuData, sys.NumCPU())}
-	s.cbs.sync = s.Synchronize
+	s.gpMu.SetName("srcu_gp_mutex")
+	s.cbs.sync, s.cbs.sys = s.Synchronize, sys
 	return s
 }
 
@@ -66,6 +69,9 @@ func (s *SRCU) Name() string { return "srcu" }
 // ReadLock counts a reader in the current slot of t's CPU and returns the
 // slot. Mirrors kernel/rcu/srcutree.c:__srcu_read_lock().
 func (s *SRCU) ReadLock(t *sched.Thread) int {
+	if t.Deterministic() {
+		point(t, "srcu_read_lock")
+	}
 	idx := s.ctrIdx.Load() & 1
 	s.sda[t.CPU()].locks[idx].Add(1) // this_cpu_inc() + smp_mb() B
 	return int(idx)
@@ -76,6 +82,9 @@ func (s *SRCU) ReadLock(t *sched.Thread) int {
 // kernel/rcu/srcutree.c:__srcu_read_unlock().
 func (s *SRCU) ReadUnlock(t *sched.Thread, idx int) {
 	s.sda[t.CPU()].unlocks[idx].Add(1) // smp_mb() C + this_cpu_inc()
+	if t.Deterministic() {
+		point(t, "srcu_read_unlock")
+	}
 }
 
 // Synchronize waits for every reader that began before it. Mirrors
@@ -85,6 +94,7 @@ func (s *SRCU) ReadUnlock(t *sched.Thread, idx int) {
 // until now to drain (SRCU_STATE_SCAN2). Waiting polls with a backoff, as
 // the kernel's srcu_get_delay() does.
 func (s *SRCU) Synchronize() {
+	sched.At("synchronize_srcu", "")
 	s.gpMu.Lock()
 	defer s.gpMu.Unlock()
 	hooked := false // waitHook runs at most once per grace period
@@ -98,7 +108,7 @@ func (s *SRCU) Synchronize() {
 // waitDrained polls until slot idx has no readers. Mirrors
 // kernel/rcu/srcutree.c:try_check_zero(): two quick checks (readers are
 // usually short), then sleeps from SRCU_DEFAULT_RETRY_CHECK_DELAY (5 µs)
-// doubling to 1 ms.
+// doubling to 1 ms, on the model's clock (sched.Sleep).
 func (s *SRCU) waitDrained(idx uint32, hooked *bool) {
 	delay := 5 * time.Microsecond
 	for try := 0; !s.readersActiveIdxCheck(idx); try++ {
@@ -110,7 +120,7 @@ func (s *SRCU) waitDrained(idx uint32, hooked *bool) {
 			*hooked = true
 			s.waitHook()
 		}
-		time.Sleep(delay)
+		sched.Sleep(delay)
 		delay = min(2*delay, time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -44,7 +45,7 @@ type TasksTrace struct {
 	sys *sched.System
 
 	// gpMu serialises grace periods; outermost rcu lock.
-	gpMu sync.Mutex
+	gpMu locking.Mutex
 
 	cbs callbacks
 
@@ -58,7 +59,8 @@ type TasksTrace struct {
 // NewTasksTrace returns a Tasks Trace domain for the threads of sys.
 func NewTasksTrace(sys *sched.System) *TasksTrace {
 	tt := &TasksTrace{sys: sys}
-	tt.cbs.sync = tt.Synchronize
+	tt.gpMu.SetName("rcu_tasks_trace_gp_mutex")
+	tt.cbs.sync, tt.cbs.sys = tt.Synchronize, sys
 	return tt
 }
 
@@ -69,6 +71,9 @@ func (tt *TasksTrace) Name() string { return "tasks-trace" }
 // being the calling thread. Returns 0. Mirrors
 // include/linux/rcupdate_trace.h:rcu_read_lock_trace().
 func (tt *TasksTrace) ReadLock(t *sched.Thread) int {
+	if t.Deterministic() {
+		point(t, "rcu_read_lock_trace")
+	}
 	t.Trc.Nesting++
 	return 0
 }
@@ -85,6 +90,9 @@ func (tt *TasksTrace) ReadUnlock(t *sched.Thread, _ int) {
 		readUnlockTraceSpecial(t)
 	} else if n < 0 {
 		panic(fmt.Sprintf("rcu: tasks-trace ReadUnlock without ReadLock on thread %d", t.ID()))
+	}
+	if t.Deterministic() {
+		point(t, "rcu_read_unlock_trace")
 	}
 }
 
@@ -112,21 +120,27 @@ type trcGP struct {
 // (check_all_holdout_tasks_trace()), here by counting reports instead of
 // rescanning.
 func (tt *TasksTrace) Synchronize() {
+	sched.At("synchronize_rcu_tasks_trace", "")
 	tt.gpMu.Lock()
 	defer tt.gpMu.Unlock()
 	gp := &trcGP{done: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, t := range tt.sys.Threads() {
-		// One goroutine per thread: IPIs to running threads proceed in
-		// parallel, as the kernel's are asynchronous.
-		wg.Go(func() {
+		inspect := func() {
 			t.CallFunc(func(running bool) {
 				if running {
 					tt.nIPIs.Add(1)
 				}
 				gp.inspect(t)
 			})
-		})
+		}
+		if tt.sys.Deterministic() {
+			inspect() // at once, on the caller (see sched.Thread.CallFunc)
+			continue
+		}
+		// One goroutine per thread: IPIs to running threads proceed in
+		// parallel, as the kernel's are asynchronous.
+		wg.Go(inspect)
 	}
 	wg.Wait()
 	defer tt.nGPs.Add(1)
@@ -141,7 +155,7 @@ func (tt *TasksTrace) Synchronize() {
 	if tt.waitHook != nil {
 		tt.waitHook()
 	}
-	<-gp.done
+	sched.Wait(nil, "rcu_tasks_trace grace period", gp.done, nil)
 }
 
 // inspect checks t's nesting and flags t as a holdout if it is inside a read
@@ -167,7 +181,7 @@ func (gp *trcGP) report() {
 	gp.mu.Lock()
 	gp.holdouts--
 	if gp.holdouts == 0 && gp.scanned {
-		close(gp.done)
+		sched.Close(gp.done)
 	}
 	gp.mu.Unlock()
 }

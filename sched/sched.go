@@ -1,4 +1,9 @@
-// Package sched models the CPUs of the mmlab kernel.
+// Package sched models the CPUs of the mmlab kernel, in two modes: real
+// time (NewSystem), where model threads run in parallel on pinned OS
+// threads, and deterministic (New with Config.Deterministic), where one
+// model thread runs at a time, chosen by a seeded scheduler, in virtual time.
+//
+// # Real-time mode
 //
 // A model CPU is a run token plus a small run queue. A model thread (a
 // Thread; kernel.Task owns one) is a goroutine locked to its own OS thread,
@@ -26,10 +31,65 @@
 // through IPIFrom, which waits inside Block, as the kernel sends them with
 // interrupts enabled.
 //
+// # Deterministic mode
+//
+// A System made by New(Config{Deterministic: true, Seed: s}) runs the same
+// model code differently: its threads are plain goroutines (no locked OS
+// threads), exactly one of which runs at a time, holding a baton that a
+// switch hands over with one channel send. Threads start in Run, which
+// returns when all have exited. At every preemption point a seeded chooser
+// (or a forced Schedule) picks the next runnable thread among all of them,
+// whatever their CPU: model CPUs are labels for per-CPU data, IPIs and RCU.
+// The preemption points are the ones the model already has: lock
+// operations of package locking, RCU read sections and grace periods, VMA
+// steps and dup_mmap's per-VMA step in mm, register_for_each_vma's passes,
+// and every Config.Quantum-th Point (instruction boundaries of the
+// interpreter). Model code names them with At ("down_write",
+// "mmap_lock"). A thread sleeps only through Wait (a receive from a channel
+// that a waker sends to with Notify or closes with Close) or Sleep, so a
+// blocked thread becomes runnable only when another thread wakes it. An IPI
+// or CallFunc runs at once on the sender: every other thread is at a
+// preemption point or asleep (a thread that resumes reloads what it caches:
+// Thread.Resumed). Time is virtual: Now, Since and Sleep read one clock per
+// run, starting at Epoch, which advances only when every live thread sleeps
+// on it, to the earliest deadline. Priorities are ignored.
+//
+// Locks report what a thread holds (Acquired, Released), so that each
+// Decision of the run's Record says which thread reached which point
+// holding what, and which thread ran next; Record.String prints it and
+// Record.Schedule returns the choices, which Config.Schedule replays exactly
+// (under any seed and any GOMAXPROCS). A run fails with a *RunError
+// carrying the record: a *DeadlockError when every live thread is blocked
+// and none sleeps on the clock (with the wait cycle through the locks held,
+// if there is one), a *CheckError when Config.Check, a predicate over model
+// state run at every decision, fails, ErrMaxSteps, or ErrSchedule.
+//
+// An explorer of interleavings uses it like this:
+//
+//	sys := sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed,
+//		Schedule: prefix, Check: invariant})
+//	m := kernel.NewMachineOn(sys)       // or any model code on sys
+//	m.Start(task, 0, 0, body)           // or sys.SpawnNamed(name, cpu, prio, fn)
+//	rec, err := sys.Run()
+//	// err: nil, or a *RunError (errors.As to *DeadlockError, *CheckError)
+//	// rec.Schedule(): the choices made; extend or flip one and run again.
+//
+// Deterministic runs of one process are serialised (Run holds a global
+// lock), and model code finds the running thread of the active run through
+// a global (Current): while a deterministic run is active no goroutine
+// outside it may run model code (built with -tags invariants, every
+// decision checks that its caller is the running thread's goroutine). Model code must not sleep on anything but
+// Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
+// channel receive, would hang the run).
+//
 // Lock order (outermost first):
 //
 //	System.mu     (thread registry; never held while taking a runqueue lock)
 //	CPU.rq        (one CPU's runqueue lock; no other sched lock nests inside)
+//
+// A deterministic run's state has no lock: only the thread holding the
+// baton, or Run's goroutine while no thread holds it, touches it, and the
+// baton's hand-offs order those accesses.
 //
 // Happens-before edges that other packages rely on (package rcu does):
 //   - everything a thread did while it was current on its CPU happens before
@@ -46,6 +106,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -62,11 +123,14 @@ type System struct {
 
 	stopping atomic.Bool
 	wg       sync.WaitGroup // one count per thread not yet exited
+	helpers  sync.WaitGroup // one count per Go goroutine not yet returned
 
 	// mu protects threads and nextID. Never held while taking a CPU's rq.
 	mu      sync.Mutex
 	threads map[*Thread]struct{}
 	nextID  int
+
+	det *detRun // the deterministic run; nil in real-time mode
 }
 
 // CPU is one model CPU.
@@ -122,8 +186,10 @@ type Thread struct {
 	Trc TraceState
 	_   [64]byte
 
-	id  int
-	cpu *CPU
+	id   int
+	cpu  *CPU
+	det  *detThread // deterministic-mode state; nil in real-time mode
+	name string
 
 	// Context switch counts (task_struct's nvcsw and nivcsw): written by
 	// the thread itself, read by anyone.
@@ -165,14 +231,28 @@ func (s *System) CPU(i int) *CPU { return s.cpus[i] }
 // idle, else when the current thread reaches a Point (if prio is better) or
 // gives up the CPU. Mirrors kernel/fork.c:kernel_thread() + wake_up_new_task().
 func (s *System) Spawn(cpu, prio int, fn func(t *Thread)) *Thread {
+	return s.SpawnNamed("", cpu, prio, fn)
+}
+
+// SpawnNamed is Spawn of a thread named name (for records and reports). In
+// a deterministic System the thread runs when the chooser picks it, once
+// Run has started.
+func (s *System) SpawnNamed(name string, cpu, prio int, fn func(t *Thread)) *Thread {
 	c := s.cpus[cpu]
-	t := &Thread{cpu: c, prio: prio, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	t := &Thread{cpu: c, prio: prio, name: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.mu.Lock()
 	s.nextID++
 	t.id = s.nextID
 	s.threads[t] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if s.det != nil {
+		if name == "" {
+			name = fmt.Sprintf("thread%d", t.id)
+		}
+		s.det.spawn(t, name, fn)
+		return t
+	}
 
 	c.rq.Lock()
 	c.enqueueLocked(t)
@@ -204,8 +284,11 @@ func (t *Thread) exit() {
 	yield := c.setCurrLocked(next)
 	c.rq.Unlock()
 	handOff(next, yield)
+	t.sys().forget(t)
+}
 
-	s := t.sys()
+// forget removes the exited thread t from the tasklist and says it is done.
+func (s *System) forget(t *Thread) {
 	s.mu.Lock()
 	delete(s.threads, t)
 	s.mu.Unlock()
@@ -215,7 +298,24 @@ func (t *Thread) exit() {
 
 func (t *Thread) sys() *System { return t.cpu.system }
 
-// Threads returns a snapshot of the live threads, the model's tasklist.
+// Go runs fn on a helper of the System that holds no model CPU (the
+// workqueue or kthread that runs RCU callbacks): in real-time mode a
+// goroutine, which Stop waits for; in deterministic mode a model thread
+// named name on CPU 0, so that the chooser schedules it too.
+func (s *System) Go(name string, fn func()) {
+	if s.det != nil {
+		s.SpawnNamed(name, 0, 0, func(*Thread) { fn() })
+		return
+	}
+	s.helpers.Add(1)
+	go func() {
+		defer s.helpers.Done()
+		fn()
+	}()
+}
+
+// Threads returns a snapshot of the live threads, the model's tasklist, in
+// the order they were spawned.
 func (s *System) Threads() []*Thread {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,6 +323,7 @@ func (s *System) Threads() []*Thread {
 	for t := range s.threads {
 		ts = append(ts, t)
 	}
+	slices.SortFunc(ts, func(a, b *Thread) int { return a.id - b.id })
 	return ts
 }
 
@@ -230,7 +331,11 @@ func (s *System) Threads() []*Thread {
 // until all have exited. No thread may be spawned once Stop was called.
 func (s *System) Stop() {
 	s.stopping.Store(true)
+	if s.det != nil {
+		s.det.stop()
+	}
 	s.wg.Wait()
+	s.helpers.Wait()
 }
 
 // ID returns the thread's id, unique within its System.
@@ -263,12 +368,16 @@ func (t *Thread) Done() <-chan struct{} { return t.done }
 // Mirrors the interrupt-return path: irq handling, then
 // kernel/sched/core.c:preempt_schedule() if TIF_NEED_RESCHED is set.
 func (t *Thread) Point() {
-	if t.cpu.flags.Load() != 0 {
+	if t.cpu.flags.Load() != 0 || t.det != nil {
 		t.point()
 	}
 }
 
 func (t *Thread) point() {
+	if t.det != nil {
+		t.detPoint()
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	if c.flags.Load()&flagResched != 0 {
@@ -287,6 +396,11 @@ func (t *Thread) point() {
 // then queues behind the threads of its own priority. Called only by the
 // thread itself. Mirrors kernel/sched/core.c:do_sched_yield().
 func (t *Thread) Yield() {
+	if t.det != nil {
+		t.nvcsw.Add(1)
+		t.sys().det.decide(t, "yield", "")
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	if next := c.pickLocked(t.prio); next != nil {
@@ -314,7 +428,14 @@ func (t *Thread) switchAwayLocked(next *Thread) {
 // again, possibly after threads of better priority ran. Called only by the
 // thread itself. Mirrors a sleep: set_current_state(), schedule(), and the
 // try_to_wake_up() that ends it.
+//
+// In deterministic mode wait runs on the thread as kernel code: it must
+// sleep only through Wait or Sleep (every model wait does).
 func (t *Thread) Block(wait func()) {
+	if t.det != nil {
+		wait()
+		return
+	}
 	c := t.cpu
 	t.drainIPIsLocked()
 	next := c.pickLocked(math.MaxInt)
@@ -335,6 +456,10 @@ func (t *Thread) Block(wait func()) {
 // thread now beats it, it yields at its next Point. Called only by the
 // thread itself.
 func (t *Thread) SetPrio(prio int) {
+	if t.det != nil {
+		t.prio = prio // the chooser ignores priorities
+		return
+	}
 	c := t.cpu
 	c.rq.Lock()
 	t.prio = prio
@@ -443,7 +568,20 @@ func (c *CPU) enqueueLocked(t *Thread) {
 // running nil, under c's runqueue lock so no thread can start meanwhile (fn
 // must not call into sched for c). Mirrors
 // kernel/smp.c:smp_call_function_single(cpu, fn, info, wait=1).
+//
+// In deterministic mode fn runs at once, on the caller: every other thread
+// is at a preemption point or asleep. running is the caller if it runs on
+// c, else nil (a thread that is not running reloads what it caches when it
+// resumes: Resumed).
 func (c *CPU) IPI(fn func(running *Thread)) {
+	if c.system.det != nil {
+		var r *Thread
+		if t := running(); t != nil && t.cpu == c {
+			r = t
+		}
+		fn(r)
+		return
+	}
 	c.rq.Lock()
 	if c.curr == nil {
 		fn(nil)
@@ -461,7 +599,7 @@ func (c *CPU) IPI(fn func(running *Thread)) {
 // deadlock.
 func (c *CPU) IPIFrom(t *Thread, fn func(running *Thread)) {
 	switch {
-	case t == nil:
+	case t == nil || c.system.det != nil:
 		c.IPI(fn)
 	case t.cpu == c:
 		fn(t)
@@ -488,7 +626,14 @@ func (c *CPU) queueIPILocked(fn func(running *Thread)) {
 // sched for t's CPU. Mirrors kernel/sched/core.c:task_call_func() falling back
 // to smp_call_function_single() for a running task, as
 // kernel/rcu/tasks.h:trc_wait_for_one_reader() does.
+//
+// In deterministic mode fn runs at once on the caller, with running true if
+// t is the caller.
 func (t *Thread) CallFunc(fn func(running bool)) {
+	if t.det != nil {
+		fn(t == running())
+		return
+	}
 	c := t.cpu
 	c.rq.Lock()
 	if c.curr != t {

@@ -8,6 +8,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/locking"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
 // Design is seed 000's switch ("uprobes: Don't stall fork() when mmap_lock
@@ -149,6 +150,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 		}
 		held = nil
 		u.DupMmapSem.UpWrite()
+		sched.At("register_for_each_vma", "pass done")
 		if len(busy) == 0 || err != nil && isRegister {
 			for _, m := range busy {
 				mmput(m)

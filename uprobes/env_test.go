@@ -7,6 +7,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 // The test programs: a file whose bytes are the code, mapped r-xp at
@@ -36,13 +37,18 @@ func newEnv(t testing.TB, ncpu int, flavor Flavor, prog func(a *cpu.Asm)) *env {
 
 // newEnvConfig is newEnv with uprobes in the design c chooses.
 func newEnvConfig(t testing.TB, ncpu int, c Config, prog func(a *cpu.Asm)) *env {
+	return newEnvOn(t, sched.NewSystem(ncpu), c, prog)
+}
+
+// newEnvOn is newEnvConfig on the CPUs of sys, in its mode.
+func newEnvOn(t testing.TB, sys *sched.System, c Config, prog func(a *cpu.Asm)) *env {
 	a := cpu.NewAsm(textAddr)
 	prog(a)
 	code, err := a.Assemble()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach := kernel.NewMachine(ncpu)
+	mach := kernel.NewMachineOn(sys)
 	t.Cleanup(mach.Stop)
 	u, err := New(mach, c)
 	if err != nil {
@@ -106,7 +112,7 @@ func (e *env) run(tb testing.TB, t *kernel.Task, cpuID int, entry string, setup 
 		res.stop = r.Run()
 		res.regs = r.Regs
 	})
-	<-r.Done()
+	sched.Wait(nil, "task exit", r.Done(), nil)
 	res.sigs = t.PendingSignals()
 	res.stack = readBytes(tb, t.MM, stackTop-pgtable.PageSize, pgtable.PageSize)
 	return res

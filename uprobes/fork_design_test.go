@@ -9,11 +9,15 @@ import (
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/mm"
+	"mmlab/sched"
 )
 
-// Seed 000's tests: each drives one interleaving explicitly (channels and
-// the fork hooks; polling only for "a task is now queued on a lock") and
-// checks that the two designs tell apart.
+// Seed 000's tests: each drives one interleaving explicitly (the fork
+// hooks and step semaphores; polling only for "a task is now queued on a
+// lock") and checks that the two designs tell apart. Each runs twice: on
+// real goroutines, and under the deterministic scheduler with several seeds
+// (forModes), where the chooser interleaves everything the steps leave
+// open.
 
 var designs = []Design{DesignBefore, DesignAfter}
 
@@ -22,20 +26,16 @@ func designEnv(t *testing.T, d Design) *env {
 	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
 }
 
-// until spins (yielding) until cond holds: used only to learn that another
-// goroutine is now queued on a lock.
+// until spins (yielding, or in a deterministic run passing a preemption
+// point) until cond holds: used only to learn that another task is now
+// queued on a lock.
 func until(cond func() bool) {
 	for !cond() {
-		runtime.Gosched()
-	}
-}
-
-func closedCh(ch <-chan error) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+		if sched.Current() != nil {
+			sched.At("until", "")
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -48,66 +48,65 @@ func closedCh(ch <-chan error) bool {
 func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
-			e := designEnv(t, d)
-			b := e.newProc(t, "busy")
-			f := e.newProc(t, "forker")
-			b.MM.MmapReadLock(nil) // B populates
-			tracer := kernel.NewTask("tracer")
-			k := newCounter(true, false, nil)
-			regDone := make(chan error, 1)
-			go func() {
-				_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
-				regDone <- err
-			}()
-			until(b.MM.MmapLock.IsContended) // the registration waits for B
-			if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
-				t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
-			}
-			var child *kernel.Task
-			forked := make(chan error, 1)
-			go func() {
-				var err error
-				child, err = f.Fork()
-				forked <- err
-			}()
-			if d == DesignBefore {
-				until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
-				if closedCh(forked) || closedCh(regDone) {
-					t.Fatal("fork or registration finished while B holds its lock")
+			forModes(t, d, func(t *testing.T, e *env) {
+				b := e.newProc(t, "busy")
+				f := e.newProc(t, "forker")
+				b.MM.MmapReadLock(nil) // B populates
+				tracer := kernel.NewTask("tracer")
+				k := newCounter(true, false, nil)
+				reg := e.spawn("tracer", func() error {
+					_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
+					return err
+				})
+				until(b.MM.MmapLock.IsContended) // the registration waits for B
+				if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
+					t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
 				}
-				b.MM.MmapReadUnlock()
-				if err := <-regDone; err != nil {
-					t.Fatal(err)
+				var child *kernel.Task
+				forked := e.spawn("forker", func() error {
+					var err error
+					child, err = f.Fork()
+					return err
+				})
+				if d == DesignBefore {
+					until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
+					if forked.finished() || reg.finished() {
+						t.Fatal("fork or registration finished while B holds its lock")
+					}
+					b.MM.MmapReadUnlock()
+					if err := reg.wait(); err != nil {
+						t.Fatal(err)
+					}
+					if err := forked.wait(); err != nil {
+						t.Fatal(err)
+					}
+					if f.Blocked()["dup_mmap_sem"].Count == 0 {
+						t.Error("the fork did not block on dup_mmap_sem")
+					}
+				} else {
+					if err := forked.wait(); err != nil {
+						t.Fatal(err)
+					}
+					if reg.finished() {
+						t.Fatal("registration finished while B holds its lock")
+					}
+					if bl := f.Blocked(); len(bl) != 0 {
+						t.Errorf("the fork blocked: %v", bl)
+					}
+					b.MM.MmapReadUnlock()
+					if err := reg.wait(); err != nil {
+						t.Fatal(err)
+					}
+					if got := e.u.Passes(); got != 2 {
+						t.Errorf("passes %d, want 2 (B was busy once)", got)
+					}
 				}
-				if err := <-forked; err != nil {
-					t.Fatal(err)
+				for _, q := range []*kernel.Task{b, f, child} {
+					if byteAt(t, q.MM, e.addr("f")) != swbp {
+						t.Errorf("%v has no breakpoint after the registration", q)
+					}
 				}
-				if f.BlockedOn("dup_mmap_sem") <= 0 {
-					t.Error("the fork did not block on dup_mmap_sem")
-				}
-			} else {
-				if err := <-forked; err != nil {
-					t.Fatal(err)
-				}
-				if closedCh(regDone) {
-					t.Fatal("registration finished while B holds its lock")
-				}
-				if bl := f.Blocked(); len(bl) != 0 {
-					t.Errorf("the fork blocked: %v", bl)
-				}
-				b.MM.MmapReadUnlock()
-				if err := <-regDone; err != nil {
-					t.Fatal(err)
-				}
-				if got := e.u.Passes(); got != 2 {
-					t.Errorf("passes %d, want 2 (B was busy once)", got)
-				}
-			}
-			for _, q := range []*kernel.Task{b, f, child} {
-				if byteAt(t, q.MM, e.addr("f")) != swbp {
-					t.Errorf("%v has no breakpoint after the registration", q)
-				}
-			}
+			})
 		})
 	}
 }
@@ -122,55 +121,58 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 // with an unlock after hooks.waited in registerForEachVMAAfter, this test
 // fails at its step bound.)
 func TestSeed000PassProgress(t *testing.T) {
-	e := designEnv(t, DesignAfter)
-	b := e.newProc(t, "busy")
-	relock := make(chan struct{})
-	held := make(chan struct{})
-	step := make(chan struct{})
-	go func() {
-		for {
-			b.MM.MmapReadLock(b)
-			held <- struct{}{}
-			if _, ok := <-step; !ok {
+	forModes(t, DesignAfter, func(t *testing.T, e *env) {
+		b := e.newProc(t, "busy")
+		relock, held, step := newSem(), newSem(), newSem()
+		stop := false // written by the test before its last step.post
+		busy := e.spawn("busy", func() error {
+			for {
+				b.MM.MmapReadLock(b)
+				held.post()
+				step.take()
 				b.MM.MmapReadUnlock()
-				return
+				if stop {
+					return nil
+				}
+				relock.take()
 			}
-			b.MM.MmapReadUnlock()
-			<-relock
+		})
+		held.take()
+		setWaitedHook(t, func(m *mm.MM) {
+			relock.post()
+			until(m.MmapLock.IsContended) // B waits for its lock again
+		})
+		k := newCounter(true, false, nil)
+		reg := e.spawn("tracer", func() error {
+			_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+			return err
+		})
+		for steps := 0; ; steps++ {
+			until(func() bool { return b.MM.MmapLock.IsContended() || reg.finished() })
+			if reg.finished() {
+				break
+			}
+			if steps > 5 {
+				t.Fatalf("B let go %d times and the registration still waits (passes %d)", steps, e.u.Passes())
+			}
+			step.post() // B lets go; the registration takes the lock
+			held.take() // and B has it again
 		}
-	}()
-	<-held
-	setWaitedHook(t, func(m *mm.MM) {
-		relock <- struct{}{}
-		until(m.MmapLock.IsContended) // B waits for its lock again
+		if err := reg.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.u.Passes(); got != 2 {
+			t.Errorf("passes %d, want 2", got)
+		}
+		stop = true
+		step.post()
+		if err := busy.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if byteAt(t, b.MM, e.addr("f")) != swbp {
+			t.Error("B has no breakpoint")
+		}
 	})
-	k := newCounter(true, false, nil)
-	regDone := make(chan error, 1)
-	go func() {
-		_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
-		regDone <- err
-	}()
-	for steps := 0; ; steps++ {
-		until(func() bool { return b.MM.MmapLock.IsContended() || len(regDone) == 1 })
-		if len(regDone) == 1 {
-			break
-		}
-		if steps > 5 {
-			t.Fatalf("B let go %d times and the registration still waits (passes %d)", steps, e.u.Passes())
-		}
-		step <- struct{}{} // B lets go; the registration takes the lock
-		<-held             // and B has it again
-	}
-	if err := <-regDone; err != nil {
-		t.Fatal(err)
-	}
-	if got := e.u.Passes(); got != 2 {
-		t.Errorf("passes %d, want 2", got)
-	}
-	close(step)
-	if byteAt(t, b.MM, e.addr("f")) != swbp {
-		t.Error("B has no breakpoint")
-	}
 }
 
 // (b) Patch 7. A perf-style consumer inherited by the child: its filter
@@ -184,53 +186,55 @@ func TestSeed000PassProgress(t *testing.T) {
 func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
-			e := designEnv(t, d)
-			p := e.newProc(t, "parent")
-			targets := []*kernel.Task{p} // written before the removal starts
-			perf := newCounter(true, false, func(m *mm.MM) bool {
-				for _, tk := range targets {
-					if tk.MM == m {
-						return true
+			forModes(t, d, func(t *testing.T, e *env) {
+				p := e.newProc(t, "parent")
+				targets := []*kernel.Task{p} // written before the removal starts
+				perf := newCounter(true, false, func(m *mm.MM) bool {
+					for _, tk := range targets {
+						if tk.MM == m {
+							return true
+						}
 					}
+					return false
+				})
+				other := newCounter(true, false, nil)
+				up := mustRegister(t, e, "f", &perf.c)
+				mustRegister(t, e, "f", &other.c)
+				var removed *outcome
+				child, err := p.ForkWith(kernel.ForkHooks{
+					InitTask: func(c *kernel.Task) { targets = append(targets, c) },
+					OnVMA: func(n int) {
+						if n != 1 {
+							return
+						}
+						removed = e.spawn("perf-close", func() error {
+							return e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c)
+						})
+						until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
+					},
+					BeforeSetMM: func(*kernel.Task) {
+						if err := removed.wait(); err != nil {
+							t.Error(err)
+						}
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return false
+				if err := removed.wait(); err != nil {
+					t.Fatal(err)
+				}
+				want := byte(swbp)
+				if d == DesignBefore {
+					want = 0x90 // the nop: the breakpoint is lost
+				}
+				if got := byteAt(t, child.MM, e.addr("f")); got != want {
+					t.Errorf("child's byte at f %#x, want %#x", got, want)
+				}
+				if byteAt(t, p.MM, e.addr("f")) != swbp {
+					t.Error("parent lost its breakpoint")
+				}
 			})
-			other := newCounter(true, false, nil)
-			up := mustRegister(t, e, "f", &perf.c)
-			mustRegister(t, e, "f", &other.c)
-			removed := make(chan error, 1)
-			child, err := p.ForkWith(kernel.ForkHooks{
-				InitTask: func(c *kernel.Task) { targets = append(targets, c) },
-				OnVMA: func(n int) {
-					if n != 1 {
-						return
-					}
-					go func() { removed <- e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c) }()
-					until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
-				},
-				BeforeSetMM: func(*kernel.Task) {
-					if err := <-removed; err != nil {
-						t.Error(err)
-					}
-					removed <- nil
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := <-removed; err != nil {
-				t.Fatal(err)
-			}
-			want := byte(swbp)
-			if d == DesignBefore {
-				want = 0x90 // the nop: the breakpoint is lost
-			}
-			if got := byteAt(t, child.MM, e.addr("f")); got != want {
-				t.Errorf("child's byte at f %#x, want %#x", got, want)
-			}
-			if byteAt(t, p.MM, e.addr("f")) != swbp {
-				t.Error("parent lost its breakpoint")
-			}
 		})
 	}
 }
@@ -243,53 +247,53 @@ func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
-			e := designEnv(t, d)
-			p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
-			k := newCounter(true, false, nil)
-			up := mustRegister(t, e, "f", &k.c)
-			p2.MM.MmapReadLock(nil)
-			tracer := kernel.NewTask("tracer")
-			done := make(chan error, 1)
-			go func() { done <- e.u.UnregisterNosync(tracer, up, &k.c) }()
-			until(p2.MM.MmapLock.IsContended)
-			tracer.Kill()
-			p2.MM.MmapReadUnlock()
-			err := <-done
-			e.u.UnregisterSync(nil)
-			e.u.uretSRCU.Barrier()
-			e.u.flavor.Barrier()
-			if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
-				t.Error("p1 keeps the breakpoint")
-			}
-			if d == DesignBefore {
-				if !errors.Is(err, errno.EINTR) {
-					t.Errorf("unregister: %v, want EINTR", err)
+			forModes(t, d, func(t *testing.T, e *env) {
+				p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
+				k := newCounter(true, false, nil)
+				up := mustRegister(t, e, "f", &k.c)
+				p2.MM.MmapReadLock(nil)
+				tracer := kernel.NewTask("tracer")
+				done := e.spawn("tracer", func() error { return e.u.UnregisterNosync(tracer, up, &k.c) })
+				until(p2.MM.MmapLock.IsContended)
+				tracer.Kill()
+				p2.MM.MmapReadUnlock()
+				err := done.wait()
+				e.u.UnregisterSync(nil)
+				e.u.uretSRCU.Barrier()
+				e.u.flavor.Barrier()
+				if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
+					t.Error("p1 keeps the breakpoint")
 				}
-				if byteAt(t, p2.MM, e.addr("f")) != swbp {
-					t.Error("p2 lost the breakpoint: no half-way stop")
+				if d == DesignBefore {
+					if !errors.Is(err, errno.EINTR) {
+						t.Errorf("unregister: %v, want EINTR", err)
+					}
+					if byteAt(t, p2.MM, e.addr("f")) != swbp {
+						t.Error("p2 lost the breakpoint: no half-way stop")
+					}
+					if up.Freed() || e.u.Lookup(e.inode, e.off("f")) != up {
+						t.Error("the uprobe was not leaked")
+					}
+					// The leaked uprobe is still in the tree, so a hit on
+					// the leftover int3 is absorbed (no consumer, the nop
+					// emulated): a trap per call, forever.
+					res := e.run(t, p2, 0, "main", calls(3))
+					wantHalt(t, res)
+					if res.regs.R[cpu.RAX] != 3 || k.hits != 0 {
+						t.Errorf("rax %d hits %d, want 3 calls and no handler", res.regs.R[cpu.RAX], k.hits)
+					}
+					return
 				}
-				if up.Freed() || e.u.Lookup(e.inode, e.off("f")) != up {
-					t.Error("the uprobe was not leaked")
+				if err != nil {
+					t.Fatal(err)
 				}
-				// The leaked uprobe is still in the tree, so a hit on
-				// the leftover int3 is absorbed (no consumer, the nop
-				// emulated): a trap per call, forever.
-				res := e.run(t, p2, 0, "main", calls(3))
-				wantHalt(t, res)
-				if res.regs.R[cpu.RAX] != 3 || k.hits != 0 {
-					t.Errorf("rax %d hits %d, want 3 calls and no handler", res.regs.R[cpu.RAX], k.hits)
+				if byteAt(t, p2.MM, e.addr("f")) != 0x90 {
+					t.Error("p2 keeps the breakpoint")
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if byteAt(t, p2.MM, e.addr("f")) != 0x90 {
-				t.Error("p2 keeps the breakpoint")
-			}
-			if !up.Freed() || e.u.Len() != 0 {
-				t.Error("the uprobe was not freed")
-			}
+				if !up.Freed() || e.u.Len() != 0 {
+					t.Error("the uprobe was not freed")
+				}
+			})
 		})
 	}
 }
@@ -302,49 +306,49 @@ func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 func TestSeed000FailedForkTeardown(t *testing.T) {
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
-			e := designEnv(t, d)
-			p := e.newProc(t, "parent")
-			k := newCounter(true, false, nil)
-			regDone := make(chan error, 1)
-			tornDown := false
-			_, err := p.ForkWith(kernel.ForkHooks{
-				FailAfter: 1,
-				OnVMA: func(int) {
-					go func() {
-						_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
-						regDone <- err
-					}()
-					until(e.u.DupMmapSem.WriterWaitingForReaders)
-				},
-				Teardown: func() {
-					tornDown = true
-					if d == DesignBefore {
-						if closedCh(regDone) || !e.u.DupMmapSem.WriterWaitingForReaders() {
-							t.Error("the registration is not blocked by the teardown")
+			forModes(t, d, func(t *testing.T, e *env) {
+				p := e.newProc(t, "parent")
+				k := newCounter(true, false, nil)
+				var reg *outcome
+				tornDown := false
+				_, err := p.ForkWith(kernel.ForkHooks{
+					FailAfter: 1,
+					OnVMA: func(int) {
+						reg = e.spawn("tracer", func() error {
+							_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+							return err
+						})
+						until(e.u.DupMmapSem.WriterWaitingForReaders)
+					},
+					Teardown: func() {
+						tornDown = true
+						if d == DesignBefore {
+							if reg.finished() || !e.u.DupMmapSem.WriterWaitingForReaders() {
+								t.Error("the registration is not blocked by the teardown")
+							}
+							return
 						}
-						return
-					}
-					if err := <-regDone; err != nil {
-						t.Error(err)
-					}
-					regDone <- nil
-					if e.u.DupMmapSem.Readers() != 0 {
-						t.Error("teardown inside dup_mmap_sem")
-					}
-				},
+						if err := reg.wait(); err != nil {
+							t.Error(err)
+						}
+						if e.u.DupMmapSem.Readers() != 0 {
+							t.Error("teardown inside dup_mmap_sem")
+						}
+					},
+				})
+				if !errors.Is(err, errno.ENOMEM) || !tornDown {
+					t.Fatalf("fork: %v (torn down %v), want ENOMEM and a teardown", err, tornDown)
+				}
+				if err := reg.wait(); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(e.inode.IMmap(0, 1)); n != 1 {
+					t.Errorf("%d VMAs map the file after the failed fork, want the parent's only", n)
+				}
+				if byteAt(t, p.MM, e.addr("f")) != swbp {
+					t.Error("parent has no breakpoint")
+				}
 			})
-			if !errors.Is(err, errno.ENOMEM) || !tornDown {
-				t.Fatalf("fork: %v (torn down %v), want ENOMEM and a teardown", err, tornDown)
-			}
-			if err := <-regDone; err != nil {
-				t.Fatal(err)
-			}
-			if n := len(e.inode.IMmap(0, 1)); n != 1 {
-				t.Errorf("%d VMAs map the file after the failed fork, want the parent's only", n)
-			}
-			if byteAt(t, p.MM, e.addr("f")) != swbp {
-				t.Error("parent has no breakpoint")
-			}
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
+	"mmlab/sched"
 )
 
 // x86 uprobe constants (arch/x86/include/asm/uprobes.h, kernel/events).
@@ -265,10 +266,11 @@ func (a *xolArea) getSlot(w locking.Waiter) int {
 		a.mu.Unlock()
 		i, ok := a.trySlot()
 		if !ok {
+			wait := func() { sched.Wait(a, "xol slot", ch, nil) }
 			if b, isB := w.(locking.Blocker); isB {
-				b.Block(func() { <-ch })
+				b.Block(wait)
 			} else {
-				<-ch
+				wait()
 			}
 		}
 		a.mu.Lock()
@@ -302,7 +304,7 @@ func (a *xolArea) freeSlot(i int) {
 	a.used.And(^uint32(1 << i))
 	if a.waiters.Load() > 0 {
 		a.mu.Lock()
-		close(a.freed)
+		sched.Close(a.freed)
 		a.freed = make(chan struct{})
 		a.mu.Unlock()
 	}
