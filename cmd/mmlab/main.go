@@ -23,10 +23,6 @@ type command struct {
 	// run executes the subcommand with the arguments after its name and
 	// returns the process exit status. ctx is cancelled on SIGINT/SIGTERM.
 	run func(ctx context.Context, args []string) int
-	// quick, if set, is what `mmlab all` runs for this command: a short
-	// setting of its experiment. order sorts the steps of `all`.
-	quick func(ctx context.Context) int
-	order int
 }
 
 var commands = map[string]*command{}
