@@ -190,7 +190,8 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 	if b.def.Verdict != nil && len(doc.Results) > 0 && !doc.Interrupted {
 		line, failed := b.def.Verdict(o, doc.Results)
 		doc.Verdict = line
-		if failed && status == ExitOK {
+		if failed {
+			fmt.Fprintf(stderr, "mmlab run %s: the check failed: %s\n", name, line)
 			status = ExitFailed
 		}
 	}
