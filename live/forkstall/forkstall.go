@@ -28,4 +28,6 @@ var hooks struct {
 	// forkInEveryWindow makes each window (attach, detach, baseline) end
 	// only once a fork that started inside it has been recorded.
 	forkInEveryWindow bool
+	// probedDir, if set, is told the directory of each run's probed copy.
+	probedDir func(dir string)
 }

@@ -394,6 +394,9 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	if hooks.probedDir != nil {
+		hooks.probedDir(dir)
+	}
 	probed, err := copyExe(dir)
 	if err != nil {
 		return nil, fmt.Errorf("copy the mmlab binary for probing: %w", err)
