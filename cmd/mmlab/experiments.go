@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"io"
+
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
 	"mmlab/experiment/forkstall"
@@ -13,7 +16,10 @@ import (
 	livemapscan "mmlab/live/mapscan"
 	livemapslock "mmlab/live/mapslock"
 	livemaptear "mmlab/live/maptear"
+	livereplay "mmlab/live/replay"
 	livetrigger "mmlab/live/trigger"
+	"mmlab/replay"
+	"mmlab/trace"
 )
 
 // boundExperiments pairs each experiment's definition (experiment/<name>)
@@ -26,4 +32,10 @@ var boundExperiments = []experiment.Experiment{
 	experiment.Bind(maptear.Def, livemaptear.Run),
 	experiment.Bind(trigger.Def, livetrigger.Run),
 	experiment.Bind(attach.Def, liveattach.Run),
+}
+
+// replayTargets are the two runners of `mmlab replay`.
+var replayTargets = map[string]func(context.Context, *trace.Program, io.Writer) error{
+	"model": replay.Run,
+	"live":  livereplay.Run,
 }

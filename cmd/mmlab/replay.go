@@ -11,8 +11,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"mmlab/live/replay"
-	modelreplay "mmlab/replay"
 	"mmlab/trace"
 )
 
@@ -102,10 +100,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if p == nil {
 		return code
 	}
-	run := modelreplay.Run
-	if *target == "live" {
-		run = replay.Run
-	}
+	run := replayTargets[*target]
 	// A closed stdout (mmlab replay ... | head) or terminal must end the run
 	// through ctx or an EPIPE error, so that Run removes what it created,
 	// rather than kill mmlab outright.
