@@ -81,11 +81,12 @@ func section000(s *Seed, docs Docs) report.Seed {
 	}
 	modelSize := experiment.Bytes(uint64(toFloat(doc.Params["model_size_bytes"])))
 	t := report.Table{
-		Title: fmt.Sprintf("longest fork() during uprobe attach/detach and the time to attach, ms. published: %s; model: %s busy region calibrated to a %.0f ms populate, median of %v runs; live: %s",
+		Title: fmt.Sprintf("longest fork() during uprobe attach/detach, ms. published: %s; model: %s busy region calibrated to a %.0f ms populate, median of %v runs; live: %s",
 			s.Published.Setting, modelSize, toFloat(doc.Params["model_populate_hold_ms"]), doc.Params["runs"], settingLine(doc.Machine, fmt.Sprintf("%s busy region", experiment.Bytes(uint64(toFloat(doc.Params["size_bytes"])))))),
-		Columns: []string{"case", "fork: published before", "after", "model before", "after", "live kernel", "quiet",
-			"attach: published before", "after", "model before", "after", "live kernel"},
+		Columns: []string{"case", "published before", "published after", "model before", "model after", "live kernel", "live quiet"},
 	}
+	att := report.Table{Title: "time to attach, ms (same settings)",
+		Columns: []string{"case", "published before", "published after", "model before", "model after", "live kernel"}}
 	var cats []string
 	series := map[string]*report.Series{}
 	names := []string{"model before", "model after", "live kernel"}
@@ -101,7 +102,8 @@ func section000(s *Seed, docs Docs) report.Seed {
 		ma, oka := find(experiment.Model, "after", k.c, k.m)
 		lv, okl := find(experiment.Live, experiment.VariantKernel, k.c, k.m)
 		t.Rows = append(t.Rows, []string{label,
-			ms(p.ForkBeforeMs, okp), ms(p.ForkAfterMs, okp), ms(mb.ForkMaxMs, okb), ms(ma.ForkMaxMs, oka), ms(lv.ForkMaxMs, okl), ms(lv.BaselineMs, okl),
+			ms(p.ForkBeforeMs, okp), ms(p.ForkAfterMs, okp), ms(mb.ForkMaxMs, okb), ms(ma.ForkMaxMs, oka), ms(lv.ForkMaxMs, okl), ms(lv.BaselineMs, okl)})
+		att.Rows = append(att.Rows, []string{label,
 			ms(p.AttachBeforeMs, okp), ms(p.AttachAfterMs, okp), ms(mb.AttachMs, okb), ms(ma.AttachMs, oka), ms(lv.AttachMs, okl)})
 		for _, x := range []struct {
 			name string
@@ -119,7 +121,7 @@ func section000(s *Seed, docs Docs) report.Seed {
 			quiet = append(quiet, lv.BaselineMsRuns...)
 		}
 	}
-	part := report.Part{Experiment: "forkstall", Title: "fork() while uprobes attach to a busy process", Tables: []report.Table{t}}
+	part := report.Part{Experiment: "forkstall", Title: "fork() while uprobes attach to a busy process", Tables: []report.Table{t, att}}
 	ch := report.Chart{Title: "longest fork() in each attach/detach window, every run", Kind: report.Dots,
 		XLabel: "case", YLabel: "longest fork() (ms)", LogY: true, Categories: cats,
 		Command: "mmlab run forkstall " + strings.Join(argsOf(doc.Params), " ")}
