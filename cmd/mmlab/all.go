@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +85,7 @@ func runAll(ctx context.Context, args []string) int {
 	if *full {
 		fmt.Printf("mmlab all --full: %d experiments, about %s\n", len(plan), total.Round(time.Minute))
 	}
-	prog := newProgress(os.Stderr, *quiet, total)
+	prog := seeds.NewProgress(os.Stderr, *quiet, total)
 	status := experiment.ExitOK
 	interrupted := false
 	var page report.Page
@@ -106,12 +105,12 @@ func runAll(ctx context.Context, args []string) int {
 				fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
 				return experiment.ExitFailed
 			}
-			prog.begin(s.ID, st)
+			prog.Begin(s.ID, st)
 			args := append(append([]string{}, st.Args...), "--target", *target, "--out", dir)
 			fmt.Fprintf(log, "$ mmlab run %s %s\n", st.Experiment, strings.Join(args, " "))
 			code := e.Main(ctx, args, log, prog)
 			log.Close()
-			prog.end()
+			prog.End()
 			switch {
 			case code == experiment.ExitInterrupted || ctx.Err() != nil:
 				interrupted = true
@@ -165,75 +164,4 @@ func writeReport(path string, p *report.Page) error {
 		return err
 	}
 	return f.Close()
-}
-
-// progress shows where `mmlab all` is. On a terminal it keeps one status
-// line (seed, experiment, the experiment's last progress message, elapsed
-// and estimated time left); elsewhere it prints plain lines. Lines of the
-// experiments that are not progress (errors, skipped parts) are printed in
-// full either way.
-type progress struct {
-	w        io.Writer
-	quiet    bool
-	terminal bool
-	start    time.Time
-	left     time.Duration // estimated time of the steps not yet begun
-	seed     string
-	step     seeds.PlannedStep
-	stepAt   time.Time
-	partial  []byte
-}
-
-func newProgress(w *os.File, quiet bool, total time.Duration) *progress {
-	fi, err := w.Stat()
-	return &progress{w: w, quiet: quiet, terminal: err == nil && fi.Mode()&os.ModeCharDevice != 0, start: time.Now(), left: total}
-}
-
-func (p *progress) begin(seed string, st seeds.PlannedStep) {
-	p.seed, p.step, p.stepAt = seed, st, time.Now()
-	p.left -= st.Est
-	p.status("started")
-}
-
-func (p *progress) end() {
-	if p.terminal && !p.quiet {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-}
-
-func (p *progress) status(msg string) {
-	if p.quiet {
-		return
-	}
-	left := p.left + max(0, p.step.Est-time.Since(p.stepAt))
-	line := fmt.Sprintf("[seed %s · %s · %s elapsed · ~%s left] %s", p.seed, p.step.Experiment,
-		time.Since(p.start).Round(time.Second), left.Round(time.Second), msg)
-	if p.terminal {
-		if len(line) > 160 {
-			line = line[:160]
-		}
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		return
-	}
-	fmt.Fprintln(p.w, line)
-}
-
-// Write takes the experiments' stderr: progress lines ("NAME TARGET: ...")
-// become the status, anything else is printed whole.
-func (p *progress) Write(b []byte) (int, error) {
-	p.partial = append(p.partial, b...)
-	for {
-		i := strings.IndexByte(string(p.partial), '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		line := string(p.partial[:i])
-		p.partial = p.partial[i+1:]
-		if strings.HasPrefix(line, p.step.Experiment+" ") {
-			p.status(strings.TrimPrefix(line, p.step.Experiment+" "))
-			continue
-		}
-		p.end()
-		fmt.Fprintln(p.w, line)
-	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -108,7 +107,7 @@ func runMaps(ctx context.Context, args []string) int {
 	var line []byte
 	print := func(v *uapi.VMA) {
 		if *asJSON {
-			line = appendVMAJSON(line[:0], v)
+			line = v.AppendJSON(line[:0])
 		} else {
 			line = v.AppendText(line[:0])
 		}
@@ -157,36 +156,4 @@ func runMaps(ctx context.Context, args []string) int {
 		return 130
 	}
 	return 0
-}
-
-// vmaJSON is one VMA of `mmlab maps --json`, named as struct procmap_query.
-type vmaJSON struct {
-	Start    string  `json:"vma_start"`
-	End      string  `json:"vma_end"`
-	Perms    string  `json:"perms"`
-	Offset   string  `json:"vma_offset"`
-	DevMajor uint32  `json:"dev_major"`
-	DevMinor uint32  `json:"dev_minor"`
-	Inode    uint64  `json:"inode"`
-	PageSize uint64  `json:"vma_page_size,omitempty"`
-	Name     *string `json:"name"`
-}
-
-func appendVMAJSON(b []byte, v *uapi.VMA) []byte {
-	j := vmaJSON{
-		Start:    "0x" + strconv.FormatUint(v.Start, 16),
-		End:      "0x" + strconv.FormatUint(v.End, 16),
-		Perms:    v.Flags.String(),
-		Offset:   "0x" + strconv.FormatUint(v.Offset, 16),
-		DevMajor: v.DevMajor,
-		DevMinor: v.DevMinor,
-		Inode:    v.Inode,
-		PageSize: v.PageSize, // only PROCMAP_QUERY gives it
-	}
-	if v.Name != nil {
-		s := string(v.Name)
-		j.Name = &s
-	}
-	out, _ := json.Marshal(j)
-	return append(append(b, out...), '\n')
 }

@@ -14,50 +14,21 @@ import (
 	"mmlab/trace"
 )
 
-const replayHelp = `usage: mmlab replay [--target model|live] TRACE
+var replayHelp = fmt.Sprintf(`usage: mmlab replay [--target model|live] TRACE
 
 Runs a trace of address-space operations (TRACE is a file, or - for stdin) on
 the model (the default) or on the live kernel, in a fresh process with real
 system calls, a real fork() and real loads and stores. Both print the same
 lines: /proc/PID/maps lines, empty lines, peek lines and error lines.
 
-The language, one op a line, '#' starts a comment:
-  arena LO HI                          optional, before any other op;
-                                       default 0x100000000000 0x110000000000;
-                                       LO >= 0x10000, clear of the process's
-                                       own mappings: 0x550000000000-
-                                       0x660000000000 and 0x6f0000000000-
-                                       0x7ffc00000000, and at most 1 GiB above
-                                       0x7ffc00000000 (the stack)
-  file NAME SIZE                       a file of SIZE bytes; byte i is i % 251
-  mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT: r or -, w or -, x or- ("rw-");
-                                       FLAGS: private|shared, fixed|noreplace,
-                                       optional populate, comma-separated;
-                                       anonymous unless NAME OFF follow
-  munmap ADDR LEN
-  mprotect ADDR LEN PROT
-  mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]
-  touch ADDR                           read one byte
-  poke ADDR VALUE                      write one byte
-  peek ADDR                            read one byte, print "peek ADDR VALUE"
-  fork                                 the ops that follow run in a child...
-  exit                                 ...until exit (or the end), then the
-                                       parent goes on
-  maps                                 print the VMAs overlapping the arena,
-                                       then an empty line
-Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
-LEN, OLDLEN, NEWLEN and SIZE are at most 1G, all SIZEs together too; a line
-holds at most 4096 bytes before its comment.
-An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
-that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".
-
+%s
 Exit status: 0 when the trace ran (even if ops failed), 2 when it is malformed
 ("LINE: what is wrong" on stderr), 1 when TRACE cannot be read or the target
 cannot run. Both targets refuse the same traces with the same message.
 'mmlab gen' prints a random trace.
 
 flags:
-`
+`, trace.Language)
 
 func init() {
 	register(&command{
