@@ -10,7 +10,7 @@ const arena = 0x100000000000
 
 // BenchmarkPopulate1GiB measures MAP_POPULATE of a 1 GiB private anonymous
 // region: every PTE and page installed under the mmap read lock (the target
-// of issue 3 is at most 50 ns and 64 bytes per page).
+// to keep is at most 50 ns and 64 bytes per page).
 func BenchmarkPopulate1GiB(b *testing.B) {
 	const size = 1 << 30
 	const pages = size / pgtable.PageSize

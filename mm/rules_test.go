@@ -41,8 +41,8 @@ func mmapAnon(t *testing.T, m *MM, page, n uint64, prot int) {
 const rw = PROT_READ | PROT_WRITE
 
 // The expected layouts below are what /proc/PID/maps showed on the live 6.18
-// kernel for the same sequences (research note kernel-mechanisms §3.6 and
-// the goldens in testdata/traces, recorded live).
+// kernel for the same sequences (as do the goldens in testdata/traces,
+// recorded live).
 
 func TestAnonMergeSplitRemerge(t *testing.T) {
 	m := New()

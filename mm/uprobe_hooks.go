@@ -15,7 +15,7 @@ import (
 
 // UprobeWrite mirrors the page handling of kernel/events/uprobes.c:
 // uprobe_write() and __uprobe_write() (v6.16+) for data at vaddr in v, a
-// private file VMA of m. The caller holds m's mmap lock for write (U1).
+// private file VMA of m. The caller holds m's mmap lock for write.
 //
 //   - verify is called with the bytes now at vaddr (GUP with FOLL_FORCE) and
 //     returns false when there is nothing to do (verify_opcode: the

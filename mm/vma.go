@@ -9,7 +9,7 @@ import (
 
 // VMA mirrors struct vm_area_struct: the half-open range [Start, End).
 // Start, End, Pgoff, Flags and AnonVMA change only under the mmap write lock
-// (and, with issue 4, the VMA's write lock); MM, File and Name are set once.
+// and the VMA's write lock (vma_start_write); MM, File and Name are set once.
 type VMA struct {
 	Start, End uint64
 	// Pgoff is vm_pgoff: the file offset in pages; for private anonymous
@@ -33,7 +33,7 @@ type VMA struct {
 	// MM is vm_mm.
 	MM *MM
 
-	// Per-VMA lock state for issue 4 (include/linux/mm_types.h):
+	// Per-VMA lock state (include/linux/mm_types.h):
 	// RefCnt is vm_refcnt (0 detached, 1 attached, +1 per reader,
 	// +VMA_LOCK_OFFSET while a writer drains readers); LockSeq is
 	// vm_lock_seq, the mm_lock_seq value of the last write lock.

@@ -97,7 +97,7 @@ func ThisMachine() Machine {
 }
 
 // Median returns the median of xs (the lower middle value for an even count,
-// as the research notes do), or NaN for none.
+// as the experiments' tables report it), or NaN for none.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

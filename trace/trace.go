@@ -5,7 +5,7 @@
 // normalizes and compares the outputs of two targets, and generates random
 // traces from a seed.
 //
-// The language (issue 2 item 4):
+// The language:
 //
 //	arena LO HI                          optional, before any other op
 //	file NAME SIZE                       a file whose byte i is i % 251
@@ -206,7 +206,7 @@ holds at most 4096 bytes before its comment.
 An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
 that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".`
 
-// Parse reads a trace and validates all of it (issue 2 item 4) before anything
+// Parse reads a trace and validates all of it before anything
 // runs: unknown ops or flags, missing or extra fields, maymove without fixed
 // NEWADDR, FLAGS without exactly one of fixed/noreplace, arenas over the
 // process's own mappings (ProcessZones), addresses or ranges outside the

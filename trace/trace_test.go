@@ -73,7 +73,7 @@ func TestParseDefaultArena(t *testing.T) {
 	}
 }
 
-// Each malformed trace of issue 2 item 4 is refused with the line of the
+// Each malformed trace is refused with the line of the
 // offending op (counting every line, comments and blank ones too).
 func TestParseMalformed(t *testing.T) {
 	const a = "0x100000000000"

@@ -87,7 +87,7 @@
 // the model clean for the race detector (see kernel.Machine). A PTE that
 // was not present needs no shootdown: no CPU can have cached it.
 //
-// # Lock order (outermost first), kernel-mechanisms §5.10
+// # Lock order (outermost first)
 //
 //	Uprobe.registerRwsem      register_rwsem: register, unregister, apply (W)
 //	Uprobes.DupMmapSem        dup_mmap_sem: registerForEachVMA (W), fork (R)

@@ -161,7 +161,7 @@ func (up *Uprobe) tryGet() bool {
 // put mirrors put_uprobe() and uprobe_free_deferred(): the last reference
 // erases the uprobe from the tree (if it is still there) and frees it after
 // a grace period of uretprobes_srcu and then one of the hit path's flavour
-// (U5).
+// (put_uprobe, uprobe_free_rcu_tasks_trace).
 func (up *Uprobe) put() {
 	if up.ref.Add(-1) != 0 {
 		return
@@ -400,7 +400,7 @@ func (u *Uprobes) UnregisterNosync(w locking.Waiter, up *Uprobe, c *Consumer) er
 }
 
 // UnregisterSync mirrors uprobe_unregister_sync(): after it returns no
-// handler of a consumer removed before it runs (U4). A model task (a
+// handler of a consumer removed before it runs. A model task (a
 // locking.Blocker) waits inside Block, giving up its CPU.
 func (u *Uprobes) UnregisterSync(w locking.Waiter) {
 	wait := func() {

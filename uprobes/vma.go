@@ -173,7 +173,7 @@ func (u *Uprobes) removeBreakpoint(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr 
 
 // write mirrors uprobe_write_opcode() with verify_opcode(): install writes
 // int3 unless it is there; removal writes the original byte back only over
-// an int3 (U3).
+// an int3.
 func (u *Uprobes) write(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint64, b []byte, register bool) error {
 	verify := func(cur []byte) bool { return (cur[0] == swbp) != register }
 	return m.UprobeWrite(w, v, vaddr, b, register, verify, func() { u.machine.FlushTLB(m, w) })

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The exit statuses and messages of issue 2 item 4: 2 and "LINE: msg" for a
+// The exit statuses and messages of mmlab replay: 2 and "LINE: msg" for a
 // malformed trace, 2 for bad usage, 1 for an unreadable trace, 0 when the
 // trace ran even though ops failed.
 func TestReplayExitStatus(t *testing.T) {

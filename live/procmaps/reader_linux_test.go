@@ -678,8 +678,7 @@ func TestBuildID(t *testing.T) {
 }
 
 // The kernel's answers to malformed queries, as fs/proc/task_mmu.c's
-// do_procmap_query gives them (and as research/kernel-mechanisms.md §6.5
-// lists them): the model's PROCMAP_QUERY must give the same.
+// do_procmap_query gives them: the model's PROCMAP_QUERY must give the same.
 func TestRawQueryErrors(t *testing.T) {
 	r := open(t, os.Getpid())
 	base := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA}

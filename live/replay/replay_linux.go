@@ -239,7 +239,7 @@ func makeFile(path string, size uint64) error {
 var subreaper sync.Once
 
 // Run runs p on the live kernel in a fresh process and writes its output
-// (maps, peek and error lines, issue 2 item 4) to stdout as the lines come.
+// (maps, peek and error lines, as trace.Language says) to stdout as they come.
 // An op the kernel refuses is part of the output, not an error: Run returns
 // an error only when the trace cannot run (no C compiler, a helper that dies)
 // or ctx is cancelled, and then nothing it started or created is left.

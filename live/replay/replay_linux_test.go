@@ -133,7 +133,7 @@ func TestGoldens(t *testing.T) {
 
 var outputLine = regexp.MustCompile(`^(|peek 0x[0-9a-f]+ \d+|error \d+ (E[A-Z0-9]+|SIGSEGV|SIGBUS)|[0-9a-f]{8,}-[0-9a-f]{8,} [r-][w-][x-][ps] [0-9a-f]{8} [0-9a-f]{2}:[0-9a-f]{2} \d+ +.*)$`)
 
-// checkOutput checks that out holds only the lines of issue 2 item 4, with
+// checkOutput checks that out holds only the lines trace.Language allows, with
 // file names as bare NAMEs and no maps line outside the arena.
 func checkOutput(t *testing.T, p *trace.Program, out string) {
 	t.Helper()
