@@ -116,7 +116,7 @@ func TestDetachedVMANotLocked(t *testing.T) {
 	m.VMAEndRead(got)
 }
 
-// V1: a writer that modifies a VMA waits for its reader: mprotect does not
+// A writer that modifies a VMA waits for its reader: mprotect does not
 // change the VMA until the reader leaves, and its wait is accounted.
 func TestWriterWaitsForVMAReader(t *testing.T) {
 	forModes(t, func(t *testing.T, k tasks) {
@@ -154,7 +154,7 @@ func TestWriterWaitsForVMAReader(t *testing.T) {
 	})
 }
 
-// V4: fork write-locks every parent VMA as it reaches it and keeps them
+// Fork write-locks every parent VMA as it reaches it and keeps them
 // locked to the end: while it waits for a reader of the second VMA, the
 // first is already write-locked, so a fault there falls back to the mmap
 // lock and waits for the fork.
