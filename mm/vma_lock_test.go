@@ -47,7 +47,7 @@ func waitFor(cond func() bool) {
 	}
 }
 
-// V2: a VMA write lock lasts exactly as long as the mmap write section;
+// A VMA write lock lasts exactly as long as the mmap write section;
 // unlock and downgrade both end it.
 func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
 	m := New()
@@ -87,7 +87,7 @@ func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
 	}
 }
 
-// V3: a detached VMA is never read-locked: vma_start_read says EAGAIN, and
+// A detached VMA is never read-locked: vma_start_read says EAGAIN, and
 // lock_vma_under_rcu looks the address up again.
 func TestDetachedVMANotLocked(t *testing.T) {
 	m := New()
