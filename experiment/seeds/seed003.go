@@ -20,7 +20,7 @@ func seed003() *Seed {
 			{Experiment: "mapslock", Quick: []string{"--runs", "9", "--size", "1G"}, Full: []string{"--runs", "30", "--size", "4G"},
 				Smoke:    []string{"--runs", "2", "--size", "64M"},
 				EstQuick: 5 * time.Second, EstFull: 40 * time.Second},
-			{Experiment: "mapscan", Quick: []string{"--runs", "1", "--duration", "300ms"}, Full: []string{"--runs", "30", "--duration", "10s"},
+			{Experiment: "mapscan", Quick: []string{"--runs", "3", "--duration", "500ms"}, Full: []string{"--runs", "30", "--duration", "10s"},
 				Smoke:    []string{"--runs", "1", "--duration", "100ms"},
 				EstQuick: 8 * time.Second, EstFull: 50 * time.Minute},
 			{Experiment: "maptear", Quick: []string{"--reads", "2000", "--duration", "1s"}, Full: []string{"--reads", "0", "--duration", "20s"},
