@@ -130,6 +130,9 @@ const (
 	// MaxLineLen is the most bytes a line may hold before its comment; a
 	// comment may be of any length.
 	MaxLineLen = 4096
+	// MaxOps is the most ops a trace may hold, so that a trace of any size
+	// is parsed in bounded memory (an op takes about 100 bytes).
+	MaxOps = 100000
 )
 
 // Zone is a range of addresses where the kernel places a process's own
@@ -202,7 +205,7 @@ const Language = `The language, one op a line, '#' starts a comment:
                                        then an empty line
 Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
 LEN, OLDLEN, NEWLEN and SIZE are at most 1G, all SIZEs together too; a line
-holds at most 4096 bytes before its comment.
+holds at most 4096 bytes before its comment, a trace at most 100000 ops.
 An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
 that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".`
 
@@ -262,6 +265,9 @@ func Parse(r io.Reader) (*Program, error) {
 			if fileBytes += op.Size; fileBytes > MaxLen {
 				return nil, ps.errorf("the files take over 1 GiB in all")
 			}
+		}
+		if len(p.Ops) == MaxOps {
+			return nil, ps.errorf("more than %d ops: split the trace", MaxOps)
 		}
 		p.Ops = append(p.Ops, op)
 	}

@@ -270,3 +270,21 @@ func TestNormalizeAndDiff(t *testing.T) {
 		t.Errorf("Diff misses an extra line:\n%s", d)
 	}
 }
+
+// A trace of 50 MB is refused at its op past MaxOps, with its line, having
+// taken memory for MaxOps ops only.
+func TestParseHugeTrace(t *testing.T) {
+	src := strings.Repeat("touch 0x100000000000\n", 50<<20/21)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse(strings.NewReader(src))
+	runtime.ReadMemStats(&after)
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Line != MaxOps+1 || !strings.Contains(se.Msg, "ops") {
+		t.Fatalf("Parse = %v, want line %d: more than %d ops", err, MaxOps+1, MaxOps)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Errorf("Parse of a %d-byte trace allocated %d MiB, want under 64 MiB", len(src), n>>20)
+	}
+}
