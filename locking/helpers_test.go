@@ -98,6 +98,14 @@ func queued(s interface{ Waiters() int }, n int) {
 	waitFor(func() bool { return s.Waiters() == n })
 }
 
+// startQueued starts f, which must block on s, and returns once s's queue
+// holds n waiters.
+func startQueued(s interface{ Waiters() int }, n int, f func()) *op {
+	o := start(nilErr(f))
+	queued(s, n)
+	return o
+}
+
 // kinds returns the queue as a string of 'r' and 'w', head first.
 func kinds(s *locking.RWSem) string {
 	var b []byte

@@ -91,16 +91,11 @@ func TestPercpuRWSemWriterWaitsForReaders(t *testing.T) {
 func TestPercpuRWSemWakeOrder(t *testing.T) {
 	var s locking.PercpuRWSem
 	s.DownWrite(nil)
-	r1 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 1)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 2)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 3)
-	r3 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 4)
-	w3 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 5)
+	r1 := startQueued(&s, 1, func() { s.DownRead(nil) })
+	r2 := startQueued(&s, 2, func() { s.DownRead(nil) })
+	w2 := startQueued(&s, 3, func() { s.DownWrite(nil) })
+	r3 := startQueued(&s, 4, func() { s.DownRead(nil) })
+	w3 := startQueued(&s, 5, func() { s.DownWrite(nil) })
 
 	s.UpWrite()
 	// The waker takes the lock for the waiters it wakes before returning.
@@ -131,10 +126,8 @@ func TestPercpuRWSemWakeOrder(t *testing.T) {
 func TestPercpuRWSemWritersFIFO(t *testing.T) {
 	var s locking.PercpuRWSem
 	s.DownWrite(nil)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 1)
-	w3 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 2)
+	w2 := startQueued(&s, 1, func() { s.DownWrite(nil) })
+	w3 := startQueued(&s, 2, func() { s.DownWrite(nil) })
 	s.UpWrite()
 	mustFinish(t, w2, "writer 2")
 	if w3.finished() || s.Waiters() != 1 {
@@ -188,8 +181,7 @@ func TestPercpuRWSemSleepsThroughBlocker(t *testing.T) {
 	w := start(nilErr(func() { s.DownWrite(wt) }))
 	waitFor(s.WriterWaitingForReaders)
 	rt := &cpuTask{task: newTask("r")}
-	r := start(nilErr(func() { s.DownRead(rt) }))
-	queued(&s, 1)
+	r := startQueued(&s, 1, func() { s.DownRead(rt) })
 	s.UpRead(nil)
 	mustFinish(t, w, "writer")
 	s.UpWrite()

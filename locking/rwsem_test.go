@@ -50,8 +50,7 @@ func TestRWSemUncontended(t *testing.T) {
 func TestRWSemQueuedWriterBlocksNewReader(t *testing.T) {
 	s := locking.NewRWSem("mmap_lock")
 	s.DownRead(nil) // R1
-	w := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 1)
+	w := startQueued(s, 1, func() { s.DownWrite(nil) })
 	if !s.IsContended() {
 		t.Fatal("IsContended false with a queued writer")
 	}
@@ -115,10 +114,8 @@ func TestRWSemReleaseWakesAllReaders(t *testing.T) {
 func TestRWSemWriterFirstWakesOnlyWriter(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownWrite(nil)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 1)
-	r := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 2)
+	w2 := startQueued(s, 1, func() { s.DownWrite(nil) })
+	r := startQueued(s, 2, func() { s.DownRead(nil) })
 	s.UpWrite()
 	mustFinish(t, w2, "writer 2")
 	if r.finished() || kinds(s) != "r" {
@@ -241,8 +238,7 @@ func TestRWSemKillableReadEINTR(t *testing.T) {
 	victim := newTask("victim")
 	r := start(func() error { return s.DownReadKillable(victim) })
 	queued(s, 1)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 2)
+	w2 := startQueued(s, 2, func() { s.DownWrite(nil) })
 	victim.Kill()
 	mustEINTR(t, r, "killed reader")
 	if got := kinds(s); got != "w" {
@@ -271,8 +267,7 @@ func TestRWSemKillableWriteWakesReadersBehind(t *testing.T) {
 	victim := newTask("victim")
 	w := start(func() error { return s.DownWriteKillable(victim) })
 	queued(s, 1)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 2)
+	r2 := startQueued(s, 2, func() { s.DownRead(nil) })
 	victim.Kill()
 	mustEINTR(t, w, "killed writer")
 	if got := kinds(s); got != "" {
@@ -337,8 +332,7 @@ func TestRWSemAccounting(t *testing.T) {
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
 	tk := newTask("t")
-	r := start(nilErr(func() { s.DownRead(tk) }))
-	queued(s, 1)
+	r := startQueued(s, 1, func() { s.DownRead(tk) })
 	s.UpWrite()
 	mustFinish(t, r, "reader")
 	s.UpRead()
@@ -436,11 +430,9 @@ func TestRWSemSleepsThroughBlocker(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownWrite(nil)
 	rt := &cpuTask{task: newTask("r")}
-	r := start(nilErr(func() { s.DownRead(rt) }))
-	queued(s, 1)
+	r := startQueued(s, 1, func() { s.DownRead(rt) })
 	wt := &cpuTask{task: newTask("w")}
-	w := start(nilErr(func() { s.DownWrite(wt) }))
-	queued(s, 2)
+	w := startQueued(s, 2, func() { s.DownWrite(wt) })
 	s.UpWrite()
 	mustFinish(t, r, "reader")
 	s.UpRead()
@@ -457,8 +449,7 @@ func TestRWSemReaderWakeupBatch(t *testing.T) {
 	s.DownWrite(nil)
 	ops := make([]*op, n)
 	for i := range ops {
-		ops[i] = start(nilErr(func() { s.DownRead(nil) }))
-		queued(s, i+1)
+		ops[i] = startQueued(s, i+1, func() { s.DownRead(nil) })
 	}
 	s.UpWrite()
 	if got := s.Waiters(); got != n-256 {
@@ -488,12 +479,9 @@ func TestRWSemReaderWakeupBatch(t *testing.T) {
 // reader behind it, in that order.
 func writeHeldQueueRWR(s *locking.RWSem) (r1, w2, r2 *op) {
 	s.DownWrite(nil)
-	r1 = start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 1)
-	w2 = start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 2)
-	r2 = start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 3)
+	r1 = startQueued(s, 1, func() { s.DownRead(nil) })
+	w2 = startQueued(s, 2, func() { s.DownWrite(nil) })
+	r2 = startQueued(s, 3, func() { s.DownRead(nil) })
 	return r1, w2, r2
 }
 
