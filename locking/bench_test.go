@@ -66,8 +66,7 @@ func BenchmarkSyncRWMutexParallelRead(b *testing.B) {
 
 func BenchmarkPercpuRWSemUncontendedRead(b *testing.B) {
 	var s locking.PercpuRWSem
-	tk := newTask("t")
-	tk.cpu = 0
+	tk := newTaskOn("t", 0)
 	for b.Loop() {
 		s.DownRead(tk)
 		s.UpRead(tk)
@@ -88,8 +87,7 @@ func BenchmarkPercpuRWSemParallelRead(b *testing.B) {
 	var s locking.PercpuRWSem
 	var cpus atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		tk := newTask("t")
-		tk.cpu = int(cpus.Add(1))
+		tk := newTaskOn("t", int(cpus.Add(1)))
 		for pb.Next() {
 			s.DownRead(tk)
 			s.UpRead(tk)

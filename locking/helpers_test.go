@@ -1,12 +1,14 @@
 package locking_test
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"mmlab/errno"
 	"mmlab/locking"
 )
 
@@ -22,7 +24,12 @@ type task struct {
 }
 
 func newTask(name string) *task {
-	return &task{name: name, cpu: -1, fatal: make(chan struct{})}
+	return newTaskOn(name, -1)
+}
+
+// newTaskOn returns a task that runs on model CPU cpu (-1: none).
+func newTaskOn(name string, cpu int) *task {
+	return &task{name: name, cpu: cpu, fatal: make(chan struct{})}
 }
 
 func (t *task) Fatal() <-chan struct{} { return t.fatal }
@@ -91,6 +98,14 @@ func queued(s interface{ Waiters() int }, n int) {
 	waitFor(func() bool { return s.Waiters() == n })
 }
 
+// startQueued starts f, which must block on s, and returns once s's queue
+// holds n waiters.
+func startQueued(s interface{ Waiters() int }, n int, f func()) *op {
+	o := start(nilErr(f))
+	queued(s, n)
+	return o
+}
+
 // kinds returns the queue as a string of 'r' and 'w', head first.
 func kinds(s *locking.RWSem) string {
 	var b []byte
@@ -115,6 +130,61 @@ func mustFinish(t *testing.T, o *op, what string) {
 	t.Helper()
 	if err := o.wait(); err != nil {
 		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// stressWorkers runs worker(g) for each g below n, in n goroutines at once,
+// and returns when all have returned.
+func stressWorkers(n int, worker func(g int)) {
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() { worker(g) })
+	}
+	wg.Wait()
+}
+
+// mustEINTR waits for o and fails unless it returned errno.EINTR.
+func mustEINTR(t *testing.T, o *op, what string) {
+	t.Helper()
+	if err := o.wait(); !errors.Is(err, errno.EINTR) {
+		t.Fatalf("%s: err %v, want EINTR", what, err)
+	}
+}
+
+// exclusion counts the readers and writers inside a lock in a stress test
+// and remembers the first moment a reader and a writer, or two writers,
+// were inside together.
+type exclusion struct {
+	readers, writers atomic.Int64
+	bad              atomic.Value // [2]int64{readers, writers} when violated
+}
+
+func (x *exclusion) check(write bool) {
+	r, w := x.readers.Load(), x.writers.Load()
+	if write && (r != 0 || w != 1) || !write && w != 0 {
+		x.bad.Store([2]int64{r, w})
+	}
+}
+
+// inRead is a reader's critical section.
+func (x *exclusion) inRead() { x.readers.Add(1); x.check(false); x.readers.Add(-1) }
+
+// inWrite is a writer's critical section.
+func (x *exclusion) inWrite() { x.writers.Add(1); x.check(true); x.writers.Add(-1) }
+
+// mustHaveExcluded fails if readers and writers were ever inside at once.
+func (x *exclusion) mustHaveExcluded(t *testing.T) {
+	t.Helper()
+	if v := x.bad.Load(); v != nil {
+		t.Fatalf("readers/writers inside at once: %v", v)
+	}
+}
+
+// mustHaveBlocked fails unless both cpuTasks slept through Block.
+func mustHaveBlocked(t *testing.T, reader, writer *cpuTask) {
+	t.Helper()
+	if reader.blocks.Load() == 0 || writer.blocks.Load() == 0 {
+		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", reader.blocks.Load(), writer.blocks.Load())
 	}
 }
 

@@ -2,8 +2,6 @@ package locking_test
 
 import (
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"mmlab/locking"
@@ -11,8 +9,7 @@ import (
 
 func TestPercpuRWSemUncontended(t *testing.T) {
 	var s locking.PercpuRWSem
-	a, b := newTask("a"), newTask("b")
-	a.cpu, b.cpu = 0, 1
+	a, b := newTaskOn("a", 0), newTaskOn("b", 1)
 	s.DownRead(a)
 	s.DownRead(b)
 	if !s.DownReadTrylock(nil) {
@@ -74,9 +71,7 @@ func TestPercpuRWSemWriterWaitsForReaders(t *testing.T) {
 	s.UpWrite()
 	mustFinish(t, r2, "queued reader")
 	s.UpRead(r2t)
-	if s.Readers() != 0 || s.IsWriteLocked() || s.Waiters() != 0 {
-		t.Fatalf("end: readers %d, block %v, waiters %d", s.Readers(), s.IsWriteLocked(), s.Waiters())
-	}
+	mustBeFreePercpu(t, s)
 	st := s.Stats()
 	if st.Contended != 2 {
 		t.Fatalf("stats %+v: want 2 contended (the writer, the second reader)", st)
@@ -96,16 +91,11 @@ func TestPercpuRWSemWriterWaitsForReaders(t *testing.T) {
 func TestPercpuRWSemWakeOrder(t *testing.T) {
 	var s locking.PercpuRWSem
 	s.DownWrite(nil)
-	r1 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 1)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 2)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 3)
-	r3 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(&s, 4)
-	w3 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 5)
+	r1 := startQueued(&s, 1, func() { s.DownRead(nil) })
+	r2 := startQueued(&s, 2, func() { s.DownRead(nil) })
+	w2 := startQueued(&s, 3, func() { s.DownWrite(nil) })
+	r3 := startQueued(&s, 4, func() { s.DownRead(nil) })
+	w3 := startQueued(&s, 5, func() { s.DownWrite(nil) })
 
 	s.UpWrite()
 	// The waker takes the lock for the waiters it wakes before returning.
@@ -129,19 +119,15 @@ func TestPercpuRWSemWakeOrder(t *testing.T) {
 	s.UpRead(nil)
 	mustFinish(t, w3, "writer 3")
 	s.UpWrite()
-	if s.Readers() != 0 || s.IsWriteLocked() || s.Waiters() != 0 {
-		t.Fatalf("end: readers %d, block %v, waiters %d", s.Readers(), s.IsWriteLocked(), s.Waiters())
-	}
+	mustBeFreePercpu(t, &s)
 }
 
 // Writers exclude each other and are served in order.
 func TestPercpuRWSemWritersFIFO(t *testing.T) {
 	var s locking.PercpuRWSem
 	s.DownWrite(nil)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 1)
-	w3 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(&s, 2)
+	w2 := startQueued(&s, 1, func() { s.DownWrite(nil) })
+	w3 := startQueued(&s, 2, func() { s.DownWrite(nil) })
 	s.UpWrite()
 	mustFinish(t, w2, "writer 2")
 	if w3.finished() || s.Waiters() != 1 {
@@ -156,62 +142,36 @@ func TestPercpuRWSemWritersFIFO(t *testing.T) {
 // inside at once; counters balanced at the end.
 func TestPercpuRWSemStress(t *testing.T) {
 	var s locking.PercpuRWSem
-	var readers, writers atomic.Int64
-	var bad atomic.Value
-	check := func(write bool) {
-		r, w := readers.Load(), writers.Load()
-		if write && (r != 0 || w != 1) || !write && w != 0 {
-			bad.Store([2]int64{r, w})
-		}
-	}
+	var x exclusion
 	const workers, iters = 8, 2000
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 2))
-			tk := newTask("w")
-			tk.cpu = g%3 - 1 // -1, 0, 1
-			for range iters {
-				switch rng.IntN(8) {
-				case 0, 1, 2, 3:
-					s.DownRead(tk)
-					readers.Add(1)
-					check(false)
-					readers.Add(-1)
-					s.UpRead(tk)
-				case 4:
-					if s.DownReadTrylock(tk) {
-						readers.Add(1)
-						check(false)
-						readers.Add(-1)
-						s.UpRead(nil)
-					}
-				case 5, 6:
-					s.DownWrite(tk)
-					writers.Add(1)
-					check(true)
-					writers.Add(-1)
+	stressWorkers(workers, func(g int) {
+		rng := rand.New(rand.NewPCG(uint64(g), 2))
+		tk := newTaskOn("w", g%3-1) // CPU -1, 0, 1
+		for range iters {
+			switch rng.IntN(8) {
+			case 0, 1, 2, 3:
+				s.DownRead(tk)
+				x.inRead()
+				s.UpRead(tk)
+			case 4:
+				if s.DownReadTrylock(tk) {
+					x.inRead()
+					s.UpRead(nil)
+				}
+			case 5, 6:
+				s.DownWrite(tk)
+				x.inWrite()
+				s.UpWrite()
+			case 7:
+				if s.DownWriteTrylock() {
+					x.inWrite()
 					s.UpWrite()
-				case 7:
-					if s.DownWriteTrylock() {
-						writers.Add(1)
-						check(true)
-						writers.Add(-1)
-						s.UpWrite()
-					}
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if v := bad.Load(); v != nil {
-		t.Fatalf("readers/writers inside at once: %v", v)
-	}
-	if s.Readers() != 0 || s.IsWriteLocked() || s.Waiters() != 0 {
-		t.Fatalf("end: readers %d, block %v, waiters %d", s.Readers(), s.IsWriteLocked(), s.Waiters())
-	}
+		}
+	})
+	x.mustHaveExcluded(t)
+	mustBeFreePercpu(t, &s)
 }
 
 func TestPercpuRWSemSleepsThroughBlocker(t *testing.T) {
@@ -221,14 +181,20 @@ func TestPercpuRWSemSleepsThroughBlocker(t *testing.T) {
 	w := start(nilErr(func() { s.DownWrite(wt) }))
 	waitFor(s.WriterWaitingForReaders)
 	rt := &cpuTask{task: newTask("r")}
-	r := start(nilErr(func() { s.DownRead(rt) }))
-	queued(&s, 1)
+	r := startQueued(&s, 1, func() { s.DownRead(rt) })
 	s.UpRead(nil)
 	mustFinish(t, w, "writer")
 	s.UpWrite()
 	mustFinish(t, r, "reader")
 	s.UpRead(rt)
-	if rt.blocks.Load() == 0 || wt.blocks.Load() == 0 {
-		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", rt.blocks.Load(), wt.blocks.Load())
+	mustHaveBlocked(t, rt, wt)
+}
+
+// mustBeFreePercpu fails unless s ends with no reader inside, block clear
+// and an empty queue.
+func mustBeFreePercpu(t *testing.T, s *locking.PercpuRWSem) {
+	t.Helper()
+	if s.Readers() != 0 || s.IsWriteLocked() || s.Waiters() != 0 {
+		t.Fatalf("end: readers %d, block %v, waiters %d", s.Readers(), s.IsWriteLocked(), s.Waiters())
 	}
 }

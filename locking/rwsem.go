@@ -216,24 +216,13 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 		s.setReaderOwned()
 		// The first reader wakes the readers at the head of the queue.
 		if rcnt == 1 && count&rwsemFlagWaiters != 0 {
-			var q []*rwsemWaiter
-			s.waitLock.Lock()
-			if s.head != nil {
-				q = s.markWake(wakeReadOwned, q)
-			}
-			s.waitLock.Unlock()
-			wakeAll(q)
+			s.wake(wakeReadOwned)
 		}
 		return nil
 	}
 
 	start := s.clock()
-	waiter := &rwsemWaiter{
-		task:    w,
-		kind:    waitingForRead,
-		timeout: s.clock().Add(RWSemWaitTimeout),
-		wake:    make(chan struct{}, 1),
-	}
+	waiter := s.newWaiter(w, waitingForRead)
 	s.waitLock.Lock()
 	if s.head == nil {
 		// Nobody queued and no writer: our bias already holds the lock.
@@ -251,18 +240,12 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 	s.waitLock.Unlock()
 	wakeAll(q)
 
-	var fatal <-chan struct{}
-	if killable {
-		fatal = fatalChan(w)
-	}
+	fatal := killableFatal(w, killable)
 	for !waiter.granted.Load() {
 		if closed(fatal) {
 			s.waitLock.Lock()
 			if !waiter.granted.Load() {
-				s.delWakeWaiter(waiter) // releases waitLock
-				s.stats.interrupted.Add(1)
-				s.stats.record(s.Name(), w, s.clock().Sub(start))
-				return errno.EINTR
+				return s.giveUpLocked(waiter, start) // releases waitLock
 			}
 			// Granted just before the signal was seen: ordered by
 			// waitLock against markWake: we own the lock.
@@ -273,6 +256,40 @@ func (s *RWSem) downReadSlowpath(count int64, w Waiter, killable bool) error {
 	}
 	s.stats.record(s.Name(), w, s.clock().Sub(start))
 	return nil
+}
+
+// newWaiter returns the wait-list entry of task w, which may set the
+// handoff bit once it has waited RWSemWaitTimeout (the set-up of struct
+// rwsem_waiter in rwsem_down_read_slowpath() and rwsem_down_write_slowpath()).
+func (s *RWSem) newWaiter(w Waiter, kind waitKind) *rwsemWaiter {
+	return &rwsemWaiter{
+		task:    w,
+		kind:    kind,
+		timeout: s.clock().Add(RWSemWaitTimeout),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// killableFatal returns the channel a waiter watches for a fatal signal:
+// w's for a killable sleep (TASK_KILLABLE), nil (never) for an
+// uninterruptible one.
+func killableFatal(w Waiter, killable bool) <-chan struct{} {
+	if !killable {
+		return nil
+	}
+	return fatalChan(w)
+}
+
+// giveUpLocked takes a waiter that saw a fatal signal off the queue, as the
+// out_nolock paths of rwsem_down_read_slowpath() and
+// rwsem_down_write_slowpath() do (rwsem_del_wake_waiter()), accounts the wait
+// since start as interrupted, and returns errno.EINTR. Caller holds waitLock;
+// it is released on return.
+func (s *RWSem) giveUpLocked(waiter *rwsemWaiter, start time.Time) error {
+	s.delWakeWaiter(waiter)
+	s.stats.interrupted.Add(1)
+	s.stats.record(s.Name(), waiter.task, s.clock().Sub(start))
+	return errno.EINTR
 }
 
 // DownReadTrylock takes the lock for reading if no writer holds it and no
@@ -302,7 +319,7 @@ func (s *RWSem) UpRead() {
 		panic("locking: UpRead of " + s.Name() + " not read-locked")
 	}
 	if tmp&(rwsemLockMask|rwsemFlagWaiters) == rwsemFlagWaiters {
-		s.wake()
+		s.wake(wakeAny)
 	}
 	s.released("up_read")
 }
@@ -339,12 +356,7 @@ func (s *RWSem) downWrite(w Waiter, killable bool) error {
 // spinning.
 func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 	start := s.clock()
-	waiter := &rwsemWaiter{
-		task:    w,
-		kind:    waitingForWrite,
-		timeout: s.clock().Add(RWSemWaitTimeout),
-		wake:    make(chan struct{}, 1),
-	}
+	waiter := s.newWaiter(w, waitingForWrite)
 	s.waitLock.Lock()
 	s.addWaiter(waiter)
 	if s.head != waiter {
@@ -358,18 +370,12 @@ func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 		s.count.Or(rwsemFlagWaiters)
 	}
 
-	var fatal <-chan struct{}
-	if killable {
-		fatal = fatalChan(w)
-	}
+	fatal := killableFatal(w, killable)
 	for !s.tryWriteLock(waiter) {
 		s.waitLock.Unlock()
 		if closed(fatal) {
 			s.waitLock.Lock()
-			s.delWakeWaiter(waiter) // releases waitLock
-			s.stats.interrupted.Add(1)
-			s.stats.record(s.Name(), w, s.clock().Sub(start))
-			return errno.EINTR
+			return s.giveUpLocked(waiter, start) // releases waitLock
 		}
 		if h := hooks.writer; h != nil {
 			h(s, writerSleeps)
@@ -407,7 +413,7 @@ func (s *RWSem) UpWrite() {
 		panic("locking: UpWrite of " + s.Name() + " not write-locked")
 	}
 	if tmp&rwsemFlagWaiters != 0 {
-		s.wake()
+		s.wake(wakeAny)
 	}
 	s.released("up_write")
 }
@@ -421,13 +427,7 @@ func (s *RWSem) DowngradeWrite() {
 	}
 	s.setReaderOwned()
 	if tmp&rwsemFlagWaiters != 0 {
-		var q []*rwsemWaiter
-		s.waitLock.Lock()
-		if s.head != nil {
-			q = s.markWake(wakeReadOwned, q)
-		}
-		s.waitLock.Unlock()
-		wakeAll(q)
+		s.wake(wakeReadOwned)
 	}
 	if sched.Active() {
 		sched.Released(s)
@@ -555,12 +555,15 @@ func (s *RWSem) condWakeWaiter(count int64, q []*rwsemWaiter) []*rwsemWaiter {
 	return s.markWake(wt, q)
 }
 
-// wake mirrors rwsem_wake().
-func (s *RWSem) wake() {
+// wake mirrors rwsem_wake() with wakeAny. With wakeReadOwned it is the
+// wake-up of the readers at the head of the queue by a task that holds the
+// read lock, in downgrade_write() and in rwsem_down_read_slowpath()'s lock
+// stealing.
+func (s *RWSem) wake(wt wakeType) {
 	var q []*rwsemWaiter
 	s.waitLock.Lock()
 	if s.head != nil {
-		q = s.markWake(wakeAny, q)
+		q = s.markWake(wt, q)
 	}
 	s.waitLock.Unlock()
 	wakeAll(q)

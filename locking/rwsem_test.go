@@ -3,8 +3,6 @@ package locking_test
 import (
 	"errors"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"mmlab/errno"
@@ -52,8 +50,7 @@ func TestRWSemUncontended(t *testing.T) {
 func TestRWSemQueuedWriterBlocksNewReader(t *testing.T) {
 	s := locking.NewRWSem("mmap_lock")
 	s.DownRead(nil) // R1
-	w := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 1)
+	w := startQueued(s, 1, func() { s.DownWrite(nil) })
 	if !s.IsContended() {
 		t.Fatal("IsContended false with a queued writer")
 	}
@@ -89,13 +86,7 @@ func TestRWSemQueuedWriterBlocksNewReader(t *testing.T) {
 // behind a writer; the writer keeps its place.
 func TestRWSemReleaseWakesAllReaders(t *testing.T) {
 	s := locking.NewRWSem("sem")
-	s.DownWrite(nil)
-	r1 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 1)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 2)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 3)
+	r1, w2, r2 := writeHeldQueueRWR(s)
 	if got := kinds(s); got != "rwr" {
 		t.Fatalf("queue %q, want rwr", got)
 	}
@@ -116,19 +107,15 @@ func TestRWSemReleaseWakesAllReaders(t *testing.T) {
 	s.UpRead()
 	mustFinish(t, w2, "writer")
 	s.UpWrite()
-	if s.Count() != 0 {
-		t.Fatalf("count %#x at the end, want 0", s.Count())
-	}
+	mustBeFree(t, s)
 }
 
 // A release with a writer first wakes only that writer.
 func TestRWSemWriterFirstWakesOnlyWriter(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownWrite(nil)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 1)
-	r := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 2)
+	w2 := startQueued(s, 1, func() { s.DownWrite(nil) })
+	r := startQueued(s, 2, func() { s.DownRead(nil) })
 	s.UpWrite()
 	mustFinish(t, w2, "writer 2")
 	if r.finished() || kinds(s) != "r" {
@@ -251,12 +238,9 @@ func TestRWSemKillableReadEINTR(t *testing.T) {
 	victim := newTask("victim")
 	r := start(func() error { return s.DownReadKillable(victim) })
 	queued(s, 1)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 2)
+	w2 := startQueued(s, 2, func() { s.DownWrite(nil) })
 	victim.Kill()
-	if err := r.wait(); !errors.Is(err, errno.EINTR) {
-		t.Fatalf("killed reader: err %v, want EINTR", err)
-	}
+	mustEINTR(t, r, "killed reader")
 	if got := kinds(s); got != "w" {
 		t.Fatalf("queue after the kill %q, want w", got)
 	}
@@ -283,12 +267,9 @@ func TestRWSemKillableWriteWakesReadersBehind(t *testing.T) {
 	victim := newTask("victim")
 	w := start(func() error { return s.DownWriteKillable(victim) })
 	queued(s, 1)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 2)
+	r2 := startQueued(s, 2, func() { s.DownRead(nil) })
 	victim.Kill()
-	if err := w.wait(); !errors.Is(err, errno.EINTR) {
-		t.Fatalf("killed writer: err %v, want EINTR", err)
-	}
+	mustEINTR(t, w, "killed writer")
 	if got := kinds(s); got != "" {
 		t.Fatalf("queue after the kill %q, want the reader behind woken", got)
 	}
@@ -317,22 +298,14 @@ func TestRWSemKillableTakesFreeLock(t *testing.T) {
 		t.Fatalf("write-held lock, killed task: %v, want EINTR", err)
 	}
 	s.UpWrite()
-	if s.Count() != 0 {
-		t.Fatalf("count %#x at the end", s.Count())
-	}
+	mustBeFree(t, &s)
 }
 
 // Downgrade keeps the caller as a reader and lets the queued readers in;
 // queued writers stay.
 func TestRWSemDowngrade(t *testing.T) {
 	s := locking.NewRWSem("sem")
-	s.DownWrite(nil)
-	r1 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 1)
-	w2 := start(nilErr(func() { s.DownWrite(nil) }))
-	queued(s, 2)
-	r2 := start(nilErr(func() { s.DownRead(nil) }))
-	queued(s, 3)
+	r1, w2, r2 := writeHeldQueueRWR(s)
 	s.DowngradeWrite()
 	if s.IsWriteLocked() {
 		t.Fatal("write-locked after downgrade")
@@ -350,9 +323,7 @@ func TestRWSemDowngrade(t *testing.T) {
 	s.UpRead()
 	mustFinish(t, w2, "writer")
 	s.UpWrite()
-	if s.Count() != 0 {
-		t.Fatalf("count %#x at the end", s.Count())
-	}
+	mustBeFree(t, s)
 }
 
 // Every wait reaches both the lock's stats and the waiter's recorder, with
@@ -361,8 +332,7 @@ func TestRWSemAccounting(t *testing.T) {
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
 	tk := newTask("t")
-	r := start(nilErr(func() { s.DownRead(tk) }))
-	queued(s, 1)
+	r := startQueued(s, 1, func() { s.DownRead(tk) })
 	s.UpWrite()
 	mustFinish(t, r, "reader")
 	s.UpRead()
@@ -406,67 +376,50 @@ func TestRWSemMisusePanics(t *testing.T) {
 // lock ends free with an empty queue.
 func TestRWSemStress(t *testing.T) {
 	s := locking.NewRWSem("stress")
-	var readers, writers atomic.Int64
-	var bad atomic.Value
-	check := func(write bool) {
-		r, w := readers.Load(), writers.Load()
-		if write && (r != 0 || w != 1) || !write && w != 0 {
-			bad.Store([2]int64{r, w})
-		}
-	}
-	inRead := func() { readers.Add(1); check(false); readers.Add(-1) }
-	inWrite := func() { writers.Add(1); check(true); writers.Add(-1) }
+	var x exclusion
 	const workers, iters = 8, 2000
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 1))
-			tk := newTask("w")
-			for i := range iters {
-				if g == 0 && i == iters/2 {
-					tk.Kill() // from here on its killable waits may fail
-				}
-				switch rng.IntN(8) {
-				case 0, 1, 2:
-					s.DownRead(tk)
-					inRead()
+	stressWorkers(workers, func(g int) {
+		rng := rand.New(rand.NewPCG(uint64(g), 1))
+		tk := newTask("w")
+		for i := range iters {
+			if g == 0 && i == iters/2 {
+				tk.Kill() // from here on its killable waits may fail
+			}
+			switch rng.IntN(8) {
+			case 0, 1, 2:
+				s.DownRead(tk)
+				x.inRead()
+				s.UpRead()
+			case 3:
+				s.DownWrite(tk)
+				x.inWrite()
+				s.UpWrite()
+			case 4:
+				if s.DownReadKillable(tk) == nil {
+					x.inRead()
 					s.UpRead()
-				case 3:
-					s.DownWrite(tk)
-					inWrite()
+				}
+			case 5:
+				if s.DownWriteKillable(tk) == nil {
+					x.inWrite()
+					s.DowngradeWrite()
+					x.inRead()
+					s.UpRead()
+				}
+			case 6:
+				if s.DownReadTrylock() {
+					x.inRead()
+					s.UpRead()
+				}
+			case 7:
+				if s.DownWriteTrylock() {
+					x.inWrite()
 					s.UpWrite()
-				case 4:
-					if s.DownReadKillable(tk) == nil {
-						inRead()
-						s.UpRead()
-					}
-				case 5:
-					if s.DownWriteKillable(tk) == nil {
-						inWrite()
-						s.DowngradeWrite()
-						inRead()
-						s.UpRead()
-					}
-				case 6:
-					if s.DownReadTrylock() {
-						inRead()
-						s.UpRead()
-					}
-				case 7:
-					if s.DownWriteTrylock() {
-						inWrite()
-						s.UpWrite()
-					}
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	if v := bad.Load(); v != nil {
-		t.Fatalf("readers/writers inside at once: %v", v)
-	}
+		}
+	})
+	x.mustHaveExcluded(t)
 	if s.Count() != 0 || s.Waiters() != 0 {
 		t.Fatalf("end: count %#x, %d waiters; want 0, 0", s.Count(), s.Waiters())
 	}
@@ -477,19 +430,15 @@ func TestRWSemSleepsThroughBlocker(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownWrite(nil)
 	rt := &cpuTask{task: newTask("r")}
-	r := start(nilErr(func() { s.DownRead(rt) }))
-	queued(s, 1)
+	r := startQueued(s, 1, func() { s.DownRead(rt) })
 	wt := &cpuTask{task: newTask("w")}
-	w := start(nilErr(func() { s.DownWrite(wt) }))
-	queued(s, 2)
+	w := startQueued(s, 2, func() { s.DownWrite(wt) })
 	s.UpWrite()
 	mustFinish(t, r, "reader")
 	s.UpRead()
 	mustFinish(t, w, "writer")
 	s.UpWrite()
-	if rt.blocks.Load() == 0 || wt.blocks.Load() == 0 {
-		t.Fatalf("Block calls: reader %d, writer %d; want both > 0", rt.blocks.Load(), wt.blocks.Load())
-	}
+	mustHaveBlocked(t, rt, wt)
 }
 
 // One wake-up grants the lock to at most 256 readers (MAX_READERS_WAKEUP);
@@ -500,8 +449,7 @@ func TestRWSemReaderWakeupBatch(t *testing.T) {
 	s.DownWrite(nil)
 	ops := make([]*op, n)
 	for i := range ops {
-		ops[i] = start(nilErr(func() { s.DownRead(nil) }))
-		queued(s, i+1)
+		ops[i] = startQueued(s, i+1, func() { s.DownRead(nil) })
 	}
 	s.UpWrite()
 	if got := s.Waiters(); got != n-256 {
@@ -524,7 +472,23 @@ func TestRWSemReaderWakeupBatch(t *testing.T) {
 		mustFinish(t, ops[i], "reader in the second batch")
 		s.UpRead()
 	}
+	mustBeFree(t, s)
+}
+
+// writeHeldQueueRWR takes s for writing and queues a reader, a writer and a
+// reader behind it, in that order.
+func writeHeldQueueRWR(s *locking.RWSem) (r1, w2, r2 *op) {
+	s.DownWrite(nil)
+	r1 = startQueued(s, 1, func() { s.DownRead(nil) })
+	w2 = startQueued(s, 2, func() { s.DownWrite(nil) })
+	r2 = startQueued(s, 3, func() { s.DownRead(nil) })
+	return r1, w2, r2
+}
+
+// mustBeFree fails unless s's count word is 0: no holder, no waiter flags.
+func mustBeFree(t *testing.T, s *locking.RWSem) {
+	t.Helper()
 	if s.Count() != 0 {
-		t.Fatalf("count %#x at the end", s.Count())
+		t.Fatalf("count %#x at the end, want 0", s.Count())
 	}
 }

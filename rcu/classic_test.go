@@ -39,8 +39,7 @@ func TestClassicGPWaitsForReader(t *testing.T) {
 				c.ReadUnlock(th, idx)
 			})
 			<-inside
-			go func() { c.Synchronize(); close(w.done) }()
-			w.mustReachWait(t)
+			w.startSync(t, c)
 			w.mustNotBeDone(t)
 			release.open()
 			<-w.done
@@ -108,29 +107,14 @@ func TestClassicCall(t *testing.T) {
 	sys := sched.NewSystem(2)
 	defer sys.Stop()
 	c, w := newClassicWatched(sys)
-	inside, release := make(chan struct{}), newGate()
+	release := newGate()
 	defer release.open()
-	r := sys.Spawn(1, 0, func(th *sched.Thread) {
-		idx := c.ReadLock(th)
-		close(inside)
-		<-release.c
-		c.ReadUnlock(th, idx)
-	})
-	<-inside
-	ran := make(chan struct{})
-	c.Call(func() { close(ran) })
-	select {
-	case <-w.waiting:
-	case <-ran:
-		t.Fatal("callback ran while a reader that was inside at Call was still inside")
-	}
-	select {
-	case <-ran:
-		t.Fatal("callback ran while a reader that was inside at Call was still inside")
-	default:
-	}
+	r := startReader(sys, 1, c, func(*sched.Thread) { <-release.c })
+	c.Call(func() { close(w.done) }) // the callback ends w's grace period
+	w.mustReachWait(t)
+	w.mustNotBeDone(t)
 	release.open()
-	<-ran
+	<-w.done
 	<-r.Done()
 
 	var n atomic.Int32

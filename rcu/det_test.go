@@ -109,23 +109,19 @@ func runGPScenario(t *testing.T, name string, mk func(*sched.System) Flavor, sle
 
 // A grace period never ends while a reader that began before it is inside;
 // it ends once they have left.
-func TestDetGPWaitsForReaders(t *testing.T) {
-	for _, fl := range detFlavours {
-		t.Run(fl.name, func(t *testing.T) {
-			for seed := range uint64(detGPSeeds) {
-				runGPScenario(t, fl.name, fl.make, fl.sleepable, false, seed)
-			}
-		})
-	}
-}
+func TestDetGPWaitsForReaders(t *testing.T) { runGPScenarios(t, false) }
 
 // Call runs its function only after a grace period, and Barrier waits for
 // it.
-func TestDetCallAfterGP(t *testing.T) {
+func TestDetCallAfterGP(t *testing.T) { runGPScenarios(t, true) }
+
+// runGPScenarios runs runGPScenario for every flavour of detFlavours, in a
+// subtest each, under detGPSeeds seeds.
+func runGPScenarios(t *testing.T, call bool) {
 	for _, fl := range detFlavours {
 		t.Run(fl.name, func(t *testing.T) {
 			for seed := range uint64(detGPSeeds) {
-				runGPScenario(t, fl.name, fl.make, fl.sleepable, true, seed)
+				runGPScenario(t, fl.name, fl.make, fl.sleepable, call, seed)
 			}
 		})
 	}

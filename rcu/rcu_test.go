@@ -67,6 +67,38 @@ func (w *gpWatch) mustNotBeDone(t *testing.T) {
 	}
 }
 
+// startSync runs f.Synchronize in a goroutine that closes w.done when it
+// returns, and returns once the grace period waits for readers.
+func (w *gpWatch) startSync(t *testing.T, f Flavor) {
+	t.Helper()
+	go func() { f.Synchronize(); close(w.done) }()
+	w.mustReachWait(t)
+}
+
+// watchedFlavour returns a system of cpus CPUs, stopped when the test ends,
+// and fl on it with a gpWatch on its grace periods.
+func watchedFlavour(t *testing.T, fl flavour, cpus int) (*sched.System, Flavor, *gpWatch) {
+	sys := sched.NewSystem(cpus)
+	t.Cleanup(sys.Stop)
+	w := newGPWatch()
+	return sys, fl.make(sys, w.hook), w
+}
+
+// startReader spawns a thread on CPU cpu that enters a read section of f,
+// stays inside while hold runs and then leaves. It returns the thread once
+// the reader is inside.
+func startReader(sys *sched.System, cpu int, f Flavor, hold func(th *sched.Thread)) *sched.Thread {
+	inside := make(chan struct{})
+	r := sys.Spawn(cpu, 0, func(th *sched.Thread) {
+		idx := f.ReadLock(th)
+		close(inside)
+		hold(th)
+		f.ReadUnlock(th, idx)
+	})
+	<-inside
+	return r
+}
+
 // gate is a channel closed once, by the test or, on failure, by a deferred
 // open so that threads waiting on it exit and System.Stop returns.
 type gate struct {
@@ -101,27 +133,24 @@ func TestGPWaitsForReader(t *testing.T) {
 	for _, fl := range flavours {
 		for _, sleeping := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/sleeping=%v", fl.name, sleeping), func(t *testing.T) {
-				sys := sched.NewSystem(2)
-				defer sys.Stop()
-				w := newGPWatch()
-				f := fl.make(sys, w.hook)
-				inside, release := make(chan struct{}), newGate()
+				sys, f, w := watchedFlavour(t, fl, 2)
+				release := newGate()
 				defer release.open()
-				r := sys.Spawn(0, 0, func(th *sched.Thread) {
-					idx := f.ReadLock(th)
-					if sleeping {
+				var r *sched.Thread
+				if sleeping {
+					inside := make(chan struct{})
+					r = sys.Spawn(0, 0, func(th *sched.Thread) {
+						idx := f.ReadLock(th)
 						// Tell the test only once the CPU is given up, so
 						// the grace period finds the reader asleep.
 						th.Block(func() { close(inside); <-release.c })
-					} else {
-						close(inside)
-						hold(th, false, release.c)
-					}
-					f.ReadUnlock(th, idx)
-				})
-				<-inside
-				go func() { f.Synchronize(); close(w.done) }()
-				w.mustReachWait(t)
+						f.ReadUnlock(th, idx)
+					})
+					<-inside
+				} else {
+					r = startReader(sys, 0, f, func(th *sched.Thread) { hold(th, false, release.c) })
+				}
+				w.startSync(t, f)
 				w.mustNotBeDone(t)
 				release.open()
 				<-w.done
@@ -176,10 +205,7 @@ func TestGPIgnoresQuiescentThreads(t *testing.T) {
 func TestReadersNeverBlock(t *testing.T) {
 	for _, fl := range flavours {
 		t.Run(fl.name, func(t *testing.T) {
-			sys := sched.NewSystem(2)
-			defer sys.Stop()
-			w := newGPWatch()
-			f := fl.make(sys, w.hook)
+			sys, f, w := watchedFlavour(t, fl, 2)
 			inside, nest, nested, release := make(chan struct{}), newGate(), make(chan struct{}), newGate()
 			defer nest.open()
 			defer release.open()
@@ -199,8 +225,7 @@ func TestReadersNeverBlock(t *testing.T) {
 				f.ReadUnlock(th, outer)
 			})
 			<-inside
-			go func() { f.Synchronize(); close(w.done) }()
-			w.mustReachWait(t)
+			w.startSync(t, f)
 			nest.open()
 			<-nested
 			other := sys.Spawn(1, 0, func(th *sched.Thread) {
@@ -223,33 +248,16 @@ func TestReadersNeverBlock(t *testing.T) {
 func TestCallAfterGP(t *testing.T) {
 	for _, fl := range flavours {
 		t.Run(fl.name, func(t *testing.T) {
-			sys := sched.NewSystem(2)
-			defer sys.Stop()
-			w := newGPWatch()
-			f := fl.make(sys, w.hook)
-			inside, release := make(chan struct{}), newGate()
+			sys, f, w := watchedFlavour(t, fl, 2)
+			release := newGate()
 			defer release.open()
-			r := sys.Spawn(1, 0, func(th *sched.Thread) {
-				idx := f.ReadLock(th)
-				close(inside)
-				hold(th, false, release.c)
-				f.ReadUnlock(th, idx)
-			})
-			<-inside
-			called := make(chan struct{})
-			f.Call(func() { close(called) })
-			select { // the callback's grace period must wait for r
-			case <-w.waiting:
-			case <-called:
-				t.Fatal("callback ran while a reader that began before Call was inside")
-			}
-			select {
-			case <-called:
-				t.Fatal("callback ran while a reader that began before Call was inside")
-			default:
-			}
+			r := startReader(sys, 1, f, func(th *sched.Thread) { hold(th, false, release.c) })
+			f.Call(func() { close(w.done) }) // the callback ends w's grace period
+			// The callback's grace period must wait for r.
+			w.mustReachWait(t)
+			w.mustNotBeDone(t)
 			release.open()
-			<-called
+			<-w.done
 			f.Barrier()
 			<-r.Done()
 		})
@@ -387,19 +395,11 @@ func TestTasksTraceTwoDomains(t *testing.T) {
 	w1, w2 := newGPWatch(), newGPWatch()
 	tt1, tt2 := NewTasksTrace(sys), NewTasksTrace(sys)
 	tt1.waitHook, tt2.waitHook = w1.hook, w2.hook
-	inside, release := make(chan struct{}), newGate()
+	release := newGate()
 	defer release.open()
-	r := sys.Spawn(0, 0, func(th *sched.Thread) {
-		tt1.ReadLock(th)
-		close(inside)
-		hold(th, true, release.c)
-		tt1.ReadUnlock(th, 0)
-	})
-	<-inside
-	go func() { tt1.Synchronize(); close(w1.done) }()
-	w1.mustReachWait(t)
-	go func() { tt2.Synchronize(); close(w2.done) }()
-	w2.mustReachWait(t)
+	r := startReader(sys, 0, tt1, func(th *sched.Thread) { hold(th, true, release.c) })
+	w1.startSync(t, tt1)
+	w2.startSync(t, tt2)
 	release.open()
 	<-w1.done
 	<-w2.done

@@ -423,6 +423,29 @@ func (ps *lineParser) inArena(what string, addr, n uint64) error {
 	return nil
 }
 
+// addrLen parses the ADDR and LEN fields (1 and 2) of an mmap, munmap or
+// mprotect line into op and checks that the range lies in the arena.
+func (ps *lineParser) addrLen(op *Op) error {
+	var err error
+	if op.Addr, err = ps.number(ps.f[1], "ADDR", false); err != nil {
+		return err
+	}
+	if op.Len, err = ps.length(ps.f[2], "LEN"); err != nil {
+		return err
+	}
+	return ps.inArena("range", op.Addr, op.Len)
+}
+
+// address parses the ADDR field (1) of a touch, peek or poke line into op and
+// checks that the byte there lies in the arena.
+func (ps *lineParser) address(op *Op) error {
+	var err error
+	if op.Addr, err = ps.number(ps.f[1], "ADDR", false); err != nil {
+		return err
+	}
+	return ps.inArena("address", op.Addr, 1)
+}
+
 func (ps *lineParser) prot(s string) (Prot, error) {
 	if len(s) != 3 {
 		return 0, ps.errorf("bad PROT %q: want three chars, r or -, w or -, x or -", s)
@@ -471,13 +494,7 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 			}
 			return op, ps.errorf("extra field %q: usage: %s", f[7], usageMmap)
 		}
-		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
-			return op, err
-		}
-		if op.Len, err = ps.length(f[2], "LEN"); err != nil {
-			return op, err
-		}
-		if err = ps.inArena("range", op.Addr, op.Len); err != nil {
+		if err = ps.addrLen(&op); err != nil {
 			return op, err
 		}
 		if op.Prot, err = ps.prot(f[3]); err != nil {
@@ -504,13 +521,7 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 		if err = ps.fields(n, usage); err != nil {
 			return op, err
 		}
-		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
-			return op, err
-		}
-		if op.Len, err = ps.length(f[2], "LEN"); err != nil {
-			return op, err
-		}
-		if err = ps.inArena("range", op.Addr, op.Len); err != nil {
+		if err = ps.addrLen(&op); err != nil {
 			return op, err
 		}
 		if op.Kind == OpMprotect {
@@ -559,19 +570,13 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 		if err = ps.fields(2, f[0]+" ADDR"); err != nil {
 			return op, err
 		}
-		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
-			return op, err
-		}
-		err = ps.inArena("address", op.Addr, 1)
+		err = ps.address(&op)
 	case "poke":
 		op.Kind = OpPoke
 		if err = ps.fields(3, "poke ADDR VALUE"); err != nil {
 			return op, err
 		}
-		if op.Addr, err = ps.number(f[1], "ADDR", false); err != nil {
-			return op, err
-		}
-		if err = ps.inArena("address", op.Addr, 1); err != nil {
+		if err = ps.address(&op); err != nil {
 			return op, err
 		}
 		var v uint64

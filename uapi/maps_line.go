@@ -151,8 +151,7 @@ type lineParser struct {
 
 func (p *lineParser) hex(sep byte) uint64 {
 	var x uint64
-	b, i0 := p.b, p.i
-	i := i0
+	b, i := p.b, p.i
 	for ; i < len(b); i++ {
 		d := hexVal[b[i]]
 		if d > 15 {
@@ -160,7 +159,14 @@ func (p *lineParser) hex(sep byte) uint64 {
 		}
 		x = x<<4 | uint64(d)
 	}
-	if n := i - i0; n == 0 || n > 16 || i == len(b) || b[i] != sep {
+	return p.endNumber(x, i, 16, sep)
+}
+
+// endNumber ends a number read by hex or dec: its digits are p.b[p.i:i] and
+// its value x. There must be 1 to maxDigits of them and sep after them, which
+// it consumes; otherwise it sets bad and returns 0.
+func (p *lineParser) endNumber(x uint64, i, maxDigits int, sep byte) uint64 {
+	if n := i - p.i; n == 0 || n > maxDigits || i == len(p.b) || p.b[i] != sep {
 		p.bad = true
 		return 0
 	}
@@ -181,8 +187,7 @@ var hexVal = func() (t [256]byte) {
 
 func (p *lineParser) dec(sep byte) uint64 {
 	var x uint64
-	b, i0 := p.b, p.i
-	i := i0
+	b, i := p.b, p.i
 	for ; i < len(b); i++ {
 		d := b[i] - '0'
 		if d > 9 {
@@ -190,12 +195,7 @@ func (p *lineParser) dec(sep byte) uint64 {
 		}
 		x = x*10 + uint64(d)
 	}
-	if n := i - i0; n == 0 || n > 20 || i == len(b) || b[i] != sep {
-		p.bad = true
-		return 0
-	}
-	p.i = i + 1
-	return x
+	return p.endNumber(x, i, 20, sep)
 }
 
 func (p *lineParser) perm() Perm {

@@ -39,6 +39,28 @@ func benchSetup(b *testing.B) *Reader {
 	return r
 }
 
+// benchMidAddr is an address in the middle of benchSetup's 30,000 VMAs.
+func benchMidAddr() uint64 {
+	return uint64(uintptr(unsafe.Pointer(&benchMem[len(benchMem)/2])))
+}
+
+// readText reads the whole maps text from fd, a read() into buf at a time
+// from offset 0, and drops it: the cost of the text without any parsing.
+func readText(b *testing.B, fd int, buf []byte) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // BenchmarkReadAll reads every VMA of a process with 30,000 VMAs, five ways:
 // a bare read() of the text into one buffer (the limit: no parsing), Walk,
 // WalkQuery with names, and prometheus/procfs ProcMaps. vmas/op is the
@@ -50,18 +72,7 @@ func BenchmarkReadAll(b *testing.B) {
 		b.ReportAllocs()
 		defer cpuTimer(b, "cpu-ms", 1e6)()
 		for b.Loop() {
-			if _, err := unix.Seek(r.fd, 0, 0); err != nil {
-				b.Fatal(err)
-			}
-			for {
-				n, err := unix.Read(r.fd, buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-			}
+			readText(b, r.fd, buf)
 		}
 	})
 	walk := func(name string, w func(func(*uapi.VMA) bool) error) {
@@ -103,7 +114,7 @@ func BenchmarkReadAll(b *testing.B) {
 // profiler without the ioctl does).
 func BenchmarkLookup(b *testing.B) {
 	r := benchSetup(b)
-	addr := uint64(uintptr(unsafe.Pointer(&benchMem[len(benchMem)/2])))
+	addr := benchMidAddr()
 	b.Run("ioctl", func(b *testing.B) {
 		b.ReportAllocs()
 		defer cpuTimer(b, "cpu-ns", 1)()
@@ -135,33 +146,34 @@ func BenchmarkWalkOverRead(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	r := benchSetup(b)
 	buf := make([]byte, textBufSize)
-	var readNs, walkNs int64
 	b.ReportAllocs()
+	alternate(b, "ms", 1e6,
+		"read", func() error { readText(b, r.fd, buf); return nil },
+		"walk", func() error { return r.Walk(func(*uapi.VMA) bool { return true }) })
+}
+
+// alternate runs first and then second in every iteration, and reports the
+// CPU time of each per iteration (nanoseconds divided by scale) as
+// NAME-cpu-UNIT, and second's over first's as SECOND/FIRST. The caller has
+// locked its OS thread (nanotime).
+func alternate(b *testing.B, unit string, scale float64, firstName string, first func() error, secondName string, second func() error) {
+	var firstNs, secondNs int64
 	for b.Loop() {
 		t0 := nanotime()
-		if _, err := unix.Seek(r.fd, 0, 0); err != nil {
+		if err := first(); err != nil {
 			b.Fatal(err)
 		}
-		for {
-			n, err := unix.Read(r.fd, buf)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n == 0 {
-				break
-			}
-		}
 		t1 := nanotime()
-		if err := r.Walk(func(*uapi.VMA) bool { return true }); err != nil {
+		if err := second(); err != nil {
 			b.Fatal(err)
 		}
 		t2 := nanotime()
-		readNs += t1 - t0
-		walkNs += t2 - t1
+		firstNs += t1 - t0
+		secondNs += t2 - t1
 	}
-	b.ReportMetric(float64(readNs)/float64(b.N)/1e6, "read-cpu-ms")
-	b.ReportMetric(float64(walkNs)/float64(b.N)/1e6, "walk-cpu-ms")
-	b.ReportMetric(float64(walkNs)/float64(readNs), "walk/read")
+	b.ReportMetric(float64(firstNs)/float64(b.N)/scale, firstName+"-cpu-"+unit)
+	b.ReportMetric(float64(secondNs)/float64(b.N)/scale, secondName+"-cpu-"+unit)
+	b.ReportMetric(float64(secondNs)/float64(firstNs), secondName+"/"+firstName)
 }
 
 // cpuTimer reports, when stopped, the calling thread's CPU time per
@@ -190,22 +202,8 @@ func BenchmarkLookupOverScan(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	r := benchSetup(b)
-	addr := uint64(uintptr(unsafe.Pointer(&benchMem[len(benchMem)/2])))
-	var ioctlNs, scanNs int64
-	for b.Loop() {
-		t0 := nanotime()
-		if _, err := r.Lookup(addr); err != nil {
-			b.Fatal(err)
-		}
-		t1 := nanotime()
-		if _, err := r.LookupText(addr); err != nil {
-			b.Fatal(err)
-		}
-		t2 := nanotime()
-		ioctlNs += t1 - t0
-		scanNs += t2 - t1
-	}
-	b.ReportMetric(float64(ioctlNs)/float64(b.N)/1e3, "ioctl-cpu-us")
-	b.ReportMetric(float64(scanNs)/float64(b.N)/1e3, "scan-cpu-us")
-	b.ReportMetric(float64(scanNs)/float64(ioctlNs), "scan/ioctl")
+	addr := benchMidAddr()
+	alternate(b, "us", 1e3,
+		"ioctl", func() error { _, err := r.Lookup(addr); return err },
+		"scan", func() error { _, err := r.LookupText(addr); return err })
 }
