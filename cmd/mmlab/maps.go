@@ -59,21 +59,14 @@ func runMaps(ctx context.Context, args []string) int {
 	via := fs.String("via", "", "") // "": text for a walk, the ioctl for --addr
 	addrFlag := fs.String("addr", "", "")
 	asJSON := fs.Bool("json", false, "")
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(os.Stdout, mapsUsage)
-				return 0
-			}
-			fmt.Fprintf(os.Stderr, "mmlab maps: %v\n\n%s", err, mapsUsage)
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(os.Stdout, mapsUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab maps: %v\n\n%s", err, mapsUsage)
+		return 2
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(os.Stderr, "mmlab maps: want one PID, not %d arguments\n\n%s", len(pos), mapsUsage)
