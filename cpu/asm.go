@@ -128,6 +128,12 @@ func (a *Asm) Lea(dst int, disp int8) *Asm { return a.rspDisp8(0x8d, dst, disp) 
 // minus reg.
 func (a *Asm) CmpMem(disp int8, reg int) *Asm { return a.rspDisp8(0x39, reg, disp) }
 
+// Cmp32 is cmp %src,%dst at 32 bits (39 /r): the flags of dst minus src.
+func (a *Asm) Cmp32(dst, src int) *Asm {
+	a.rex(false, src, dst)
+	return a.Raw(0x39, 0xc0|byte(src&7)<<3|byte(dst&7))
+}
+
 // Or32 is or %src,%dst at 32 bits (09 /r).
 func (a *Asm) Or32(dst, src int) *Asm {
 	a.rex(false, src, dst)

@@ -57,3 +57,21 @@ func RedZoneTarget() (code []byte, nopAt, nop5At int) {
 	}
 	return code, nopAt, nop5At
 }
+
+// RedZoneProgram appends the red-zone target to a at label "redzone", its
+// sites at "redzone_nop" and "redzone_nop5", and before it a loop,
+// "redzone_loop", that calls it %ecx times (%ecx > 0) and halts with %ebx
+// the union of the masks it returned and %esi the number of calls that
+// returned a nonzero one (what live/uprobe's redzoneLoop computes in Go
+// assembly). The loop writes %rbx, %rsi, %rdi and the flags besides what
+// the target writes.
+func RedZoneProgram(a *Asm) {
+	code, nopAt, nop5At := RedZoneTarget()
+	a.Label("redzone_loop").MovImm32(RBX, 0).MovImm32(RSI, 0).MovImm32(RDI, 0)
+	a.Label("redzone_call").Call("redzone").Or32(RBX, RAX).Cmp32(RAX, RDI).Jz("redzone_same").Inc32(RSI)
+	a.Label("redzone_same").Dec32(RCX).Jnz("redzone_call").Hlt()
+	at := len(a.buf)
+	a.Label("redzone").Raw(code...)
+	a.labels["redzone_nop"] = at + nopAt
+	a.labels["redzone_nop5"] = at + nop5At
+}

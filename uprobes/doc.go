@@ -42,7 +42,9 @@
 //     syscall (Syscall): the handlers run without a trap, single-step or
 //     emulation. Removal takes three writes (int3, the original tail, the
 //     original first byte); where a kill stops it depends on the design.
-//     Config.NoOptimize turns the optimization off.
+//     Config.Optimize turns the optimization off, or chooses the proposed
+//     jmp-slot design: a jmp to a slot that steps over the red zone, and a
+//     syscall that returns straight to the site + 5.
 //   - Uretprobes: the return address is swapped for the trampoline (slot 0
 //     of the XOL page), a per-task stack of return instances records the
 //     original one; nested, recursive and chained (tail) calls. The
