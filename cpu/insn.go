@@ -112,18 +112,18 @@ func (in Insn) String() string {
 	case OpMovImm:
 		return fmt.Sprintf("mov %s,%#x", reg(in.Reg), uint64(in.Imm))
 	case OpStore:
-		return fmt.Sprintf("mov %s,%d(%%rsp)", RegName(int(in.Src)), in.Imm)
+		return fmt.Sprintf("mov [rsp%+d],%s", in.Imm, RegName(int(in.Src)))
 	case OpLea:
-		return fmt.Sprintf("lea %d(%%rsp),%s", in.Imm, RegName(int(in.Reg)))
+		return fmt.Sprintf("lea %s,[rsp%+d]", RegName(int(in.Reg)), in.Imm)
 	case OpCmp:
 		if in.Mem {
-			return fmt.Sprintf("cmp %s,%d(%%rsp)", reg(in.Src), in.Imm)
+			return fmt.Sprintf("cmp [rsp%+d],%s", in.Imm, reg(in.Src))
 		}
-		return fmt.Sprintf("cmp %s,%s", reg(in.Src), reg(in.Reg))
+		return fmt.Sprintf("cmp %s,%s", reg(in.Reg), reg(in.Src))
 	case OpOr:
-		return fmt.Sprintf("or %s,%s", reg(in.Src), reg(in.Reg))
+		return fmt.Sprintf("or %s,%s", reg(in.Reg), reg(in.Src))
 	case OpOrImm:
-		return fmt.Sprintf("or $%#x,%s", in.Imm, reg(in.Reg))
+		return fmt.Sprintf("or %s,%#x", reg(in.Reg), in.Imm)
 	case OpCall, OpJmp, OpLoop:
 		return fmt.Sprintf("%v .%+d", in.Op, in.Imm+int64(in.Len))
 	case OpJcc:

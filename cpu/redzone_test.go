@@ -12,7 +12,7 @@ import (
 func TestRedZoneAgainstGNUAs(t *testing.T) {
 	a := NewAsm(0)
 	a.Store(-8, RDX).Store(-128, R9).Lea(RSP, -128).Lea(RAX, 16).CmpMem(-64, RDX).CmpMem(8, R11)
-	a.Or32(RBX, RAX).Or32(R8, R9).OrImm32(RAX, 1).OrImm32(RAX, 0x80).OrImm32(R10, -2).Inc64(RDX).Inc64(R12)
+	a.Or32(RBX, RAX).Or32(R8, R9).Cmp32(RAX, RDI).Cmp32(R10, RCX).OrImm32(RAX, 1).OrImm32(RAX, 0x80).OrImm32(R10, -2).Inc64(RDX).Inc64(R12)
 	ours, err := a.Assemble()
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +26,8 @@ func TestRedZoneAgainstGNUAs(t *testing.T) {
 	cmp %r11, 8(%rsp)
 	or %eax, %ebx
 	or %r9d, %r8d
+	cmp %edi, %eax
+	cmp %ecx, %r10d
 	or $1, %eax
 	.byte 0x81, 0xc8, 0x80, 0, 0, 0 # or $0x80,%eax in its generic form (as picks 0d)
 	or $-2, %r10d
