@@ -22,8 +22,11 @@ type RedZoneResult struct {
 	// Samples are the calls per second of each sample (hits per second
 	// with a probe: every call is a hit, checked).
 	Samples []float64
-	Calls   uint64
-	Hits    uint64 // BPF program runs
+	// CPUSamples are the same per CPU-second of the calling thread (user
+	// and system: the kernel's part of a hit counts).
+	CPUSamples []float64
+	Calls      uint64
+	Hits       uint64 // BPF program runs
 	// Corrupted is the number of calls that found a red-zone word
 	// changed, Mask the union of the words' bits (bit i: -8*(i+1)(%rsp)).
 	Corrupted, Mask uint64

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/cpu"
+	"mmlab/experiment"
 )
 
 // HasOptimizedUprobes reports whether the kernel has the uprobe syscall,
@@ -58,9 +59,13 @@ func RedZone(ctx context.Context, cfg RedZoneConfig) (RedZoneResult, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
+		c0, _ := experiment.ThreadCPUTime()
 		t0 := time.Now()
 		corrupted, mask := redzoneLoop(tg.PC, cfg.Calls)
-		res.Samples = append(res.Samples, float64(cfg.Calls)/time.Since(t0).Seconds())
+		el := time.Since(t0)
+		c1, _ := experiment.ThreadCPUTime()
+		res.Samples = append(res.Samples, float64(cfg.Calls)/el.Seconds())
+		res.CPUSamples = append(res.CPUSamples, float64(cfg.Calls)/(c1-c0).Seconds())
 		res.Calls += cfg.Calls
 		res.Corrupted += corrupted
 		res.Mask |= mask
