@@ -124,5 +124,8 @@
 // notifier, the return-to-user work loop, iret) more than for a syscall and
 // sysret, and little for the trampoline's eight instructions; the model's
 // interpreter pays per instruction and nothing for a trap, so an optimized
-// hit costs it more than an int3 hit (BenchmarkUprobeHit).
+// hit costs it more than an int3 hit (BenchmarkUprobeHit), in both
+// optimizing designs. The jmp-slot design follows the proposal's cover
+// letter; where it is silent (fork, a syscall from an unassigned slot, slot
+// reuse) optimize.go names the model's choice.
 package uprobes

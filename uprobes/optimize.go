@@ -369,10 +369,8 @@ func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, e
 // shouldOptimize mirrors should_optimize().
 func (up *Uprobe) shouldOptimize() bool { return up.canOptimize && !up.optimizeFail.Load() }
 
-// callTo returns "call tramp" at vaddr (__text_gen_insn).
-func callTo(vaddr, tramp uint64) [callInsnSize]byte { return branchTo(callInsn, vaddr, tramp) }
-
-// branchTo returns the 5-byte call or jmp (op) at vaddr to dest.
+// branchTo returns the 5-byte call or jmp (op) at vaddr to dest
+// (__text_gen_insn).
 func branchTo(op byte, vaddr, dest uint64) [callInsnSize]byte {
 	insn := [callInsnSize]byte{op}
 	binary.LittleEndian.PutUint32(insn[1:], uint32(dest-(vaddr+callInsnSize)))
