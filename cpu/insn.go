@@ -208,28 +208,7 @@ func decode(in *Insn, b []byte) error {
 		} else {
 			in.Op, in.Class = OpPop, XOL
 		}
-	case op == 0xff:
-		if p66 {
-			return ErrUndefined
-		}
-		if i >= len(b) {
-			return ErrTruncated
-		}
-		modrm := b[i]
-		i++
-		if modrm>>6 != 3 { // memory operands are not in the subset
-			return ErrUndefined
-		}
-		in.Reg, in.Class = modrm&7|rexB, XOL
-		switch (modrm >> 3) & 7 {
-		case 0:
-			in.Op = OpInc
-		case 1:
-			in.Op = OpDec
-		default:
-			return ErrUndefined
-		}
-	case op == 0x89 || op == 0x8d || op == 0x39 || op == 0x09 || op == 0x83 || op == 0x81:
+	case op == 0x89 || op == 0x8d || op == 0x39 || op == 0x09 || op == 0x83 || op == 0x81 || op == 0xff:
 		if p66 {
 			return ErrUndefined
 		}
@@ -240,7 +219,7 @@ func decode(in *Insn, b []byte) error {
 		i++
 		reg, rm := (modrm>>3)&7|(rex&4)<<1, modrm&7|rexB
 		in.Class = XOL
-		if modrm>>6 != 3 { // only disp8(%rsp), 64-bit, for 89, 8d and 39
+		if modrm>>6 != 3 { // memory operands: only disp8(%rsp), 64-bit, for 89, 8d and 39
 			if modrm>>6 != 1 || modrm&7 != 4 || !in.Wide || rex&3 != 0 || (op != 0x89 && op != 0x8d && op != 0x39) {
 				return ErrUndefined
 			}
@@ -276,6 +255,15 @@ func decode(in *Insn, b []byte) error {
 			in.Op, in.Src = OpCmp, reg
 		case 0x09:
 			in.Op, in.Src = OpOr, reg
+		case 0xff:
+			switch reg & 7 {
+			case 0:
+				in.Op = OpInc
+			case 1:
+				in.Op = OpDec
+			default:
+				return ErrUndefined
+			}
 		case 0x83, 0x81:
 			if reg&7 != 1 {
 				return ErrUndefined

@@ -583,14 +583,9 @@ func (u *Uprobes) sysUprobeSlot(r *kernel.Runner) kernel.Signal {
 	if site == 0 {
 		return sigill
 	}
-	c := r.Interp()
 	var saved [nSlotWords]uint64
-	for i := range saved {
-		v, err := c.Load64(r, regs.R[cpu.RSP]+uint64(8*i))
-		if err != nil {
-			return sigill
-		}
-		saved[i] = v
+	if !loadWords(r, regs.R[cpu.RSP], saved[:]) {
+		return sigill
 	}
 	regs.R[cpu.RAX], regs.R[cpu.R11], regs.R[cpu.RCX] = saved[slotAX], saved[slotR11], saved[slotCX]
 	regs.R[cpu.RSP] += 8*nSlotWords + redZone
@@ -629,12 +624,8 @@ func (u *Uprobes) sysUprobe(r *kernel.Runner) kernel.Signal {
 	}
 	c := r.Interp()
 	var args [nArgs]uint64
-	for i := range args {
-		v, err := c.Load64(r, regs.R[cpu.RSP]+uint64(8*i))
-		if err != nil {
-			return sigill
-		}
-		args[i] = v
+	if !loadWords(r, regs.R[cpu.RSP], args[:]) {
+		return sigill
 	}
 	ip := regs.RIP
 	regs.R[cpu.RAX], regs.R[cpu.R11], regs.R[cpu.RCX] = args[argAX], args[argR11], args[argCX]
@@ -662,6 +653,20 @@ func (u *Uprobes) sysUprobe(r *kernel.Runner) kernel.Signal {
 	regs.R[cpu.R11], regs.R[cpu.RCX] = regs.Flags, regs.RIP // sysret
 	regs.R[cpu.RAX] = 0
 	return 0
+}
+
+// loadWords reads len(dst) words of the task's stack from sp up
+// (copy_from_user); false if one cannot be read.
+func loadWords(r *kernel.Runner, sp uint64, dst []uint64) bool {
+	c := r.Interp()
+	for i := range dst {
+		v, err := c.Load64(r, sp+uint64(8*i))
+		if err != nil {
+			return false
+		}
+		dst[i] = v
+	}
+	return true
 }
 
 // handleSyscallUprobe mirrors handle_syscall_uprobe(): handle_swbp's
