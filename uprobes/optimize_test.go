@@ -502,69 +502,73 @@ func TestTextPokeSyncOrder(t *testing.T) {
 }
 
 // Two threads of a process hit the nop5 on two CPUs while a third
-// registers and unregisters it over and over: every call runs the function
+// registers and unregisters it over and over, in both optimizing designs
+// (jmp-slot: a thread may be between the jmp and the slot's syscall while
+// the site is restored and optimized again): every call runs the function
 // once, every hit sees the registers of the probe, and every completed
 // removal leaves the original bytes.
 func TestStressOptimizeWhileHitting(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 2, fl, optProg)
-			p := e.newProc(t, "p")
-			threads := []*kernel.Task{p, p.NewThread()}
-			tracer := p.NewThread() // runs on the test's goroutine
-			var stop atomic.Bool
-			errs := make(chan error, 2)
-			var runners []*kernel.Runner
-			for i, th := range threads {
-				sp := stackTop - 64 - uint64(i)*0x1000
-				runners = append(runners, e.mach.Start(th, i, 0, func(r *kernel.Runner) {
-					for n := 0; !stop.Load(); n++ {
-						r.Regs = cpu.Regs{RIP: e.addr("main")}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.R11] = sp, 40, 0x5a5a
-						s := r.Run()
-						if s.Reason != cpu.StopHalt || r.Regs.R[cpu.RSP] != sp || r.Regs.R[cpu.RAX] != 40 || r.Regs.R[cpu.R11] != 0x5a5a {
-							errs <- fmt.Errorf("%v batch %d: %v, regs %v, signals %v", r.Task, n, s, &r.Regs, r.Task.PendingSignals())
-							return
+	for _, o := range optimizing {
+		for _, fl := range flavors {
+			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
+				e := newEnvConfig(t, 2, Config{Flavor: fl, Optimize: o}, optProg)
+				p := e.newProc(t, "p")
+				threads := []*kernel.Task{p, p.NewThread()}
+				tracer := p.NewThread() // runs on the test's goroutine
+				var stop atomic.Bool
+				errs := make(chan error, 2)
+				var runners []*kernel.Runner
+				for i, th := range threads {
+					sp := stackTop - 64 - uint64(i)*0x1000
+					runners = append(runners, e.mach.Start(th, i, 0, func(r *kernel.Runner) {
+						for n := 0; !stop.Load(); n++ {
+							r.Regs = cpu.Regs{RIP: e.addr("main")}
+							r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.R11] = sp, 40, 0x5a5a
+							s := r.Run()
+							if s.Reason != cpu.StopHalt || r.Regs.R[cpu.RSP] != sp || r.Regs.R[cpu.RAX] != 40 || r.Regs.R[cpu.R11] != 0x5a5a {
+								errs <- fmt.Errorf("%v batch %d: %v, regs %v, signals %v", r.Task, n, s, &r.Regs, r.Task.PendingSignals())
+								return
+							}
 						}
+					}))
+				}
+				var bad atomic.Value
+				c := &Consumer{Handler: func(r *kernel.Runner) int {
+					if r.Regs.RIP != e.addr("f5") {
+						bad.Store(fmt.Sprintf("handler at %#x", r.Regs.RIP))
 					}
-				}))
-			}
-			var bad atomic.Value
-			c := &Consumer{Handler: func(r *kernel.Runner) int {
-				if r.Regs.RIP != e.addr("f5") {
-					bad.Store(fmt.Sprintf("handler at %#x", r.Regs.RIP))
+					return 0
+				}}
+				optimized := 0
+				for round := range 30 {
+					up, err := e.u.Register(tracer, e.inode, e.off("f5"), c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := 0; i < 200 && siteBytes(t, e, p.MM)[0] != e.u.opcode(); i++ {
+						runtime.Gosched()
+					}
+					if siteBytes(t, e, p.MM)[0] == e.u.opcode() {
+						optimized++
+					}
+					if err := e.u.UnregisterNosync(tracer, up, c); err != nil {
+						t.Fatal(err)
+					}
+					e.u.UnregisterSync(nil)
+					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+						t.Fatalf("round %d: site % x after unregister", round, got)
+					}
 				}
-				return 0
-			}}
-			optimized := 0
-			for round := range 30 {
-				up, err := e.u.Register(tracer, e.inode, e.off("f5"), c)
-				if err != nil {
-					t.Fatal(err)
+				stopRunners(t, &stop, runners, errs)
+				if s := bad.Load(); s != nil {
+					t.Fatal(s)
 				}
-				for i := 0; i < 200 && siteBytes(t, e, p.MM)[0] != e.u.opcode(); i++ {
-					runtime.Gosched()
+				if optimized == 0 || len(e.u.Trampolines(p.MM)) != 1 {
+					t.Errorf("%d rounds optimized, trampolines %#x; want some, and one trampoline reused", optimized, e.u.Trampolines(p.MM))
 				}
-				if siteBytes(t, e, p.MM)[0] == e.u.opcode() {
-					optimized++
-				}
-				if err := e.u.UnregisterNosync(tracer, up, c); err != nil {
-					t.Fatal(err)
-				}
-				e.u.UnregisterSync(nil)
-				if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
-					t.Fatalf("round %d: site % x after unregister", round, got)
-				}
-			}
-			stopRunners(t, &stop, runners, errs)
-			if s := bad.Load(); s != nil {
-				t.Fatal(s)
-			}
-			if optimized == 0 || len(e.u.Trampolines(p.MM)) != 1 {
-				t.Errorf("%d rounds optimized, trampolines %#x; want some, and one trampoline reused", optimized, e.u.Trampolines(p.MM))
-			}
-			t.Logf("%d of 30 rounds optimized before the removal", optimized)
-		})
+				t.Logf("%d of 30 rounds optimized before the removal", optimized)
+			})
+		}
 	}
 }
 
