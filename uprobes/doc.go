@@ -100,8 +100,9 @@
 //	Uprobes.treeLock          uprobes_treelock + uprobes_seqcount (writers)
 //	xolArea.mu                the XOL slot bitmap (leaf)
 //
-// An mm's trampoline list (head_tramps) is protected by its mmap write
-// lock.
+// An mm's trampoline list (head_tramps) and, in the jmp-slot design, its
+// slot assignments are protected by its mmap write lock; the uprobe
+// syscall reads the slot table without it (atomic words).
 //
 // The hit path holds none of these across its lookups: it runs inside a
 // read section of the flavour, and may take the mmap lock (read: the slow

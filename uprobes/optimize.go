@@ -349,11 +349,12 @@ func copyFromVaddr(w locking.Waiter, m *mm.MM, vaddr uint64, dst []byte) error {
 }
 
 // isOptimized mirrors is_optimized() and __is_optimized(): the site is a
-// call (jmp-slot: a jmp) into a trampoline of m. (v6.19's __in_uprobe_trampoline() looks in
-// current->mm, which for a removal by another process is the wrong mm; the
-// live 6.18.44 kernel restores an optimized site detached by another
-// process, live/uprobe's TestLiveRemoteUnregisterRestores, so the model
-// looks in m, as the live kernel does.)
+// call (jmp-slot: a jmp) into a trampoline of m. (v6.19's
+// __in_uprobe_trampoline() looks in current->mm, which for a removal by
+// another process is the wrong mm; the live 6.18.44 kernel restores an
+// optimized site detached by another process, live/uprobe's
+// TestLiveRemoteUnregisterRestores, so the model looks in m, as the live
+// kernel does.)
 func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, error) {
 	var insn [callInsnSize]byte
 	if err := copyFromVaddr(w, m, vaddr, insn[:]); err != nil {
@@ -388,8 +389,9 @@ const (
 // with int3 guarding them, from write first on (writeInt3 for a removal,
 // writeTail for an optimization, which finds the int3 installed, or for
 // the after design's finishing of a removal stopped half-way). Each write
-// is checked (verify_insn: the site starts with a call, jmp-slot a jmp, before the first,
-// with an int3 before the others: EPERM otherwise) and followed by
+// is checked (verify_insn: the site starts with a call, in the jmp-slot
+// design a jmp, before the first, with an int3 before the others: EPERM
+// otherwise) and followed by
 // smp_text_poke_sync_each_cpu(), which also precedes the tail write. The
 // last write is a removal (it may zap the page back to the file's) unless
 // optimizing.
