@@ -104,11 +104,50 @@ func (a *Asm) MovImm64(reg int, v uint64) *Asm {
 	return a
 }
 
-// Inc32 is inc %r32 (FF /0). Dec32 is dec %r32 (FF /1): Dec32(RCX) is FF C9.
-// Dec64 is dec %r64 (REX.W FF /1).
+// Inc32 is inc %r32 (FF /0), Inc64 inc %r64 (REX.W FF /0). Dec32 is dec
+// %r32 (FF /1): Dec32(RCX) is FF C9. Dec64 is dec %r64 (REX.W FF /1).
 func (a *Asm) Inc32(reg int) *Asm { a.rex(false, 0, reg); return a.Raw(0xff, 0xc0|byte(reg&7)) }
+func (a *Asm) Inc64(reg int) *Asm { a.rex(true, 0, reg); return a.Raw(0xff, 0xc0|byte(reg&7)) }
 func (a *Asm) Dec32(reg int) *Asm { a.rex(false, 0, reg); return a.Raw(0xff, 0xc8|byte(reg&7)) }
 func (a *Asm) Dec64(reg int) *Asm { a.rex(true, 0, reg); return a.Raw(0xff, 0xc8|byte(reg&7)) }
+
+// rspDisp8 appends a 64-bit op with ModRM reg and the operand disp(%rsp):
+// REX.W op ModRM(mod 01, rm 100) SIB(24) disp8.
+func (a *Asm) rspDisp8(op byte, reg int, disp int8) *Asm {
+	a.rex(true, reg, 0)
+	return a.Raw(op, 0x44|byte(reg&7)<<3, 0x24, byte(disp))
+}
+
+// Store is mov %src,disp(%rsp) (REX.W 89 /r): Store(RDX, -8) is 48 89 54 24 F8.
+func (a *Asm) Store(disp int8, src int) *Asm { return a.rspDisp8(0x89, src, disp) }
+
+// Lea is lea disp(%rsp),%dst (REX.W 8D /r): Lea(RSP, -128) is 48 8D 64 24 80.
+func (a *Asm) Lea(dst int, disp int8) *Asm { return a.rspDisp8(0x8d, dst, disp) }
+
+// CmpMem is cmp %reg,disp(%rsp) (REX.W 39 /r): the flags of the stack word
+// minus reg.
+func (a *Asm) CmpMem(disp int8, reg int) *Asm { return a.rspDisp8(0x39, reg, disp) }
+
+// Cmp32 is cmp %src,%dst at 32 bits (39 /r): the flags of dst minus src.
+func (a *Asm) Cmp32(dst, src int) *Asm {
+	a.rex(false, src, dst)
+	return a.Raw(0x39, 0xc0|byte(src&7)<<3|byte(dst&7))
+}
+
+// Or32 is or %src,%dst at 32 bits (09 /r).
+func (a *Asm) Or32(dst, src int) *Asm {
+	a.rex(false, src, dst)
+	return a.Raw(0x09, 0xc0|byte(src&7)<<3|byte(dst&7))
+}
+
+// OrImm32 is or $v,%r32: 83 /1 ib when v fits a signed byte, else 81 /1 id.
+func (a *Asm) OrImm32(reg int, v int32) *Asm {
+	a.rex(false, 0, reg)
+	if v == int32(int8(v)) {
+		return a.Raw(0x83, 0xc8|byte(reg&7), byte(v))
+	}
+	return a.Raw(0x81, 0xc8|byte(reg&7), byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
 
 // branch appends opcode bytes and a size-byte displacement to label.
 func (a *Asm) branch(label string, size int, op ...byte) *Asm {

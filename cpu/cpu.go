@@ -5,9 +5,10 @@
 // Memory, so copy-on-write and faults happen as they would).
 //
 // The instruction subset (see Op) is what the uprobe experiments run: NOPs,
-// push/pop, mov between registers and of immediates, call rel32, ret, jmp,
-// jcc, loop, inc/dec, int3, syscall and hlt. Anything else raises #UD
-// (SIGILL).
+// push/pop, mov between registers and of immediates, mov of a register to
+// disp8(%rsp), lea and cmp with disp8(%rsp), cmp and or of registers, or of
+// immediates, call rel32, ret, jmp, jcc, loop, inc/dec, int3, syscall and
+// hlt. Anything else raises #UD (SIGILL).
 //
 // Besides Run, the package gives the uprobes code what arch/x86 gives
 // kernel/events/uprobes.c: Decode classifies an instruction as emulated,

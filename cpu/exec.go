@@ -110,6 +110,33 @@ func (c *CPU) run(r *Regs, mem Memory, h Hooks, once bool, given *Insn) (Reason,
 				}
 			case OpInc, OpDec:
 				r.R[in.Reg], r.Flags = incDec(in.Op == OpDec, in.Wide, r.R[in.Reg], r.Flags)
+			case OpStore:
+				sp := r.R[RSP] + uint64(in.Imm)
+				if p := c.dpage(sp, true); p != nil {
+					binary.LittleEndian.PutUint64(p[sp%PageSize:], r.R[in.Src])
+				} else if !c.storeSlow(mem, r.RIP, sp, r.R[in.Src]) {
+					ev = evFault
+				}
+			case OpLea:
+				r.R[in.Reg] = r.R[RSP] + uint64(in.Imm)
+			case OpCmp:
+				a, ok := r.R[in.Reg], true
+				if in.Mem {
+					at := r.R[RSP] + uint64(in.Imm)
+					if p := c.dpage(at, false); p != nil {
+						a = binary.LittleEndian.Uint64(p[at%PageSize:])
+					} else if a, ok = c.loadSlow(mem, r.RIP, at); !ok {
+						ev = evFault
+						break
+					}
+				}
+				r.Flags = subFlags(in.Wide, a, r.R[in.Src], r.Flags)
+			case OpOr, OpOrImm:
+				v := uint64(in.Imm)
+				if in.Op == OpOr {
+					v = r.R[in.Src]
+				}
+				r.R[in.Reg], r.Flags = or(in.Wide, r.R[in.Reg], v, r.Flags)
 			case OpInt3:
 				ev = evInt3
 			case OpSyscall:
@@ -163,6 +190,47 @@ func incDec(dec, wide bool, v, flags uint64) (uint64, uint64) {
 		(v^res)&FlagAF | // bit 4 flips iff there was a carry or borrow out of bit 3
 		uint64(parity[uint8(res)])
 	if y == 0 {
+		f |= FlagZF
+	}
+	return res, f
+}
+
+// subFlags returns flags with CF, PF, AF, ZF, SF and OF set from a-b at 32
+// or 64 bits (what cmp computes).
+func subFlags(wide bool, a, b, flags uint64) uint64 {
+	shift := uint(32)
+	if wide {
+		shift = 0
+	}
+	x, y := a<<shift, b<<shift
+	d := x - y
+	f := flags&^(FlagCF|FlagOF|FlagSF|FlagZF|FlagAF|FlagPF) |
+		((x^y)&(x^d))>>63<<11 | // OF: the operands' signs differ and the result's is not a's
+		d>>63<<7 | // SF
+		(a^b^d>>shift)&FlagAF | // the borrow into bit 4
+		uint64(parity[uint8(d>>shift)])
+	if x < y {
+		f |= FlagCF
+	}
+	if d == 0 {
+		f |= FlagZF
+	}
+	return f
+}
+
+// or returns v|w at 32 or 64 bits (a 32-bit result zero-extends) and flags
+// with CF and OF clear, SF, ZF and PF set from the result and AF clear (the
+// CPU leaves it undefined).
+func or(wide bool, v, w, flags uint64) (uint64, uint64) {
+	res := v | w
+	shift := uint(32)
+	if wide {
+		shift = 0
+	} else {
+		res = uint64(uint32(res))
+	}
+	f := flags&^(FlagCF|FlagOF|FlagSF|FlagZF|FlagAF|FlagPF) | res<<shift>>63<<7 | uint64(parity[uint8(res)])
+	if res == 0 {
 		f |= FlagZF
 	}
 	return res, f

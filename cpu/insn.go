@@ -29,11 +29,17 @@ const (
 	OpInt3                  // CC
 	OpHlt                   // F4
 	OpSyscall               // 0F 05
+	OpStore                 // REX.W 89 /r to disp8(%rsp): mov r64 to the stack (Src, Imm the displacement)
+	OpLea                   // REX.W 8D /r from disp8(%rsp): lea disp8(%rsp),r64 (Reg, Imm)
+	OpCmp                   // [REX] 39 /r: cmp r32/r64 with r32/r64 (mod=11) or, REX.W, with disp8(%rsp) (Mem)
+	OpOr                    // [REX] 09 /r with mod=11: or r32/r64 into r32/r64 (Src into Reg)
+	OpOrImm                 // [REX] 83 /1 ib, 81 /1 id with mod=11: or $imm (sign-extended) into r32/r64
 )
 
 var opNames = [...]string{OpNop: "nop", OpPush: "push", OpPop: "pop", OpMov: "mov", OpMovImm: "mov",
 	OpCall: "call", OpRet: "ret", OpJmp: "jmp", OpJcc: "jcc", OpLoop: "loop", OpInc: "inc",
-	OpDec: "dec", OpInt3: "int3", OpHlt: "hlt", OpSyscall: "syscall"}
+	OpDec: "dec", OpInt3: "int3", OpHlt: "hlt", OpSyscall: "syscall", OpStore: "mov", OpLea: "lea",
+	OpCmp: "cmp", OpOr: "or", OpOrImm: "or"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {
@@ -86,8 +92,9 @@ type Insn struct {
 	Reg   uint8 // push/pop/inc/dec/mov-imm register, mov destination
 	Src   uint8 // mov source register
 	Cond  uint8 // jcc condition (the low nibble of 70+cc)
-	Wide  bool  // 64-bit operand (REX.W) for mov, mov-imm, inc, dec
-	Imm   int64 // branch displacement (sign-extended) or mov immediate
+	Wide  bool  // 64-bit operand (REX.W) for mov, mov-imm, inc, dec, cmp, or
+	Mem   bool  // cmp: the first operand is Imm(%rsp), not Reg
+	Imm   int64 // branch displacement (sign-extended), immediate, or the displacement from %rsp
 }
 
 func (in Insn) String() string {
@@ -104,6 +111,19 @@ func (in Insn) String() string {
 		return fmt.Sprintf("mov %s,%s", reg(in.Reg), reg(in.Src))
 	case OpMovImm:
 		return fmt.Sprintf("mov %s,%#x", reg(in.Reg), uint64(in.Imm))
+	case OpStore:
+		return fmt.Sprintf("mov [rsp%+d],%s", in.Imm, RegName(int(in.Src)))
+	case OpLea:
+		return fmt.Sprintf("lea %s,[rsp%+d]", RegName(int(in.Reg)), in.Imm)
+	case OpCmp:
+		if in.Mem {
+			return fmt.Sprintf("cmp [rsp%+d],%s", in.Imm, reg(in.Src))
+		}
+		return fmt.Sprintf("cmp %s,%s", reg(in.Reg), reg(in.Src))
+	case OpOr:
+		return fmt.Sprintf("or %s,%s", reg(in.Reg), reg(in.Src))
+	case OpOrImm:
+		return fmt.Sprintf("or %s,%#x", reg(in.Reg), in.Imm)
 	case OpCall, OpJmp, OpLoop:
 		return fmt.Sprintf("%v .%+d", in.Op, in.Imm+int64(in.Len))
 	case OpJcc:
@@ -188,7 +208,7 @@ func decode(in *Insn, b []byte) error {
 		} else {
 			in.Op, in.Class = OpPop, XOL
 		}
-	case op == 0x89 || op == 0xff:
+	case op == 0x89 || op == 0x8d || op == 0x39 || op == 0x09 || op == 0x83 || op == 0x81 || op == 0xff:
 		if p66 {
 			return ErrUndefined
 		}
@@ -197,24 +217,70 @@ func decode(in *Insn, b []byte) error {
 		}
 		modrm := b[i]
 		i++
-		if modrm>>6 != 3 { // memory operands are not in the subset
-			return ErrUndefined
-		}
 		reg, rm := (modrm>>3)&7|(rex&4)<<1, modrm&7|rexB
-		in.Reg, in.Class = rm, XOL
-		if op == 0x89 {
+		in.Class = XOL
+		if modrm>>6 != 3 { // memory operands: only disp8(%rsp), 64-bit, for 89, 8d and 39
+			if modrm>>6 != 1 || modrm&7 != 4 || !in.Wide || rex&3 != 0 || (op != 0x89 && op != 0x8d && op != 0x39) {
+				return ErrUndefined
+			}
+			if i+2 > len(b) {
+				if i < len(b) && b[i] != 0x24 {
+					return ErrUndefined
+				}
+				return ErrTruncated
+			}
+			if b[i] != 0x24 { // SIB: base %rsp, no index
+				return ErrUndefined
+			}
+			in.Imm = int64(int8(b[i+1]))
+			i += 2
+			switch op {
+			case 0x89:
+				in.Op, in.Src = OpStore, reg
+			case 0x8d:
+				in.Op, in.Reg = OpLea, reg
+			default:
+				in.Op, in.Src, in.Mem = OpCmp, reg, true
+			}
+			break
+		}
+		in.Reg = rm
+		switch op {
+		case 0x89:
 			in.Op, in.Src = OpMov, reg
 			if in.Wide && reg == rm { // insn_is_nop: mov %reg,%reg at native size
 				in.Op, in.Class = OpNop, Emulate
 			}
-			break
-		}
-		switch reg & 7 {
-		case 0:
-			in.Op = OpInc
-		case 1:
-			in.Op = OpDec
-		default:
+		case 0x39:
+			in.Op, in.Src = OpCmp, reg
+		case 0x09:
+			in.Op, in.Src = OpOr, reg
+		case 0xff:
+			switch reg & 7 {
+			case 0:
+				in.Op = OpInc
+			case 1:
+				in.Op = OpDec
+			default:
+				return ErrUndefined
+			}
+		case 0x83, 0x81:
+			if reg&7 != 1 {
+				return ErrUndefined
+			}
+			n := 1
+			if op == 0x81 {
+				n = 4
+			}
+			if i+n > len(b) {
+				return ErrTruncated
+			}
+			in.Op, in.Imm = OpOrImm, int64(int8(b[i]))
+			if n == 4 {
+				in.Imm = int64(int32(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24))
+			}
+			i += n
+		default: // 8d with a register operand is #UD
 			return ErrUndefined
 		}
 	case op == 0xc7: // mov $imm32,%r32 or, with REX.W, sign-extended to %r64

@@ -58,6 +58,14 @@ func TestDecode(t *testing.T) {
 		{[]byte{0xcc}, OpInt3, Reject, 1, nil},
 		{[]byte{0xf4}, OpHlt, Reject, 1, nil},
 		{[]byte{0x0f, 0x05}, OpSyscall, XOL, 2, nil},
+		{[]byte{0x48, 0x89, 0x54, 0x24, 0xf8}, OpStore, XOL, 5, func(in Insn) bool { return in.Src == RDX && in.Imm == -8 }},
+		{[]byte{0x4c, 0x89, 0x4c, 0x24, 0x10}, OpStore, XOL, 5, func(in Insn) bool { return in.Src == R9 && in.Imm == 16 }},
+		{[]byte{0x48, 0x8d, 0x64, 0x24, 0x80}, OpLea, XOL, 5, func(in Insn) bool { return in.Reg == RSP && in.Imm == -128 }},
+		{[]byte{0x48, 0x39, 0x54, 0x24, 0xc0}, OpCmp, XOL, 5, func(in Insn) bool { return in.Mem && in.Src == RDX && in.Imm == -64 }},
+		{[]byte{0x39, 0xf8}, OpCmp, XOL, 2, func(in Insn) bool { return !in.Mem && in.Reg == RAX && in.Src == RDI && !in.Wide }},
+		{[]byte{0x09, 0xc3}, OpOr, XOL, 2, func(in Insn) bool { return in.Reg == RBX && in.Src == RAX }},
+		{[]byte{0x83, 0xc8, 0xfe}, OpOrImm, XOL, 3, func(in Insn) bool { return in.Reg == RAX && in.Imm == -2 }},
+		{[]byte{0x41, 0x81, 0xca, 0x80, 0, 0, 0}, OpOrImm, XOL, 7, func(in Insn) bool { return in.Reg == R10 && in.Imm == 0x80 }},
 	}
 	for _, tt := range tests {
 		// Trailing bytes must not change the decoding.
@@ -81,15 +89,21 @@ func TestDecode(t *testing.T) {
 	}
 
 	for _, code := range [][]byte{
-		{0x0f, 0x0b},             // ud2
-		{0xf3, 0x90},             // pause (rep nop): not a NOP for insn_is_nop
-		{0x49, 0x90},             // xchg %r8,%rax
-		{0x66, 0xe8, 0, 0},       // callw: branch_setup_xol_ops refuses 66
-		{0x0f, 0x1f, 0x48, 0x00}, // 0f 1f /1: a hint NOP, not /0
-		{0xff, 0x45, 0x00},       // inc 0(%rbp): memory operand
-		{0xff, 0xd0},             // call *%rax
-		{0xc7, 0x00, 0, 0, 0, 0}, // movl $0,(%rax)
-		{0xc7, 0xc8, 0, 0, 0, 0}, // c7 /1 is not mov
+		{0x0f, 0x0b},                   // ud2
+		{0xf3, 0x90},                   // pause (rep nop): not a NOP for insn_is_nop
+		{0x49, 0x90},                   // xchg %r8,%rax
+		{0x66, 0xe8, 0, 0},             // callw: branch_setup_xol_ops refuses 66
+		{0x0f, 0x1f, 0x48, 0x00},       // 0f 1f /1: a hint NOP, not /0
+		{0xff, 0x45, 0x00},             // inc 0(%rbp): memory operand
+		{0xff, 0xd0},                   // call *%rax
+		{0xc7, 0x00, 0, 0, 0, 0},       // movl $0,(%rax)
+		{0xc7, 0xc8, 0, 0, 0, 0},       // c7 /1 is not mov
+		{0x48, 0x8d, 0xc0},             // lea with a register operand
+		{0x48, 0x89, 0x55, 0xf8},       // mov %rdx,-8(%rbp): only %rsp-relative
+		{0x89, 0x54, 0x24, 0xf8},       // mov %edx,-8(%rsp): only 64-bit stores
+		{0x49, 0x89, 0x54, 0x24, 0xf8}, // mov %rdx,-8(%r12)
+		{0x48, 0x89, 0x54, 0x25, 0xf8}, // SIB with an index
+		{0x83, 0xc0, 0x01},             // add $1,%eax: only 83 /1 (or)
 		{0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0},
 	} {
 		if in, err := Decode(code); !errors.Is(err, ErrUndefined) {

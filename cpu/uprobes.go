@@ -53,3 +53,19 @@ func UprobeTrampoline() []byte {
 		0xcc, // int3
 	}
 }
+
+// UprobeSlotBytes is the size of one slot of the jmp-slot trampoline page
+// (the x86 nop5 optimization with a jmp, proposed on linux-trace-kernel in
+// May 2026: "uprobes/x86: use jmp instead of call for the nop5
+// optimization"): 256 identical slots fill a page.
+const UprobeSlotBytes = 16
+
+// UprobeSlot returns the code of one slot of the jmp-slot trampoline page,
+// which an optimized 5-byte NOP jumps to: "lea -128(%rsp),%rsp; push %rcx;
+// push %r11; push %rax; mov $336,%eax; syscall", 16 bytes. The lea steps
+// over the 128-byte red zone, so nothing of the probed function's stack
+// below its %rsp is written; the uprobe syscall never returns here.
+func UprobeSlot() []byte {
+	code, _ := NewAsm(0).Lea(RSP, -128).Push(RCX).Push(R11).Push(RAX).MovImm32(RAX, NrUprobe).Syscall().Assemble()
+	return code
+}

@@ -42,7 +42,9 @@
 //     syscall (Syscall): the handlers run without a trap, single-step or
 //     emulation. Removal takes three writes (int3, the original tail, the
 //     original first byte); where a kill stops it depends on the design.
-//     Config.NoOptimize turns the optimization off.
+//     Config.Optimize turns the optimization off, or chooses the proposed
+//     jmp-slot design: a jmp to a slot that steps over the red zone, and a
+//     syscall that returns straight to the site + 5.
 //   - Uretprobes: the return address is swapped for the trampoline (slot 0
 //     of the XOL page), a per-task stack of return instances records the
 //     original one; nested, recursive and chained (tail) calls. The
@@ -98,8 +100,9 @@
 //	Uprobes.treeLock          uprobes_treelock + uprobes_seqcount (writers)
 //	xolArea.mu                the XOL slot bitmap (leaf)
 //
-// An mm's trampoline list (head_tramps) is protected by its mmap write
-// lock.
+// An mm's trampoline list (head_tramps) and, in the jmp-slot design, its
+// slot assignments are protected by its mmap write lock; the uprobe
+// syscall reads the slot table without it (atomic words).
 //
 // The hit path holds none of these across its lookups: it runs inside a
 // read section of the flavour, and may take the mmap lock (read: the slow
@@ -122,5 +125,8 @@
 // notifier, the return-to-user work loop, iret) more than for a syscall and
 // sysret, and little for the trampoline's eight instructions; the model's
 // interpreter pays per instruction and nothing for a trap, so an optimized
-// hit costs it more than an int3 hit (BenchmarkUprobeHit).
+// hit costs it more than an int3 hit (BenchmarkUprobeHit), in both
+// optimizing designs. The jmp-slot design follows the proposal's cover
+// letter; where it is silent (fork, a syscall from an unassigned slot, slot
+// reuse) optimize.go names the model's choice.
 package uprobes

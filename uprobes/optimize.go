@@ -3,7 +3,10 @@ package uprobes
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"mmlab/cpu"
 	"mmlab/errno"
@@ -19,31 +22,123 @@ import (
 // the handlers, rewrites it into "call rel32" to a trampoline page of the
 // mm, [uprobes-trampoline], which enters the kernel with the uprobe syscall
 // instead of a trap.
+//
+// The jmp-slot design (proposed on linux-trace-kernel in May 2026, "The x86
+// uprobe nop5 optimization currently replaces a 5-byte NOP at the probe
+// site with a CALL..."): the call pushes its return address at -8(%rsp),
+// and the trampoline's pushes go below it, inside the 128-byte red zone a
+// leaf function may keep data in. Instead the site gets "jmp rel32" to a
+// 16-byte slot of its own in a trampoline page whose 256 slots are all
+// cpu.UprobeSlot() (lea -128(%rsp),%rsp first), generated once and mapped
+// read-execute into each mm that needs one; a per-mm slot table gives the
+// site of each slot; the uprobe syscall finds the slot from the ip after
+// its syscall, restores the site's registers, runs the consumers and
+// returns through IRET straight to the site + 5 (or where a consumer set
+// ip), never to the slot. Unoptimizing expects a jmp (0xE9) where the call
+// design expects 0xE8. Where the proposal is silent the model chooses, and
+// says so below: the page keeps the call design's name and VMA flags (so a
+// forked child has the jmp but no page, as it has the call today), and a
+// slot stays its site's for the life of the mm.
+
+// Optimize is the x86-64 nop5 optimization, chosen at construction
+// (Config.Optimize).
+type Optimize int
+
+const (
+	// OptimizeCall is v6.18+: the site becomes a call to the
+	// trampoline (the zero value: the default, as on x86-64 since v6.18).
+	OptimizeCall Optimize = iota
+	// OptimizeOff leaves uprobes on 5-byte nops as int3s, as before v6.18
+	// (every hit traps).
+	OptimizeOff
+	// OptimizeJmpSlot is the proposed fix: the site becomes a jmp to a
+	// slot of its own, and the red zone is left alone.
+	OptimizeJmpSlot
+)
+
+// Optimizations are the three, in table order.
+var Optimizations = []Optimize{OptimizeOff, OptimizeCall, OptimizeJmpSlot}
+
+// String returns "off", "call" or "jmp-slot", the experiments' names.
+func (o Optimize) String() string {
+	switch o {
+	case OptimizeOff:
+		return "off"
+	case OptimizeCall:
+		return "call"
+	case OptimizeJmpSlot:
+		return "jmp-slot"
+	}
+	return fmt.Sprintf("Optimize(%d)", int(o))
+}
+
+// ParseOptimize reads "off", "call" or "jmp-slot".
+func ParseOptimize(s string) (Optimize, error) {
+	for _, o := range Optimizations {
+		if o.String() == s {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("uprobes: unknown optimization %q (want off, call or jmp-slot)", s)
+}
 
 const (
 	callInsn     = 0xe8 // CALL_INSN_OPCODE
-	callInsnSize = 5    // CALL_INSN_SIZE
+	jmpInsn      = 0xe9 // JMP32_INSN_OPCODE
+	callInsnSize = 5    // CALL_INSN_SIZE, also the jmp's
 	trampName    = "[uprobes-trampoline]"
 	trampFlags   = mm.VM_READ | mm.VM_EXEC | mm.VM_MAYEXEC | mm.VM_MAYREAD | mm.VM_DONTCOPY | mm.VM_IO
 	enxio        = errno.Errno(6) // ENXIO
+	// slotsPerPage is the number of slots of a jmp-slot trampoline page.
+	slotsPerPage = pgtable.PageSize / cpu.UprobeSlotBytes
 )
 
 // newTrampMapping returns tramp_mapping: the special mapping of every
 // trampoline VMA, one page holding uprobe_trampoline_entry (the kernel's
-// is a page of its rodata, shared by every mm).
-func newTrampMapping() *mm.SpecialMapping {
+// is a page of its rodata, shared by every mm), or, for the jmp-slot
+// design, the page of slots.
+func newTrampMapping(o Optimize) *mm.SpecialMapping {
 	p := pgtable.NewAnonPage()
-	copy(p.Bytes(), cpu.UprobeTrampoline())
+	if o == OptimizeJmpSlot {
+		slot := cpu.UprobeSlot()
+		for i := range slotsPerPage {
+			copy(p.Bytes()[i*cpu.UprobeSlotBytes:], slot)
+		}
+	} else {
+		copy(p.Bytes(), cpu.UprobeTrampoline())
+	}
 	return &mm.SpecialMapping{Name: trampName, Pages: []*pgtable.Page{p}, Mremap: refuseMremap}
 }
 
+// opcode is the first byte of an optimized site: the call's or the jmp's.
+func (u *Uprobes) opcode() byte {
+	if u.opt == OptimizeJmpSlot {
+		return jmpInsn
+	}
+	return callInsn
+}
+
 // trampolines is mm->uprobes_state.head_tramps: the addresses of the mm's
-// trampolines, newest first. Protected by the mm's mmap write lock.
-type trampolines struct{ vaddrs []uint64 }
+// trampolines, newest first, and for the jmp-slot design the mm's slot
+// table. vaddrs and sites are protected by the mm's mmap write lock.
+type trampolines struct {
+	vaddrs []uint64
+	// sites maps an optimized site to its slot's address (jmp-slot).
+	sites map[uint64]uint64
+	// slots maps a trampoline page's address to its *slotTable
+	// (jmp-slot): written under the mmap write lock, read by the uprobe
+	// syscall without it.
+	slots sync.Map
+}
+
+// slotTable is one page's part of the per-mm slot table: slot i's site, 0
+// while the slot is free. Stored under the mmap write lock, loaded by the
+// uprobe syscall.
+type slotTable [slotsPerPage]atomic.Uint64
 
 // trampsOf returns m's list (arch_uprobe_init_state makes it empty).
 func (u *Uprobes) trampsOf(m *mm.MM) *trampolines {
-	t, _ := u.tramps.LoadOrStore(m, &trampolines{})
+	t, _ := u.tramps.LoadOrStore(m, &trampolines{sites: map[uint64]uint64{}})
 	return t.(*trampolines)
 }
 
@@ -90,29 +185,86 @@ func findNearestTrampoline(m *mm.MM, vaddr uint64) (uint64, error) {
 	return high, nil
 }
 
-// getTrampolineLocked mirrors get_uprobe_trampoline() and
-// create_uprobe_trampoline(): the first trampoline on m's list a call at
-// vaddr reaches, else a new one at the nearest free page, added to the
-// list's head. Caller holds m's mmap write lock.
+// getTrampolineLocked mirrors get_uprobe_trampoline(): the first
+// trampoline on m's list a call at vaddr reaches, else a new one. Caller
+// holds m's mmap write lock.
 func (u *Uprobes) getTrampolineLocked(m *mm.MM, vaddr uint64) (tramp uint64, isNew bool, err error) {
 	if vaddr > mm.TaskSize || vaddr < pgtable.PageSize {
 		return 0, false, errno.EINVAL
 	}
-	ts := u.trampsOf(m)
-	for _, t := range ts.vaddrs {
+	for _, t := range u.trampsOf(m).vaddrs {
 		if isReachableByCall(t, vaddr) {
 			return t, false, nil
 		}
 	}
+	at, err := u.newTrampolineLocked(m, vaddr)
+	return at, err == nil, err
+}
+
+// newTrampolineLocked mirrors create_uprobe_trampoline(): a trampoline at
+// the free page nearest to the site at vaddr, added to the head of m's
+// list. Caller holds m's mmap write lock.
+func (u *Uprobes) newTrampolineLocked(m *mm.MM, vaddr uint64) (uint64, error) {
 	at, err := findNearestTrampoline(m, vaddr)
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	if _, err := m.InstallSpecialMapping(at, pgtable.PageSize, trampFlags, u.trampMapping); err != nil {
-		return 0, false, err
+		return 0, err
 	}
+	ts := u.trampsOf(m)
 	ts.vaddrs = append([]uint64{at}, ts.vaddrs...)
-	return at, true, nil
+	return at, nil
+}
+
+// getSlotLocked is the jmp-slot design's per-mm slot assignment: the slot
+// of the site at vaddr, if it has one (a model choice: a slot stays its
+// site's for the life of the mm, so a thread between the jmp and the
+// syscall always finds its site, even after a removal and a new
+// optimization); else the first free slot a jmp at vaddr reaches on m's
+// trampoline pages, newest first; else slot 0 of a new page at the nearest
+// free page, as the call design places its trampolines. Caller holds m's
+// mmap write lock; releaseSlotLocked undoes a new assignment.
+func (u *Uprobes) getSlotLocked(m *mm.MM, vaddr uint64) (slot uint64, newSlot, newPage bool, err error) {
+	if vaddr > mm.TaskSize || vaddr < pgtable.PageSize {
+		return 0, false, false, errno.EINVAL
+	}
+	ts := u.trampsOf(m)
+	if a, ok := ts.sites[vaddr]; ok {
+		return a, false, false, nil
+	}
+	assign := func(page uint64, i int) uint64 {
+		t, _ := ts.slots.LoadOrStore(page, new(slotTable))
+		t.(*slotTable)[i].Store(vaddr)
+		a := page + uint64(i*cpu.UprobeSlotBytes)
+		ts.sites[vaddr] = a
+		return a
+	}
+	for _, page := range ts.vaddrs {
+		t, _ := ts.slots.LoadOrStore(page, new(slotTable))
+		for i := range t.(*slotTable) {
+			a := page + uint64(i*cpu.UprobeSlotBytes)
+			if t.(*slotTable)[i].Load() == 0 && isReachableByCall(a, vaddr) { // a jmp's reach is a call's
+				return assign(page, i), true, false, nil
+			}
+		}
+	}
+	page, err := u.newTrampolineLocked(m, vaddr)
+	if err != nil {
+		return 0, false, false, err
+	}
+	return assign(page, 0), true, true, nil
+}
+
+// releaseSlotLocked frees the slot getSlotLocked just gave the site at
+// vaddr, whose optimization failed before its jmp was written.
+func (u *Uprobes) releaseSlotLocked(m *mm.MM, vaddr, slot uint64) {
+	ts := u.trampsOf(m)
+	delete(ts.sites, vaddr)
+	page := slot &^ (pgtable.PageSize - 1)
+	if t, ok := ts.slots.Load(page); ok {
+		t.(*slotTable)[(slot-page)/cpu.UprobeSlotBytes].Store(0)
+	}
 }
 
 // destroyTrampolineLocked mirrors destroy_uprobe_trampoline(): the
@@ -197,17 +349,18 @@ func copyFromVaddr(w locking.Waiter, m *mm.MM, vaddr uint64, dst []byte) error {
 }
 
 // isOptimized mirrors is_optimized() and __is_optimized(): the site is a
-// call into a trampoline of m. (v6.19's __in_uprobe_trampoline() looks in
-// current->mm, which for a removal by another process is the wrong mm; the
-// live 6.18.44 kernel restores an optimized site detached by another
-// process, live/uprobe's TestLiveRemoteUnregisterRestores, so the model
-// looks in m, as the live kernel does.)
+// call (jmp-slot: a jmp) into a trampoline of m. (v6.19's
+// __in_uprobe_trampoline() looks in current->mm, which for a removal by
+// another process is the wrong mm; the live 6.18.44 kernel restores an
+// optimized site detached by another process, live/uprobe's
+// TestLiveRemoteUnregisterRestores, so the model looks in m, as the live
+// kernel does.)
 func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, error) {
 	var insn [callInsnSize]byte
 	if err := copyFromVaddr(w, m, vaddr, insn[:]); err != nil {
 		return false, err
 	}
-	if insn[0] != callInsn {
+	if insn[0] != u.opcode() {
 		return false, nil
 	}
 	rel := int32(binary.LittleEndian.Uint32(insn[1:]))
@@ -217,10 +370,11 @@ func (u *Uprobes) isOptimized(w locking.Waiter, m *mm.MM, vaddr uint64) (bool, e
 // shouldOptimize mirrors should_optimize().
 func (up *Uprobe) shouldOptimize() bool { return up.canOptimize && !up.optimizeFail.Load() }
 
-// callTo returns "call tramp" at vaddr (__text_gen_insn).
-func callTo(vaddr, tramp uint64) [callInsnSize]byte {
-	insn := [callInsnSize]byte{callInsn}
-	binary.LittleEndian.PutUint32(insn[1:], uint32(tramp-(vaddr+callInsnSize)))
+// branchTo returns the 5-byte call or jmp (op) at vaddr to dest
+// (__text_gen_insn).
+func branchTo(op byte, vaddr, dest uint64) [callInsnSize]byte {
+	insn := [callInsnSize]byte{op}
+	binary.LittleEndian.PutUint32(insn[1:], uint32(dest-(vaddr+callInsnSize)))
 	return insn
 }
 
@@ -235,14 +389,15 @@ const (
 // with int3 guarding them, from write first on (writeInt3 for a removal,
 // writeTail for an optimization, which finds the int3 installed, or for
 // the after design's finishing of a removal stopped half-way). Each write
-// is checked (verify_insn: the site starts with a call before the first,
-// with an int3 before the others: EPERM otherwise) and followed by
+// is checked (verify_insn: the site starts with a call, in the jmp-slot
+// design a jmp, before the first, with an int3 before the others: EPERM
+// otherwise) and followed by
 // smp_text_poke_sync_each_cpu(), which also precedes the tail write. The
 // last write is a removal (it may zap the page back to the file's) unless
 // optimizing.
 func (u *Uprobes) int3Update(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint64, insn [callInsnSize]byte, optimize bool, first int) error {
 	if first <= writeInt3 {
-		if err := u.checkedWrite(w, m, v, vaddr, writeInt3, []byte{swbp}, true, callInsn); err != nil {
+		if err := u.checkedWrite(w, m, v, vaddr, writeInt3, []byte{swbp}, true, u.opcode()); err != nil {
 			return err
 		}
 	}
@@ -303,17 +458,27 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		up.optimizeFail.Store(true)
 		return
 	}
-	tramp, isNew, err := u.getTrampolineLocked(m, vaddr)
+	var tramp uint64
+	var isNew, newSlot bool
+	var err error
+	if u.opt == OptimizeJmpSlot {
+		tramp, newSlot, isNew, err = u.getSlotLocked(m, vaddr)
+	} else {
+		tramp, isNew, err = u.getTrampolineLocked(m, vaddr)
+	}
 	if err != nil {
 		up.optimizeFail.Store(true)
 		return
 	}
-	if err := u.int3Update(r, m, v, vaddr, callTo(vaddr, tramp), true, writeTail); err != nil {
+	if err := u.int3Update(r, m, v, vaddr, branchTo(u.opcode(), vaddr, tramp), true, writeTail); err != nil {
 		if u.design == DesignBefore {
 			u.warnOnce(warnOptimize)
 		}
+		if newSlot {
+			u.releaseSlotLocked(m, vaddr, tramp)
+		}
 		if isNew {
-			u.destroyTrampolineLocked(m, tramp)
+			u.destroyTrampolineLocked(m, tramp&^(pgtable.PageSize-1))
 		}
 		up.optimizeFail.Store(true)
 	}
@@ -374,7 +539,64 @@ func (u *Uprobes) Syscall(r *kernel.Runner) (bool, kernel.Signal) {
 	if r.Regs.R[cpu.RAX] != cpu.NrUprobe {
 		return false, 0
 	}
+	if u.opt == OptimizeJmpSlot {
+		return true, u.sysUprobeSlot(r)
+	}
 	return true, u.sysUprobe(r)
+}
+
+// The words a jmp-slot slot pushes below the red zone, from the stack
+// pointer up, and the red zone it stepped over.
+const (
+	slotAX = iota
+	slotR11
+	slotCX
+	nSlotWords
+	redZone = 128
+)
+
+// sysUprobeSlot is the uprobe syscall of the jmp-slot design: only a
+// syscall at the end of an assigned slot of a trampoline of the task's mm
+// is served (from anywhere else outside a trampoline: -ENXIO, as in the
+// call design; a model choice: SIGILL from an unassigned slot or the
+// middle of one, whose stack it cannot undo). The site's registers are
+// restored (%rax, %r11 and %rcx from what the slot pushed, %rsp above them
+// and the red zone), ip set to the site for the handlers, then to the site
+// + 5 unless a handler moved it, and the task returns as through IRET,
+// with every register as the handlers left it: nothing runs in the slot
+// after the syscall. A stack that cannot be read is SIGILL.
+func (u *Uprobes) sysUprobeSlot(r *kernel.Runner) kernel.Signal {
+	regs := &r.Regs
+	end := regs.RIP // just after the slot's syscall
+	if !u.inUprobeTrampoline(r, end-1) {
+		regs.R[cpu.RAX] = ^uint64(enxio) + 1 // -ENXIO
+		return 0
+	}
+	page := (end - 1) &^ (pgtable.PageSize - 1)
+	t, ok := u.tramps.Load(r.Task.MM)
+	if !ok || (end-page)%cpu.UprobeSlotBytes != 0 {
+		return sigill
+	}
+	tab, ok := t.(*trampolines).slots.Load(page)
+	if !ok {
+		return sigill
+	}
+	site := tab.(*slotTable)[(end-page)/cpu.UprobeSlotBytes-1].Load()
+	if site == 0 {
+		return sigill
+	}
+	var saved [nSlotWords]uint64
+	if !loadWords(r, regs.R[cpu.RSP], saved[:]) {
+		return sigill
+	}
+	regs.R[cpu.RAX], regs.R[cpu.R11], regs.R[cpu.RCX] = saved[slotAX], saved[slotR11], saved[slotCX]
+	regs.R[cpu.RSP] += 8*nSlotWords + redZone
+	regs.RIP = site
+	u.handleSyscallUprobe(r, site)
+	if regs.RIP == site {
+		regs.RIP += callInsnSize
+	}
+	return 0
 }
 
 // uprobeSyscallArgs is struct uprobe_syscall_args: what the call and the
@@ -404,12 +626,8 @@ func (u *Uprobes) sysUprobe(r *kernel.Runner) kernel.Signal {
 	}
 	c := r.Interp()
 	var args [nArgs]uint64
-	for i := range args {
-		v, err := c.Load64(r, regs.R[cpu.RSP]+uint64(8*i))
-		if err != nil {
-			return sigill
-		}
-		args[i] = v
+	if !loadWords(r, regs.R[cpu.RSP], args[:]) {
+		return sigill
 	}
 	ip := regs.RIP
 	regs.R[cpu.RAX], regs.R[cpu.R11], regs.R[cpu.RCX] = args[argAX], args[argR11], args[argCX]
@@ -437,6 +655,20 @@ func (u *Uprobes) sysUprobe(r *kernel.Runner) kernel.Signal {
 	regs.R[cpu.R11], regs.R[cpu.RCX] = regs.Flags, regs.RIP // sysret
 	regs.R[cpu.RAX] = 0
 	return 0
+}
+
+// loadWords reads len(dst) words of the task's stack from sp up
+// (copy_from_user); false if one cannot be read.
+func loadWords(r *kernel.Runner, sp uint64, dst []uint64) bool {
+	c := r.Interp()
+	for i := range dst {
+		v, err := c.Load64(r, sp+uint64(8*i))
+		if err != nil {
+			return false
+		}
+		dst[i] = v
+	}
+	return true
 }
 
 // handleSyscallUprobe mirrors handle_syscall_uprobe(): handle_swbp's

@@ -18,8 +18,9 @@ func hitProg(a *cpu.Asm) {
 
 // BenchmarkUprobeHit is one hit of a uprobe with a counting handler on
 // one model CPU (ns/op per call of the probed function): on a nop (int3,
-// emulated), on a nop5 optimized into a call to the trampoline, and on the
-// same nop5 with optimization off (int3, emulated). Compare
+// emulated), on a nop5 optimized into a call to the trampoline or into a
+// jmp to a slot, and on the same nop5 with optimization off (int3,
+// emulated). Compare
 // optimized-nop5 with int3-nop (the live trigger's uprobe-nop5 against
 // uprobe-nop) and with int3-nop5 (what the optimization buys):
 //
@@ -27,16 +28,17 @@ func hitProg(a *cpu.Asm) {
 func BenchmarkUprobeHit(b *testing.B) {
 	for _, c := range []struct {
 		name, target, loop string
-		noOptimize         bool
+		opt                Optimize
 	}{
-		{"int3-nop", "t1", "loop1", false},
-		{"optimized-nop5", "t5", "loop5", false},
-		{"int3-nop5", "t5", "loop5", true},
+		{"int3-nop", "t1", "loop1", OptimizeCall},
+		{"optimized-nop5", "t5", "loop5", OptimizeCall},
+		{"jmp-slot-nop5", "t5", "loop5", OptimizeJmpSlot},
+		{"int3-nop5", "t5", "loop5", OptimizeOff},
 	} {
 		for _, fl := range flavors {
 			b.Run(fmt.Sprintf("%s/%s", c.name, fl), func(b *testing.B) {
 				e := newEnv(b, 1, fl, hitProg)
-				u, err := New(e.mach, Config{Flavor: fl, NoOptimize: c.noOptimize})
+				u, err := New(e.mach, Config{Flavor: fl, Optimize: c.opt})
 				if err != nil {
 					b.Fatal(err)
 				}

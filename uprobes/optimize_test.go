@@ -54,10 +54,15 @@ func probedProc(t *testing.T, c Config) (*env, *kernel.Task, *counter, *Uprobe) 
 
 func siteBytes(t testing.TB, e *env, m *mm.MM) []byte { return readBytes(t, m, e.addr("f5"), 5) }
 
+// callBytes is the optimized site: the call (jmp-slot: the jmp) to tramp.
 func callBytes(e *env, tramp uint64) []byte {
-	c := callTo(e.addr("f5"), tramp)
+	c := branchTo(e.u.opcode(), e.addr("f5"), tramp)
 	return c[:]
 }
+
+// optimizing are the designs that optimize; each test of an optimized site
+// runs in both.
+var optimizing = []Optimize{OptimizeCall, OptimizeJmpSlot}
 
 // mapsLine returns m's maps line named name ("" if none).
 func mapsLine(m *mm.MM, name string) string {
@@ -75,9 +80,10 @@ func mapsLine(m *mm.MM, name string) string {
 // optimization off the site stays an int3.
 func TestOptimizedHit(t *testing.T) {
 	for _, fl := range flavors {
-		for _, off := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/nooptimize=%v", fl, off), func(t *testing.T) {
-				e, p, k, _ := probedProc(t, Config{Flavor: fl, NoOptimize: off})
+		for _, o := range Optimizations {
+			off := o == OptimizeOff
+			t.Run(fmt.Sprintf("%s/%v", fl, o), func(t *testing.T) {
+				e, p, k, _ := probedProc(t, Config{Flavor: fl, Optimize: o})
 				res := e.run(t, p, 0, "main", calls(5))
 				wantHalt(t, res)
 				if k.hits != 5 || res.regs.R[cpu.RAX] != 5 {
@@ -109,11 +115,15 @@ func TestOptimizedHit(t *testing.T) {
 
 // The uprobe syscall from anywhere but a trampoline fails with ENXIO.
 func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	res := e.run(t, e.newProc(t, "p"), 0, "sys", nil)
-	wantHalt(t, res)
-	if got := int64(res.regs.R[cpu.RAX]); got != -int64(enxio) {
-		t.Errorf("rax %d, want -ENXIO", got)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			res := e.run(t, e.newProc(t, "p"), 0, "sys", nil)
+			wantHalt(t, res)
+			if got := int64(res.regs.R[cpu.RAX]); got != -int64(enxio) {
+				t.Errorf("rax %d, want -ENXIO", got)
+			}
+		})
 	}
 }
 
@@ -121,80 +131,96 @@ func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
 // path (first hit) and on the optimized path (the trampoline returns
 // there) alike.
 func TestOptimizedHandlerSetsIP(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	hits := 0
-	skip := e.addr("f5_ret")
-	mustRegister(t, e, "f5", &Consumer{Handler: func(r *kernel.Runner) int { hits++; r.Regs.RIP = skip; return 0 }})
-	res := e.run(t, p, 0, "main", calls(4))
-	wantHalt(t, res)
-	if hits != 4 || res.regs.R[cpu.RAX] != 0 {
-		t.Errorf("hits %d rax %d, want 4 and 0", hits, res.regs.R[cpu.RAX])
-	}
-	if got := siteBytes(t, e, p.MM); got[0] != callInsn {
-		t.Errorf("site % x not optimized", got)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			p := e.newProc(t, "p")
+			hits := 0
+			skip := e.addr("f5_ret")
+			mustRegister(t, e, "f5", &Consumer{Handler: func(r *kernel.Runner) int { hits++; r.Regs.RIP = skip; return 0 }})
+			res := e.run(t, p, 0, "main", calls(4))
+			wantHalt(t, res)
+			if hits != 4 || res.regs.R[cpu.RAX] != 0 {
+				t.Errorf("hits %d rax %d, want 4 and 0", hits, res.regs.R[cpu.RAX])
+			}
+			if got := siteBytes(t, e, p.MM); got[0] != e.u.opcode() {
+				t.Errorf("site % x not optimized", got)
+			}
+		})
 	}
 }
 
 // A uretprobe on an optimized site sees every return, at the caller's
 // return address.
 func TestUretprobeOnOptimizedSite(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	k := newCounter(true, true, nil)
-	mustRegister(t, e, "f5", &k.c)
-	res := e.run(t, p, 0, "main", calls(3))
-	wantHalt(t, res)
-	if k.hits != 3 || k.rets != 3 || res.regs.R[cpu.RAX] != 3 {
-		t.Fatalf("hits %d rets %d rax %d, want 3 each", k.hits, k.rets, res.regs.R[cpu.RAX])
-	}
-	for i := range k.rets {
-		if k.fns[i] != e.addr("f5") || k.retIPs[i] != e.addr("after_call") {
-			t.Errorf("return %d: fn %#x ip %#x", i, k.fns[i], k.retIPs[i])
-		}
-	}
-	if siteBytes(t, e, p.MM)[0] != callInsn {
-		t.Error("site not optimized")
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			p := e.newProc(t, "p")
+			k := newCounter(true, true, nil)
+			mustRegister(t, e, "f5", &k.c)
+			res := e.run(t, p, 0, "main", calls(3))
+			wantHalt(t, res)
+			if k.hits != 3 || k.rets != 3 || res.regs.R[cpu.RAX] != 3 {
+				t.Fatalf("hits %d rets %d rax %d, want 3 each", k.hits, k.rets, res.regs.R[cpu.RAX])
+			}
+			for i := range k.rets {
+				if k.fns[i] != e.addr("f5") || k.retIPs[i] != e.addr("after_call") {
+					t.Errorf("return %d: fn %#x ip %#x", i, k.fns[i], k.retIPs[i])
+				}
+			}
+			if siteBytes(t, e, p.MM)[0] != e.u.opcode() {
+				t.Error("site not optimized")
+			}
+		})
 	}
 }
 
 // With the page above the text taken, the nearest free page is the one
 // below it: the two searches are compared, neither direction assumed.
 func TestTrampolineBelow(t *testing.T) {
-	e := optEnv(t, Config{Flavor: TasksTrace})
-	p := e.newProc(t, "p")
-	if _, err := p.MM.Mmap(nil, textAddr+0x1000, 0x100000, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	mustRegister(t, e, "f5", &newCounter(true, false, nil).c)
-	wantHalt(t, e.run(t, p, 0, "main", calls(2)))
-	below := uint64(textAddr - 0x1000)
-	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, callBytes(e, below)) {
-		t.Errorf("site % x, want a call to %#x", got, below)
-	}
-	if l := mapsLine(p.MM, trampName); !strings.HasPrefix(l, "003ff000-00400000 r-xp ") {
-		t.Errorf("maps line %q", l)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			p := e.newProc(t, "p")
+			if _, err := p.MM.Mmap(nil, textAddr+0x1000, 0x100000, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			mustRegister(t, e, "f5", &newCounter(true, false, nil).c)
+			wantHalt(t, e.run(t, p, 0, "main", calls(2)))
+			below := uint64(textAddr - 0x1000)
+			if got := siteBytes(t, e, p.MM); !bytes.Equal(got, callBytes(e, below)) {
+				t.Errorf("site % x, want a call to %#x", got, below)
+			}
+			if l := mapsLine(p.MM, trampName); !strings.HasPrefix(l, "003ff000-00400000 r-xp ") {
+				t.Errorf("maps line %q", l)
+			}
+		})
 	}
 }
 
 // The trampoline cannot be moved (EPERM) but can be unmapped; exit
 // forgets the mm's trampolines.
 func TestTrampolineMremapMunmapExit(t *testing.T) {
-	e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace})
-	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-	if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
-		t.Errorf("mremap: %v, want EPERM", err)
-	}
-	if err := p.MM.Munmap(nil, wantTramp, 0x1000); err != nil {
-		t.Errorf("munmap: %v", err)
-	}
-	res := e.run(t, p, 0, "main", calls(1))
-	if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp {
-		t.Errorf("call into the unmapped trampoline: %v", res.stop)
-	}
-	p.ExitMM()
-	if tr := e.u.Trampolines(p.MM); tr != nil {
-		t.Errorf("trampolines %#x after exit", tr)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+			if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
+				t.Errorf("mremap: %v, want EPERM", err)
+			}
+			if err := p.MM.Munmap(nil, wantTramp, 0x1000); err != nil {
+				t.Errorf("munmap: %v", err)
+			}
+			res := e.run(t, p, 0, "main", calls(1))
+			if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp {
+				t.Errorf("call into the unmapped trampoline: %v", res.stop)
+			}
+			p.ExitMM()
+			if tr := e.u.Trampolines(p.MM); tr != nil {
+				t.Errorf("trampolines %#x after exit", tr)
+			}
+		})
 	}
 }
 
@@ -203,18 +229,22 @@ func TestTrampolineMremapMunmapExit(t *testing.T) {
 // site, as on the live kernel (TestLiveForkedChildOfOptimized in
 // live/uprobe).
 func TestForkAfterOptimization(t *testing.T) {
-	e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace})
-	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-	child := forkOf(t, e, p)
-	if mapsLine(child.MM, trampName) != "" {
-		t.Error("the child has a trampoline")
-	}
-	if got := siteBytes(t, e, child.MM); !bytes.Equal(got, callBytes(e, wantTramp)) {
-		t.Errorf("child site % x", got)
-	}
-	res := e.run(t, child, 0, "main", calls(1))
-	if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp || !slicesHas(res.sigs, kernel.SIGSEGV) {
-		t.Errorf("child: %v, signals %v; want SIGSEGV at %#x", res.stop, res.sigs, wantTramp)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+			child := forkOf(t, e, p)
+			if mapsLine(child.MM, trampName) != "" {
+				t.Error("the child has a trampoline")
+			}
+			if got := siteBytes(t, e, child.MM); !bytes.Equal(got, callBytes(e, wantTramp)) {
+				t.Errorf("child site % x", got)
+			}
+			res := e.run(t, child, 0, "main", calls(1))
+			if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp || !slicesHas(res.sigs, kernel.SIGSEGV) {
+				t.Errorf("child: %v, signals %v; want SIGSEGV at %#x", res.stop, res.sigs, wantTramp)
+			}
+		})
 	}
 }
 
@@ -293,75 +323,77 @@ func TestKilledUnoptimize(t *testing.T) {
 			return child.MM, e.run(t, child, 0, "main", calls(2))
 		}},
 	}
-	for _, d := range designs {
-		for _, kill := range []int{writeInt3, writeTail, writeHead} {
-			for _, f := range follows {
-				t.Run(fmt.Sprintf("%v/before-write-%d/%s", d, kill, f.name), func(t *testing.T) {
-					e := optEnv(t, Config{Flavor: TasksTrace, Design: d})
-					call, int3Rel, int3Orig, corrupt := siteStates(e)
-					p, tracer, t2 := e.newProc(t, "p"), e.newProc(t, "tracer"), e.newProc(t, "t2")
-					k := newCounter(true, false, nil)
-					up := mustRegister(t, e, "f5", &k.c)
-					for _, q := range []*kernel.Task{p, tracer, t2} {
-						wantHalt(t, e.run(t, q, 0, "main", calls(1)))
-					}
-					setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
-						if m == p.MM && n == kill {
-							tracer.Kill()
+	for _, o := range optimizing {
+		for _, d := range designs {
+			for _, kill := range []int{writeInt3, writeTail, writeHead} {
+				for _, f := range follows {
+					t.Run(fmt.Sprintf("%v/%v/before-write-%d/%s", o, d, kill, f.name), func(t *testing.T) {
+						e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+						call, int3Rel, int3Orig, corrupt := siteStates(e)
+						p, tracer, t2 := e.newProc(t, "p"), e.newProc(t, "tracer"), e.newProc(t, "t2")
+						k := newCounter(true, false, nil)
+						up := mustRegister(t, e, "f5", &k.c)
+						for _, q := range []*kernel.Task{p, tracer, t2} {
+							wantHalt(t, e.run(t, q, 0, "main", calls(1)))
+						}
+						setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+							if m == p.MM && n == kill {
+								tracer.Kill()
+							}
+						})
+						var err error
+						onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
+						setTextWriteHook(t, nil)
+						left := siteBytes(t, e, p.MM)
+						if d == DesignAfter {
+							if err != nil || !bytes.Equal(left, nop5) || e.u.Warnings() != 0 {
+								t.Fatalf("unregister %v, site % x, %d warnings; want a complete removal, no warning", err, left, e.u.Warnings())
+							}
+						} else {
+							want := map[int][]byte{writeInt3: call, writeTail: int3Rel, writeHead: int3Orig}[kill]
+							if !errors.Is(err, errno.EINTR) || !bytes.Equal(left, want) || e.u.Warnings() != 1 {
+								t.Fatalf("unregister %v, site % x, %d warnings; want EINTR, % x, 1 warning", err, left, e.u.Warnings(), want)
+							}
+							if e.u.Lookup(e.inode, e.off("f5")) != up {
+								t.Fatal("the uprobe was not leaked")
+							}
+						}
+						m, res := f.run(t, e, p, t2)
+						got := siteBytes(t, e, m)
+						var want []byte
+						var sig kernel.Signal // what the run dies of; 0: it halts after 2 calls
+						switch {
+						case d == DesignAfter:
+							want = nop5
+						case f.name == "nothing":
+							want = left
+						case f.name == "hit":
+							want = call // optimized again over the int3, or still a call
+						case f.name == "reregister" && kill == writeTail:
+							want, sig = corrupt, sigill
+						case f.name == "reregister":
+							want = nop5
+						case f.name == "fork" && kill == writeInt3:
+							want, sig = call, kernel.SIGSEGV // the call into no trampoline
+						case f.name == "fork":
+							want = call // the child's own trampoline, at the same address
+						}
+						if !bytes.Equal(got, want) {
+							t.Errorf("site % x, want % x", got, want)
+						}
+						if f.name == "nothing" {
+							return
+						}
+						if sig == 0 {
+							wantHalt(t, res)
+							if res.regs.R[cpu.RAX] != 2 {
+								t.Errorf("rax %d, want 2", res.regs.R[cpu.RAX])
+							}
+						} else if res.stop.Reason != cpu.StopFault || !slicesHas(res.sigs, sig) {
+							t.Errorf("ran %v, signals %v; want %v", res.stop, res.sigs, sig)
 						}
 					})
-					var err error
-					onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
-					setTextWriteHook(t, nil)
-					left := siteBytes(t, e, p.MM)
-					if d == DesignAfter {
-						if err != nil || !bytes.Equal(left, nop5) || e.u.Warnings() != 0 {
-							t.Fatalf("unregister %v, site % x, %d warnings; want a complete removal, no warning", err, left, e.u.Warnings())
-						}
-					} else {
-						want := map[int][]byte{writeInt3: call, writeTail: int3Rel, writeHead: int3Orig}[kill]
-						if !errors.Is(err, errno.EINTR) || !bytes.Equal(left, want) || e.u.Warnings() != 1 {
-							t.Fatalf("unregister %v, site % x, %d warnings; want EINTR, % x, 1 warning", err, left, e.u.Warnings(), want)
-						}
-						if e.u.Lookup(e.inode, e.off("f5")) != up {
-							t.Fatal("the uprobe was not leaked")
-						}
-					}
-					m, res := f.run(t, e, p, t2)
-					got := siteBytes(t, e, m)
-					var want []byte
-					var sig kernel.Signal // what the run dies of; 0: it halts after 2 calls
-					switch {
-					case d == DesignAfter:
-						want = nop5
-					case f.name == "nothing":
-						want = left
-					case f.name == "hit":
-						want = call // optimized again over the int3, or still a call
-					case f.name == "reregister" && kill == writeTail:
-						want, sig = corrupt, sigill
-					case f.name == "reregister":
-						want = nop5
-					case f.name == "fork" && kill == writeInt3:
-						want, sig = call, kernel.SIGSEGV // the call into no trampoline
-					case f.name == "fork":
-						want = call // the child's own trampoline, at the same address
-					}
-					if !bytes.Equal(got, want) {
-						t.Errorf("site % x, want % x", got, want)
-					}
-					if f.name == "nothing" {
-						return
-					}
-					if sig == 0 {
-						wantHalt(t, res)
-						if res.regs.R[cpu.RAX] != 2 {
-							t.Errorf("rax %d, want 2", res.regs.R[cpu.RAX])
-						}
-					} else if res.stop.Reason != cpu.StopFault || !slicesHas(res.sigs, sig) {
-						t.Errorf("ran %v, signals %v; want %v", res.stop, res.sigs, sig)
-					}
-				})
+				}
 			}
 		}
 	}
@@ -375,45 +407,47 @@ func TestKilledUnoptimize(t *testing.T) {
 // writes only byte 0 (a corrupted instruction); after, nothing warns and
 // the removal finishes the half-written site (seed 000 patch 3).
 func TestKilledFirstHitOptimization(t *testing.T) {
-	for _, d := range designs {
-		for _, kill := range []int{writeTail, writeHead} {
-			t.Run(fmt.Sprintf("%v/before-write-%d", d, kill), func(t *testing.T) {
-				e := optEnv(t, Config{Flavor: TasksTrace, Design: d})
-				_, int3Rel, int3Orig, corrupt := siteStates(e)
-				p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
-				k := newCounter(true, false, nil)
-				up := mustRegister(t, e, "f5", &k.c)
-				setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
-					if m == p.MM && n == kill {
-						p.Kill()
+	for _, o := range optimizing {
+		for _, d := range designs {
+			for _, kill := range []int{writeTail, writeHead} {
+				t.Run(fmt.Sprintf("%v/%v/before-write-%d", o, d, kill), func(t *testing.T) {
+					e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+					_, int3Rel, int3Orig, corrupt := siteStates(e)
+					p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
+					k := newCounter(true, false, nil)
+					up := mustRegister(t, e, "f5", &k.c)
+					setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+						if m == p.MM && n == kill {
+							p.Kill()
+						}
+					})
+					e.run(t, p, 0, "main", calls(1))
+					setTextWriteHook(t, nil)
+					want := map[int][]byte{writeTail: int3Orig, writeHead: int3Rel}[kill]
+					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
+						t.Errorf("site % x, want % x", got, want)
+					}
+					if wantWarn := int64(map[Design]int{DesignBefore: 1}[d]); e.u.Warnings() != wantWarn {
+						t.Errorf("%d warnings, want %d", e.u.Warnings(), wantWarn)
+					}
+					if !up.optimizeFail.Load() || len(e.u.Trampolines(p.MM)) != 0 || mapsLine(p.MM, trampName) == "" {
+						t.Errorf("fail %v, list %#x, maps %q: want the site given up, the trampoline off the list and mapped",
+							up.optimizeFail.Load(), e.u.Trampolines(p.MM), mapsLine(p.MM, trampName))
+					}
+					var err error
+					onThread(e, t2, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = nop5
+					if d == DesignBefore && kill == writeHead {
+						want = corrupt
+					}
+					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
+						t.Errorf("after removal: site % x, want % x", got, want)
 					}
 				})
-				e.run(t, p, 0, "main", calls(1))
-				setTextWriteHook(t, nil)
-				want := map[int][]byte{writeTail: int3Orig, writeHead: int3Rel}[kill]
-				if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
-					t.Errorf("site % x, want % x", got, want)
-				}
-				if wantWarn := int64(map[Design]int{DesignBefore: 1}[d]); e.u.Warnings() != wantWarn {
-					t.Errorf("%d warnings, want %d", e.u.Warnings(), wantWarn)
-				}
-				if !up.optimizeFail.Load() || len(e.u.Trampolines(p.MM)) != 0 || mapsLine(p.MM, trampName) == "" {
-					t.Errorf("fail %v, list %#x, maps %q: want the site given up, the trampoline off the list and mapped",
-						up.optimizeFail.Load(), e.u.Trampolines(p.MM), mapsLine(p.MM, trampName))
-				}
-				var err error
-				onThread(e, t2, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = nop5
-				if d == DesignBefore && kill == writeHead {
-					want = corrupt
-				}
-				if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
-					t.Errorf("after removal: site % x, want % x", got, want)
-				}
-			})
+			}
 		}
 	}
 }
@@ -422,108 +456,120 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // restores the optimized site in the three writes, as the live kernel does
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
-	e, p, k, up := probedProc(t, Config{Flavor: TasksTrace})
-	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-	if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
-		t.Fatal(err)
-	}
-	e.u.UnregisterSync(nil)
-	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
-		t.Errorf("site % x, want the nop5 restored", got)
-	}
-	res := e.run(t, p, 0, "main", calls(3))
-	wantHalt(t, res)
-	if res.regs.R[cpu.RAX] != 3 || k.hits != 1 {
-		t.Errorf("rax %d hits %d, want 3 calls and no more hits", res.regs.R[cpu.RAX], k.hits)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+			if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
+				t.Fatal(err)
+			}
+			e.u.UnregisterSync(nil)
+			if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+				t.Errorf("site % x, want the nop5 restored", got)
+			}
+			res := e.run(t, p, 0, "main", calls(3))
+			wantHalt(t, res)
+			if res.regs.R[cpu.RAX] != 3 || k.hits != 1 {
+				t.Errorf("rax %d hits %d, want 3 calls and no more hits", res.regs.R[cpu.RAX], k.hits)
+			}
+		})
 	}
 }
 
 // The text-poke syncs come before the first write of an optimization and
 // after every write, of an optimization and of a removal alike.
 func TestTextPokeSyncOrder(t *testing.T) {
-	e, p, k, up := probedProc(t, Config{Flavor: TasksTrace})
-	var at []int64 // syncs done when each write starts
-	setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
-	wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-	var err error
-	onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []int64{writeTail, 1, writeHead, 2, writeInt3, 3, writeTail, 4, writeHead, 5}
-	if fmt.Sprint(at) != fmt.Sprint(want) || e.mach.TextPokeSyncs() != 6 {
-		t.Errorf("(write, syncs before it) %v, %d syncs in all; want %v, 6", at, e.mach.TextPokeSyncs(), want)
-	}
-	if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
-		t.Errorf("site % x after removal", got)
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			var at []int64 // syncs done when each write starts
+			setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
+			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+			var err error
+			onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []int64{writeTail, 1, writeHead, 2, writeInt3, 3, writeTail, 4, writeHead, 5}
+			if fmt.Sprint(at) != fmt.Sprint(want) || e.mach.TextPokeSyncs() != 6 {
+				t.Errorf("(write, syncs before it) %v, %d syncs in all; want %v, 6", at, e.mach.TextPokeSyncs(), want)
+			}
+			if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+				t.Errorf("site % x after removal", got)
+			}
+		})
 	}
 }
 
 // Two threads of a process hit the nop5 on two CPUs while a third
-// registers and unregisters it over and over: every call runs the function
+// registers and unregisters it over and over, in both optimizing designs
+// (jmp-slot: a thread may be between the jmp and the slot's syscall while
+// the site is restored and optimized again): every call runs the function
 // once, every hit sees the registers of the probe, and every completed
 // removal leaves the original bytes.
 func TestStressOptimizeWhileHitting(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 2, fl, optProg)
-			p := e.newProc(t, "p")
-			threads := []*kernel.Task{p, p.NewThread()}
-			tracer := p.NewThread() // runs on the test's goroutine
-			var stop atomic.Bool
-			errs := make(chan error, 2)
-			var runners []*kernel.Runner
-			for i, th := range threads {
-				sp := stackTop - 64 - uint64(i)*0x1000
-				runners = append(runners, e.mach.Start(th, i, 0, func(r *kernel.Runner) {
-					for n := 0; !stop.Load(); n++ {
-						r.Regs = cpu.Regs{RIP: e.addr("main")}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.R11] = sp, 40, 0x5a5a
-						s := r.Run()
-						if s.Reason != cpu.StopHalt || r.Regs.R[cpu.RSP] != sp || r.Regs.R[cpu.RAX] != 40 || r.Regs.R[cpu.R11] != 0x5a5a {
-							errs <- fmt.Errorf("%v batch %d: %v, regs %v, signals %v", r.Task, n, s, &r.Regs, r.Task.PendingSignals())
-							return
+	for _, o := range optimizing {
+		for _, fl := range flavors {
+			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
+				e := newEnvConfig(t, 2, Config{Flavor: fl, Optimize: o}, optProg)
+				p := e.newProc(t, "p")
+				threads := []*kernel.Task{p, p.NewThread()}
+				tracer := p.NewThread() // runs on the test's goroutine
+				var stop atomic.Bool
+				errs := make(chan error, 2)
+				var runners []*kernel.Runner
+				for i, th := range threads {
+					sp := stackTop - 64 - uint64(i)*0x1000
+					runners = append(runners, e.mach.Start(th, i, 0, func(r *kernel.Runner) {
+						for n := 0; !stop.Load(); n++ {
+							r.Regs = cpu.Regs{RIP: e.addr("main")}
+							r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.R11] = sp, 40, 0x5a5a
+							s := r.Run()
+							if s.Reason != cpu.StopHalt || r.Regs.R[cpu.RSP] != sp || r.Regs.R[cpu.RAX] != 40 || r.Regs.R[cpu.R11] != 0x5a5a {
+								errs <- fmt.Errorf("%v batch %d: %v, regs %v, signals %v", r.Task, n, s, &r.Regs, r.Task.PendingSignals())
+								return
+							}
 						}
+					}))
+				}
+				var bad atomic.Value
+				c := &Consumer{Handler: func(r *kernel.Runner) int {
+					if r.Regs.RIP != e.addr("f5") {
+						bad.Store(fmt.Sprintf("handler at %#x", r.Regs.RIP))
 					}
-				}))
-			}
-			var bad atomic.Value
-			c := &Consumer{Handler: func(r *kernel.Runner) int {
-				if r.Regs.RIP != e.addr("f5") {
-					bad.Store(fmt.Sprintf("handler at %#x", r.Regs.RIP))
+					return 0
+				}}
+				optimized := 0
+				for round := range 30 {
+					up, err := e.u.Register(tracer, e.inode, e.off("f5"), c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The runners keep hitting: the first hit optimizes
+					// the site. Wait for it (or for a runner's failure).
+					for siteBytes(t, e, p.MM)[0] != e.u.opcode() && len(errs) == 0 {
+						runtime.Gosched()
+					}
+					if siteBytes(t, e, p.MM)[0] == e.u.opcode() {
+						optimized++
+					}
+					if err := e.u.UnregisterNosync(tracer, up, c); err != nil {
+						t.Fatal(err)
+					}
+					e.u.UnregisterSync(nil)
+					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+						t.Fatalf("round %d: site % x after unregister", round, got)
+					}
 				}
-				return 0
-			}}
-			optimized := 0
-			for round := range 30 {
-				up, err := e.u.Register(tracer, e.inode, e.off("f5"), c)
-				if err != nil {
-					t.Fatal(err)
+				stopRunners(t, &stop, runners, errs)
+				if s := bad.Load(); s != nil {
+					t.Fatal(s)
 				}
-				// The runners keep hitting: the first hit optimizes the
-				// site. Wait for it (or for a runner's failure).
-				for siteBytes(t, e, p.MM)[0] != callInsn && len(errs) == 0 {
-					runtime.Gosched()
+				if optimized != 30 || len(e.u.Trampolines(p.MM)) != 1 {
+					t.Errorf("%d rounds optimized, trampolines %#x; want all 30, and one trampoline reused", optimized, e.u.Trampolines(p.MM))
 				}
-				if siteBytes(t, e, p.MM)[0] == callInsn {
-					optimized++
-				}
-				if err := e.u.UnregisterNosync(tracer, up, c); err != nil {
-					t.Fatal(err)
-				}
-				e.u.UnregisterSync(nil)
-				if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
-					t.Fatalf("round %d: site % x after unregister", round, got)
-				}
-			}
-			stopRunners(t, &stop, runners, errs)
-			if s := bad.Load(); s != nil {
-				t.Fatal(s)
-			}
-			if optimized != 30 || len(e.u.Trampolines(p.MM)) != 1 {
-				t.Errorf("%d rounds optimized, trampolines %#x; want all 30, and one trampoline reused", optimized, e.u.Trampolines(p.MM))
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -62,10 +62,10 @@ func ParseFlavors(names []string) ([]Flavor, error) {
 type Config struct {
 	Flavor Flavor // seed 004: the hit path's protection
 	Design Design // seed 000: register_for_each_vma and fork (design.go)
-	// NoOptimize leaves uprobes on 5-byte nops as int3s, as before v6.18
-	// (every hit traps); by default they are optimized at their first
-	// hit, as on x86-64 since v6.18.
-	NoOptimize bool
+	// Optimize is what the first hit of a uprobe on a 5-byte nop makes of
+	// it (optimize.go): by default a call to the trampoline, as on x86-64
+	// since v6.18.
+	Optimize Optimize
 }
 
 // Consumer mirrors struct uprobe_consumer. At least one of Handler and
@@ -241,8 +241,8 @@ type Uprobes struct {
 	// xol maps *mm.MM to its *xolArea (mm->uprobes_state.xol_area).
 	xol sync.Map
 
-	// optimize: uprobes on 5-byte nops are optimized (x86-64, v6.18+).
-	optimize bool
+	// opt is Config.Optimize.
+	opt Optimize
 	// trampMapping is tramp_mapping, the special mapping of every
 	// [uprobes-trampoline] VMA; tramps maps *mm.MM to its *trampolines.
 	trampMapping *mm.SpecialMapping
@@ -263,8 +263,8 @@ var (
 // New returns the uprobes of machine m in the design c chooses, and
 // installs it as m's trap handler.
 func New(m *kernel.Machine, c Config) (*Uprobes, error) {
-	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design, optimize: !c.NoOptimize,
-		trampMapping: newTrampMapping()}
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design, opt: c.Optimize,
+		trampMapping: newTrampMapping(c.Optimize)}
 	switch c.Flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCU(m.Sys)
@@ -272,6 +272,9 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 		u.flavor = rcu.NewTasksTrace(m.Sys)
 	default:
 		return nil, fmt.Errorf("uprobes: unknown flavour %v", c.Flavor)
+	}
+	if c.Optimize < OptimizeCall || c.Optimize > OptimizeJmpSlot {
+		return nil, fmt.Errorf("uprobes: unknown optimization %d", int(c.Optimize))
 	}
 	if c.Design != DesignBefore && c.Design != DesignAfter {
 		return nil, fmt.Errorf("uprobes: unknown design %d", int(c.Design))

@@ -143,7 +143,7 @@ func (up *Uprobe) prepare() error {
 		return errno.ENOTSUPP
 	}
 	up.insn = insn
-	up.canOptimize = up.u.optimize && insn.CanOptimize(up.Offset)
+	up.canOptimize = up.u.opt != OptimizeOff && insn.CanOptimize(up.Offset)
 	up.copied.Store(true) // smp_wmb(); set_bit(UPROBE_COPY_INSN)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
 	"mmlab/experiment/maptear"
+	"mmlab/experiment/redzone"
 	"mmlab/experiment/trigger"
 	liveattach "mmlab/live/attach"
 	liveforkstall "mmlab/live/forkstall"
@@ -17,6 +18,7 @@ import (
 	livemapslock "mmlab/live/mapslock"
 	livemaptear "mmlab/live/maptear"
 	livereplay "mmlab/live/replay"
+	liveredzone "mmlab/live/redzone"
 	livetrigger "mmlab/live/trigger"
 	"mmlab/replay"
 	"mmlab/trace"
@@ -27,6 +29,7 @@ import (
 // that imports both halves.
 var boundExperiments = []experiment.Experiment{
 	experiment.Bind(forkstall.Def, liveforkstall.Run),
+	experiment.Bind(redzone.Def, liveredzone.Run),
 	experiment.Bind(mapslock.Def, livemapslock.Run),
 	experiment.Bind(mapscan.Def, livemapscan.Run),
 	experiment.Bind(maptear.Def, livemaptear.Run),

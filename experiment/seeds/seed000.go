@@ -3,11 +3,14 @@ package seeds
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/experiment/forkstall"
+	"mmlab/experiment/redzone"
 	"mmlab/report"
 )
 
@@ -28,6 +31,11 @@ func seed000() *Seed {
 				// A run is about 1.5 s of windows on each target, plus the
 				// model's calibration.
 				EstQuick: 40 * time.Second, EstFull: 30 * time.Minute},
+			{Experiment: "redzone",
+				Quick:    []string{"--calls", "5000", "--samples", "5"},
+				Full:     []string{"--calls", "100000", "--samples", "10"},
+				Smoke:    []string{"--calls", "200", "--samples", "5", "--attach", "uprobe_multi"},
+				EstQuick: 5 * time.Second, EstFull: time.Minute},
 		},
 		section: section000,
 	}
@@ -46,7 +54,54 @@ var forkModeTitles = map[string]string{
 	forkstall.ModePerf4:  "perf_event, 4 uprobes",
 }
 
+// section000 is the fork-stall part and its verdict, then the red-zone
+// part, whose live verdict is a second line.
 func section000(s *Seed, docs Docs) report.Seed {
+	sec := forkstallSection(s, docs)
+	var doc report.Document[redzone.Result]
+	if !decode(docs, "redzone", &doc) {
+		return sec
+	}
+	part, line := redzonePart(&doc)
+	sec.Parts = append(sec.Parts, part)
+	sec.Verdict += "\nseed 000: " + line
+	return sec
+}
+
+// redzonePart is the red-zone table (designs x rate x corrupted calls x
+// mask, model and live) and the line on this kernel.
+func redzonePart(doc *report.Document[redzone.Result]) (report.Part, string) {
+	part := report.Part{Experiment: "redzone", Title: "an optimized uprobe and the probed function's red zone (-8..-64(%rsp))"}
+	t := report.Table{
+		Title: fmt.Sprintf("a leaf keeps %d words below %%rsp across a probed nop5, every call checked; rates per CPU-second, mean ± sd of %v samples of %v calls; ratios to the int3 baseline (model: off; live: a probe on a one-byte nop)",
+			cpu.RedZoneSlots, doc.Params["samples"], doc.Params["calls"]),
+		Columns: []string{"target", "design", "attach", "M hits/s", "vs int3", "ns per hit", "calls", "corrupted calls", "mask", "words changed"},
+	}
+	for _, r := range doc.Results {
+		ratio := "-"
+		if r.VsInt3 != nil {
+			ratio = fmt.Sprintf("%.2f ± %.2f", r.Ratio, r.RatioStddev)
+		}
+		ns := "-"
+		if r.HitNs != 0 {
+			ns = fmt.Sprintf("%.0f ± %.0f", r.HitNs, r.HitNsStddev)
+		}
+		t.Rows = append(t.Rows, []string{string(r.Target), r.Design(), r.Attach, fmt.Sprintf("%.3f ± %.3f", r.Mops, r.MopsStddev), ratio, ns,
+			strconv.FormatUint(r.Calls, 10), strconv.FormatUint(r.Corrupted, 10), fmt.Sprintf("%#x", r.Mask), redzone.Slots(r.Mask)})
+	}
+	part.Tables = append(part.Tables, t)
+	part.Notes = append(part.Notes, "the model's interpreter executes the trampoline's (or slot's) instructions and the uprobe syscall, while an int3 costs it one Go call: its optimized designs are slower than int3, a real CPU's are faster")
+	line, _, found := redzone.Judge(doc.Results)
+	if !found {
+		line = "the red-zone check did not run live"
+		if len(doc.Skipped) > 0 {
+			line += ": " + strings.Join(doc.Skipped, "; ")
+		}
+	}
+	return part, line
+}
+
+func forkstallSection(s *Seed, docs Docs) report.Seed {
 	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
 	var doc report.Document[forkstall.Result]
 	if !decode(docs, "forkstall", &doc) {

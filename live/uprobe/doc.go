@@ -2,10 +2,11 @@
 // them: BPF programs that count hits, attached through one uprobe_multi link
 // or through one perf-event uprobe per probe site (github.com/cilium/ebpf,
 // no clang), probe targets written in Go assembly inside this binary, the
-// kernel's `bench trig-*` producer loop, and the cost of attach and detach.
+// kernel's `bench trig-*` producer loop, the red-zone check
+// (cpu.RedZoneTarget), and the cost of attach and detach.
 //
-// The live side of the trigger, attach and forkstall experiments use it.
-// Everything is Linux-only and needs root; elsewhere the functions return
+// The live sides of the trigger, attach, forkstall and redzone experiments
+// use it. Everything is Linux-only and needs root; elsewhere the functions return
 // an error wrapping live.ErrNotSupported.
 package uprobe
 

@@ -1,8 +1,10 @@
 package uprobe
 
+import "mmlab/cpu"
+
 // Target is one probe site inside this binary.
 type Target struct {
-	// Name is "nop", "nop5", "ret" or "sled".
+	// Name is "nop", "nop5", "ret", "sled" or "redzone".
 	Name string
 	// PC is the address of its first instruction in this process.
 	PC uintptr
@@ -24,6 +26,12 @@ var targetSpecs = []struct {
 	{"nop5", []byte{0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3}}, // nopl 0x0(%rax,%rax,1); ret
 	{"ret", []byte{0xc3}},                                // ret
 	{"sled", sledCode()},                                 // 64 x nop; ret
+	{"redzone", redZoneCode()},                           // cpu.RedZoneTarget
+}
+
+func redZoneCode() []byte {
+	code, _, _ := cpu.RedZoneTarget()
+	return code
 }
 
 // SledLen is the number of one-byte nops in the "sled" target: that many

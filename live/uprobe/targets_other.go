@@ -9,3 +9,7 @@ const haveTargets = false
 
 func targetPC(which int) uintptr    { return 0 }
 func callLoop(pc uintptr, n uint64) { panic("uprobe: no probe targets on this architecture") }
+
+func redzoneLoop(pc uintptr, n uint64) (uint64, uint64) {
+	panic("uprobe: no probe targets on this architecture")
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package experiment
+
+import "time"
+
+// ThreadCPUTime is not available here: callers fall back to wall time.
+func ThreadCPUTime() (time.Duration, bool) { return 0, false }

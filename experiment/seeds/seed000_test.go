@@ -1,0 +1,47 @@
+package seeds
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"mmlab/experiment"
+	"mmlab/experiment/redzone"
+	"mmlab/report"
+)
+
+// Seed 000's section gains the red-zone table, one row per result, and a
+// verdict line from the live nop5 results: clobbered or left alone.
+func TestSection000RedZone(t *testing.T) {
+	seed := All()[0]
+	for _, c := range []struct {
+		bad  uint64
+		want string
+	}{
+		{99, "seed 000: this kernel's nop5 optimization clobbers a probed function's red zone: 99 of 100 calls found -8,-16,-24,-32(%rsp) changed"},
+		{0, "seed 000: this kernel leaves a probed function's red zone alone"},
+	} {
+		doc := report.NewDocument[redzone.Result]("redzone", map[string]any{"calls": 20.0, "samples": 4.0})
+		mask := uint64(0)
+		if c.bad > 0 {
+			mask = 0xf
+		}
+		doc.Results = []redzone.Result{
+			{Row: experiment.Row{Target: experiment.Model, Variant: "call"}, Attach: redzone.AttachModel, Site: redzone.SiteNop5, Calls: 100, Corrupted: 99, Mask: 0xf},
+			{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, Attach: "perf", Site: redzone.SiteNop5, Calls: 100, Corrupted: c.bad, Mask: mask},
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec := seed.Section(Docs{"redzone": b})
+		lines := strings.Split(sec.Verdict, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[1], c.want) {
+			t.Errorf("verdict %q, want a second line %q", sec.Verdict, c.want)
+		}
+		i := len(sec.Parts) - 1
+		if i < 0 || sec.Parts[i].Experiment != "redzone" || len(sec.Parts[i].Tables[0].Rows) != 2 || sec.Parts[i].Tables[0].Rows[0][8] != "0xf" {
+			t.Errorf("parts %+v", sec.Parts)
+		}
+	}
+}
