@@ -55,7 +55,7 @@ var forkModeTitles = map[string]string{
 }
 
 // section000 is the fork-stall part and its verdict, then the red-zone
-// part, whose live verdict is a second line.
+// part, whose live verdict is added to the line.
 func section000(s *Seed, docs Docs) report.Seed {
 	sec := forkstallSection(s, docs)
 	var doc report.Document[redzone.Result]
@@ -64,7 +64,7 @@ func section000(s *Seed, docs Docs) report.Seed {
 	}
 	part, line := redzonePart(&doc)
 	sec.Parts = append(sec.Parts, part)
-	sec.Verdict += "\nseed 000: " + line
+	sec.Verdict += "; " + line
 	return sec
 }
 
