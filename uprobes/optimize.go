@@ -12,6 +12,7 @@ import (
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
+	"mmlab/sched"
 )
 
 // x86-64 optimized uprobes (v6.18+, arch/x86/kernel/uprobes.c): a uprobe on
@@ -231,6 +232,11 @@ const (
 	writeHead = 3 // byte 0
 )
 
+// writeNames name the writes at their preemption point (a deterministic
+// run may switch tasks before each: the kernel's text-poke sync IPIs wait
+// between them).
+var writeNames = [...]string{writeInt3: "write int3", writeTail: "write tail", writeHead: "write head"}
+
 // int3Update mirrors int3_update(): rewrite the 5 bytes at vaddr into insn
 // with int3 guarding them, from write first on (writeInt3 for a removal,
 // writeTail for an optimization, which finds the int3 installed, or for
@@ -267,6 +273,7 @@ func (u *Uprobes) checkedWrite(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint
 	if hooks.textWrite != nil {
 		hooks.textWrite(m, vaddr, n)
 	}
+	sched.At("int3_update", writeNames[n])
 	ok := true
 	verify := func(cur []byte) bool {
 		ok = cur[0] == expect
