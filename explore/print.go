@@ -107,12 +107,8 @@ var ErrReplayFile = errors.New("bad replay file")
 // WriteReplay writes p in the replay file format: a first line, then
 // "scenario", "design", "property" and "deviations CHOICE:THREAD ..." lines.
 func WriteReplay(w io.Writer, p Pinned) error {
-	var devs []string
-	for _, d := range p.Deviations {
-		devs = append(devs, fmt.Sprintf("%d:%d", d.Choice, d.Thread))
-	}
 	_, err := fmt.Fprintf(w, "%s\nscenario %s\ndesign %s\nproperty %s\ndeviations %s\n",
-		replayMagic, p.Scenario, p.Design, p.Property, strings.Join(devs, " "))
+		replayMagic, p.Scenario, p.Design, p.Property, FormatDeviations(p.Deviations))
 	return err
 }
 
@@ -189,4 +185,13 @@ func GoTest(p Pinned) string {
 	fmt.Fprintf(&b, "\tif out.Violation == nil || out.Violation.Property != %q {\n", string(p.Property))
 	b.WriteString("\t\tt.Fatalf(\"the interleaving no longer fails: %v\", out.Violation)\n\t}\n}\n")
 	return b.String()
+}
+
+// FormatDeviations writes devs as the replay file does: "CHOICE:THREAD ...".
+func FormatDeviations(devs []Deviation) string {
+	var s []string
+	for _, d := range devs {
+		s = append(s, fmt.Sprintf("%d:%d", d.Choice, d.Thread))
+	}
+	return strings.Join(s, " ")
 }
