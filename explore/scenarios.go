@@ -229,7 +229,7 @@ func runCode(r *kernel.Runner, entry string, calls uint64) cpu.Stop {
 var unoptimizeKill = &Scenario{
 	Name: "unoptimize-kill", Seed: "000",
 	Doc: "x86 optimized uprobes: two processes hit a uprobe on a 5-byte nop (optimized at the first hit); " +
-		"one is killed at a random point of its hit, then the tracer, unregistering, is killed at a random " +
+		"one is killed at a random point of its first hit (after its handler ran), then the tracer, unregistering, is killed at a random " +
 		"point of the three-write removal",
 	Props: []Property{PropKilledClean, PropAgree, PropWarn, PropDeadlock},
 	build: func(w *World) {
@@ -238,6 +238,7 @@ var unoptimizeKill = &Scenario{
 		w.stepChecks()
 		p, q := w.newProc("p"), w.newProc("q")
 		registered, ran, unregistering := newGate(), [2]gate{newGate(), newGate()}, newGate()
+		hit := newGate() // p's handler ran: its first hit optimizes next
 		for i, t := range []*kernel.Task{p, q} {
 			w.start(t, i, func(r *kernel.Runner) {
 				defer ran[i].open()
@@ -247,6 +248,12 @@ var unoptimizeKill = &Scenario{
 		}
 		tracer := w.task("tracer", 0, func(t *kernel.Task) {
 			c := consumer()
+			c.Handler = func(r *kernel.Runner) int {
+				if r.Task == p && !hitOpen(hit) {
+					hit.open()
+				}
+				return 0
+			}
 			up, err := w.register(t, s, c)
 			if err != nil {
 				return
@@ -258,7 +265,7 @@ var unoptimizeKill = &Scenario{
 			_ = w.unregister(t, s, up, c)
 		})
 		w.task("killer", 1, func(*kernel.Task) {
-			registered.wait("registered")
+			hit.wait("p hits")
 			sched.At("kill", "p")
 			p.Kill()
 			unregistering.wait("unregister started")
@@ -267,6 +274,9 @@ var unoptimizeKill = &Scenario{
 		})
 	},
 }
+
+// hitOpen reports whether g was opened.
+func hitOpen(g gate) bool { return sched.TryRecv(g) }
 
 // hitVsSync and uretprobeVsUnregister are seed 004's: the designs are the
 // hit path's protection (before SRCU, after RCU Tasks Trace).

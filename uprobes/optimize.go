@@ -316,7 +316,7 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		return
 	}
 	if err := u.int3Update(r, m, v, vaddr, callTo(vaddr, tramp), true, writeTail); err != nil {
-		if u.design == DesignBefore {
+		if u.design == DesignBefore || hooks.undoNoWarn {
 			u.warnOnce(warnOptimize)
 		}
 		if isNew {
@@ -357,12 +357,12 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 		}
 		if opt {
 			err := u.int3Update(w, m, v, vaddr, orig, false, writeInt3)
-			if err != nil && u.design == DesignBefore {
+			if err != nil && (u.design == DesignBefore || hooks.undoNoWarn) {
 				u.warnOnce(warnSetOrigInsn)
 			}
 			return err
 		}
-		if u.design == DesignAfter {
+		if u.design == DesignAfter && !hooks.undoFinish {
 			var cur [callInsnSize]byte
 			if err := copyFromVaddr(w, m, vaddr, cur[:]); err != nil {
 				return err

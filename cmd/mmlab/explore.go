@@ -40,7 +40,10 @@ Exit status: 0 no property failed, 1 a property failed, 2 bad usage.
 flags:
 `
 
-func runExplore(_ context.Context, args []string) int {
+func runExplore(_ context.Context, args []string) int { return exploreMain(args, os.Stdout, os.Stderr) }
+
+// exploreMain is the command, writing to out and errw.
+func exploreMain(args []string, out, errw io.Writer) int {
 	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	list := fs.Bool("list", false, "print the scenarios, one a line: name, seed, what it checks")
@@ -49,10 +52,10 @@ func runExplore(_ context.Context, args []string) int {
 	schedules := fs.Int("schedules", 100000, "schedules to run at most")
 	seed := fs.Uint64("seed", 1, "seed of the schedules")
 	replayFile := fs.String("replay", "", "run the interleaving of a replay file again")
-	out := fs.String("out", "", "where to write the replay file of a failure (default explore-SCENARIO-DESIGN.replay)")
+	outFile := fs.String("out", "", "where to write the replay file of a failure (default explore-SCENARIO-DESIGN.replay)")
 	asJSON := fs.Bool("json", false, "print a JSON document (the common schema) instead of text")
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "mmlab explore: "+format+"\n", a...)
+		fmt.Fprintf(errw, "mmlab explore: "+format+"\n", a...)
 		return 2
 	}
 	var name string
@@ -61,8 +64,8 @@ func runExplore(_ context.Context, args []string) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(os.Stderr)
-			fmt.Fprint(os.Stderr, exploreUsage)
+			fs.SetOutput(errw)
+			fmt.Fprint(errw, exploreUsage)
 			fs.PrintDefaults()
 			return 0
 		}
@@ -80,12 +83,12 @@ func runExplore(_ context.Context, args []string) int {
 			for _, p := range sc.Props {
 				ps = append(ps, string(p))
 			}
-			fmt.Printf("%-24s seed %s  %s; checks: %s\n", sc.Name, sc.Seed, sc.Doc, strings.Join(ps, ", "))
+			fmt.Fprintf(out, "%-24s seed %s  %s; checks: %s\n", sc.Name, sc.Seed, sc.Doc, strings.Join(ps, ", "))
 		}
 		return 0
 	}
 	if *replayFile != "" {
-		return replayExplore(*replayFile, name, *asJSON)
+		return replayExplore(*replayFile, name, *asJSON, out, errw)
 	}
 	if name == "" {
 		return usageErr("no scenario: want one of %s (mmlab explore --list)", strings.Join(scenarioNames(), ", "))
@@ -106,17 +109,17 @@ func runExplore(_ context.Context, args []string) int {
 	}
 	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed,
 		Progress: func(done int, el time.Duration) {
-			fmt.Fprintf(os.Stderr, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
+			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
 		}})
 	res := expexplore.ResultOf(rep)
 	f := rep.Failure
-	path := *out
+	path := *outFile
 	if f != nil {
 		if path == "" {
 			path = fmt.Sprintf("explore-%s-%s.replay", name, d)
 		}
 		if err := writeReplayFile(path, explore.Pinned{Scenario: name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}); err != nil {
-			fmt.Fprintf(os.Stderr, "mmlab explore: %v\n", err)
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1
 		}
 	}
@@ -124,12 +127,12 @@ func runExplore(_ context.Context, args []string) int {
 		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
 			"strategy": *strategy, "schedules": *schedules, "seed": *seed})
 		doc.Results = append(doc.Results, res)
-		if err := doc.WriteJSON(os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "mmlab explore: %v\n", err)
+		if err := doc.WriteJSON(out); err != nil {
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1
 		}
 	} else {
-		printExplore(os.Stdout, rep, path)
+		printExplore(out, errw, rep, path)
 	}
 	if f != nil {
 		return 1
@@ -167,18 +170,20 @@ func writeReplayFile(path string, p explore.Pinned) error {
 }
 
 // printExplore prints what Explore did and, for a failure, the shrunk
-// interleaving, the replay command and the Go test that pins it.
-func printExplore(w io.Writer, rep explore.Report, path string) {
-	rate := float64(rep.Schedules) / rep.Elapsed.Seconds()
+// interleaving, the replay command and the Go test that pins it: the same
+// for the same seed. The timing goes to errw.
+func printExplore(w, errw io.Writer, rep explore.Report, path string) {
+	fmt.Fprintf(errw, "explore %s %s: %d schedules in %.2fs, %.0f/s\n", rep.Scenario, rep.Design, rep.Schedules,
+		rep.Elapsed.Seconds(), float64(rep.Schedules)/rep.Elapsed.Seconds())
 	f := rep.Failure
 	if f == nil {
-		fmt.Fprintf(w, "%s (%s): %d %s schedules, no property failed (%.0f schedules/s)\n",
-			rep.Scenario, rep.Design, rep.Schedules, rep.Strategy, rate)
+		fmt.Fprintf(w, "%s (%s): %d %s schedules of seed %d, no property failed\n",
+			rep.Scenario, rep.Design, rep.Schedules, rep.Strategy, rep.Seed)
 		return
 	}
 	steps := explore.Steps(f.Outcome.Record, f.Outcome.Final)
-	fmt.Fprintf(w, "%s (%s): %s failed in schedule %d of seed %d (%s, %d schedules in %.2fs)\n",
-		rep.Scenario, rep.Design, f.Violation.Property, f.Schedule, rep.Seed, rep.Strategy, rep.Schedules, rep.Elapsed.Seconds())
+	fmt.Fprintf(w, "%s (%s): %s failed in %s schedule %d of seed %d\n",
+		rep.Scenario, rep.Design, f.Violation.Property, rep.Strategy, f.Schedule, rep.Seed)
 	fmt.Fprintf(w, "shrunk from %d deviations to %d (%s), %d steps:\n", f.Found, len(f.Deviations), explore.FormatDeviations(f.Deviations), len(steps))
 	explore.WriteInterleaving(w, steps, f.Violation)
 	fmt.Fprintf(w, "\nreplay: mmlab explore --replay %s\n\nGo test that pins it:\n\n%s", path,
@@ -186,20 +191,20 @@ func printExplore(w io.Writer, rep explore.Report, path string) {
 }
 
 // replayExplore runs a replay file's interleaving again.
-func replayExplore(path, name string, asJSON bool) int {
+func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 	fh, err := os.Open(path)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mmlab explore: --replay %s: %v\n", path, err)
+		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
 		return 2
 	}
 	p, err := explore.ReadReplay(fh)
 	fh.Close()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mmlab explore: --replay %s: %v\n", path, err)
+		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
 		return 2
 	}
 	if name != "" && name != p.Scenario {
-		fmt.Fprintf(os.Stderr, "mmlab explore: --replay %s is of scenario %s, not %s\n", path, p.Scenario, name)
+		fmt.Fprintf(errw, "mmlab explore: --replay %s is of scenario %s, not %s\n", path, p.Scenario, name)
 		return 2
 	}
 	t0 := time.Now()
@@ -211,16 +216,16 @@ func replayExplore(path, name string, asJSON bool) int {
 	if asJSON {
 		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"replay": path})
 		doc.Results = append(doc.Results, expexplore.ResultOf(rep))
-		if err := doc.WriteJSON(os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "mmlab explore: %v\n", err)
+		if err := doc.WriteJSON(out); err != nil {
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1
 		}
 	} else {
 		steps := explore.Steps(o.Record, o.Final)
-		fmt.Printf("%s (%s): replay of %s, %d steps:\n", p.Scenario, p.Design, path, len(steps))
-		explore.WriteInterleaving(os.Stdout, steps, o.Violation)
+		fmt.Fprintf(out, "%s (%s): replay of %s, %d steps:\n", p.Scenario, p.Design, path, len(steps))
+		explore.WriteInterleaving(out, steps, o.Violation)
 		if !o.Failed() {
-			fmt.Printf("no property failed (the file expected: %s)\n", p.Property)
+			fmt.Fprintf(out, "no property failed (the file expected: %s)\n", p.Property)
 		}
 	}
 	if o.Failed() {
