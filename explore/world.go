@@ -222,13 +222,13 @@ func (w *World) agreement(s site) string {
 		wanted := up != nil && up.Wants(m)
 		switch {
 		case wanted && !probed(b):
-			return fmt.Sprintf("%v has % x at %s, but a consumer of %v wants it probed", p, b[:s.len], s.label, up)
+			return fmt.Sprintf("%s has % x at %s, but a consumer of %v wants it probed", p.Comm, b[:s.len], s.label, up)
 		case !wanted && !intact(b, s):
 			reg := "no uprobe"
 			if up != nil {
 				reg = fmt.Sprintf("%v, which no consumer wants there", up)
 			}
-			return fmt.Sprintf("%v has % x at %s (file: % x), but the registry has %s", p, b[:s.len], s.label,
+			return fmt.Sprintf("%s has % x at %s (file: % x), but the registry has %s", p.Comm, b[:s.len], s.label,
 				program.code[s.off:s.off+uint64(s.len)], reg)
 		}
 	}
@@ -284,6 +284,7 @@ func (w *World) fork(p *kernel.Task, h kernel.ForkHooks) (*kernel.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Comm = "child of " + p.Comm
 	w.procs = append(w.procs, c)
 	if !stable || w.regStarts != starts {
 		return c, nil // a registration may not have reached the child yet
@@ -295,8 +296,8 @@ func (w *World) fork(p *kernel.Task, h kernel.ForkHooks) (*kernel.Task, error) {
 			continue
 		}
 		if b, _ := siteBytes(c.MM, s); !probed(b) {
-			w.fail(PropInherit, "%v had the breakpoint at %s throughout the fork, %v wants the child, but the child %v has % x",
-				p, s.label, up, c, b[:s.len])
+			w.fail(PropInherit, "%s had the breakpoint at %s throughout the fork, %v wants the child, but the child has % x",
+				p.Comm, s.label, up, b[:s.len])
 		}
 	}
 	return c, nil
