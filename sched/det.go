@@ -497,14 +497,19 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 	return true
 }
 
-// recordChunk is how many decisions a chunk of detRun.chunks holds.
-const recordChunk = 4096
+// recordChunk is how many decisions a chunk of detRun.chunks holds at
+// most; the first holds firstChunk and each next one twice as many, so that
+// a short run (an explorer runs many) allocates little.
+const (
+	recordChunk = 4096
+	firstChunk  = 128
+)
 
 // record appends d to the run's decisions.
 func (r *detRun) record(d Decision) {
 	r.steps++
-	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == recordChunk {
-		r.chunks = append(r.chunks, make([]Decision, 0, recordChunk))
+	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == cap(r.chunks[n-1]) {
+		r.chunks = append(r.chunks, make([]Decision, 0, min(recordChunk, firstChunk<<n)))
 	}
 	c := &r.chunks[len(r.chunks)-1]
 	*c = append(*c, d)
