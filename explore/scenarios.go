@@ -75,26 +75,33 @@ func (w *World) registerCycle(t *kernel.Task, s site, n int) {
 	}
 }
 
+// busyForkRace probes f and starts a tracer that registers and unregisters
+// once, busy populating and unmapping in b's mm twice, and forker forking
+// twice (its children stay).
+func busyForkRace(w *World, b, forker *kernel.Task) {
+	w.sites = []site{siteOf("f")}
+	w.stepChecks()
+	w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
+	w.on(b, 1, func() { busy(b, 2) })
+	w.on(forker, 1, func() {
+		for range 2 {
+			if _, err := w.fork(forker, kernel.ForkHooks{}); err != nil {
+				return
+			}
+		}
+	})
+}
+
 var regVsFork = &Scenario{
 	Name: "reg-vs-fork", Seed: "000",
 	Doc: "a tracer registers and unregisters a uprobe while a thread of a busy process (mmap+populate, munmap) " +
 		"forks it twice (the children stay)",
 	Props: forkProps,
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
 		b := w.newProc("busy")
 		forker := b.NewThread()
 		forker.Comm = "forker"
-		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
-		w.on(b, 1, func() { busy(b, 2) })
-		w.on(forker, 1, func() {
-			for range 2 {
-				if _, err := w.fork(forker, kernel.ForkHooks{}); err != nil {
-					return
-				}
-			}
-		})
+		busyForkRace(w, b, forker)
 	},
 }
 
@@ -103,18 +110,8 @@ var forkWhileBusy = &Scenario{
 	Doc:   "a process that maps the file forks while another process that maps it is busy and a tracer registers",
 	Props: forkProps,
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
 		p, b := w.newProc("forker"), w.newProc("busy")
-		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
-		w.on(b, 1, func() { busy(b, 2) })
-		w.on(p, 1, func() {
-			for range 2 {
-				if _, err := w.fork(p, kernel.ForkHooks{}); err != nil {
-					return
-				}
-			}
-		})
+		busyForkRace(w, b, p)
 	},
 }
 
