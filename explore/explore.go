@@ -199,7 +199,7 @@ func (r *replay) choose(k int, c sched.Choice) int {
 	return defaultChoice(c)
 }
 
-// Run runs scenario sc once in design d, choosing with ch.
+// run runs scenario sc once in design d, choosing with ch.
 func run(sc *Scenario, d Design, ch chooser) Outcome {
 	var devs []Deviation
 	k := 0

@@ -246,7 +246,7 @@ var unoptimizeKill = &Scenario{
 		tracer := w.task("tracer", 0, func(t *kernel.Task) {
 			c := consumer()
 			c.Handler = func(r *kernel.Runner) int {
-				if r.Task == p && !hitOpen(hit) {
+				if r.Task == p && !hit.opened() {
 					hit.open()
 				}
 				return 0
@@ -271,9 +271,6 @@ var unoptimizeKill = &Scenario{
 		})
 	},
 }
-
-// hitOpen reports whether g was opened.
-func hitOpen(g gate) bool { return sched.TryRecv(g) }
 
 // hitVsSync and uretprobeVsUnregister are seed 004's: the designs are the
 // hit path's protection (before SRCU, after RCU Tasks Trace).

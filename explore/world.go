@@ -66,7 +66,8 @@ func siteOf(label string) site {
 
 // World is one run's model kernel: the deterministic System, the machine,
 // uprobes in the run's design, the probed file, the processes whose mms the
-// registry checks look at, and what the tasks observed.
+// registry checks look at, and what the tasks observed. Only the running
+// task of the run, or Check between two tasks, touches it: no lock.
 type World struct {
 	Design Design
 	Sys    *sched.System
@@ -309,3 +310,4 @@ type gate chan struct{}
 func newGate() gate          { return make(gate) }
 func (g gate) open()         { sched.Close(g) }
 func (g gate) wait(n string) { sched.Wait(nil, n, g, nil) }
+func (g gate) opened() bool  { return sched.TryRecv(g) }
