@@ -185,7 +185,7 @@ failure, which it shrinks. 'mmlab explore' prints the shrunk interleaving.
 `,
 	Variants:   []string{"before", "after"},
 	NewOptions: func() *Options { return &Options{Scenarios: Seed000(), Schedules: 1000, Strategy: "random", Seed: 1} },
-	Quick:      []string{"--schedules", "300"},
+	Quick:      []string{"--schedules", "2000"},
 	Model:      runModel,
 	Table:      table,
 	Verdict:    verdict,
