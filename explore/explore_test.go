@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"mmlab/cpu"
+	"mmlab/kernel"
+	"mmlab/uprobes"
 )
 
 // bug is the property each seed-000 scenario's bug fails in the before
@@ -185,4 +189,41 @@ func BenchmarkRegVsFork(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(100*n)/b.Elapsed().Seconds(), "schedules/s")
+}
+
+// The properties no scenario of the model fails can fail: two tasks that
+// take two mmap locks in opposite orders deadlock (the wait cycle is
+// printed), and a tracer that does not wait in uprobe_unregister_sync
+// sees its handler run after it thought the consumer gone (PCT finds that
+// at once: the handler must stall through the whole unregister, which
+// uniform choices at every decision rarely do).
+func TestPropertiesCanFail(t *testing.T) {
+	abba := &Scenario{Name: "abba", Props: []Property{PropDeadlock}, build: func(w *World) {
+		p, q := w.newProc("p"), w.newProc("q")
+		for i := range 2 {
+			first, second := p.MM, q.MM
+			if i == 1 {
+				first, second = second, first
+			}
+			w.task("locker", i, func(t *kernel.Task) {
+				first.MmapWriteLock(t)
+				second.MmapWriteLock(t)
+				second.MmapWriteUnlock()
+				first.MmapWriteUnlock()
+			})
+		}
+	}}
+	rep := Explore(abba, Options{Design: After, Schedules: 1000, Seed: 1})
+	if f := rep.Failure; f == nil || f.Violation.Property != PropDeadlock || !strings.Contains(f.Violation.Detail, "wait cycle") {
+		t.Errorf("abba: %d schedules, %+v", rep.Schedules, rep.Failure)
+	}
+	nosync := &Scenario{Name: "nosync", Props: []Property{PropSync}, config: seed004Config, build: func(w *World) {
+		var synced bool
+		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { consumerRan(w, "handler", &synced); return 0 }}
+		syncRace(w, c, &synced, func(*kernel.Task) {}, func(cpu.Stop, uint64) {})
+	}}
+	rep = Explore(nosync, Options{Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
+	if f := rep.Failure; f == nil || f.Violation.Property != PropSync {
+		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
+	}
 }

@@ -283,9 +283,9 @@ func seed004Config(d Design) uprobes.Config {
 }
 
 // syncRace runs a probed task calling f three times while a tracer
-// unregisters the consumer c and waits in uprobe_unregister_sync; c's
-// handlers call ran, which fails PropSync once the sync returned.
-func syncRace(w *World, c *uprobes.Consumer, synced *bool, done func(stop cpu.Stop, rax uint64)) {
+// unregisters the consumer c and waits (sync: uprobe_unregister_sync); c's
+// handlers call consumerRan, which fails PropSync once the wait returned.
+func syncRace(w *World, c *uprobes.Consumer, synced *bool, sync func(t *kernel.Task), done func(stop cpu.Stop, rax uint64)) {
 	s := siteOf("f")
 	w.sites = []site{s}
 	w.stepChecks()
@@ -301,7 +301,7 @@ func syncRace(w *World, c *uprobes.Consumer, synced *bool, done func(stop cpu.St
 		if w.unregister(t, s, up, c) != nil {
 			return
 		}
-		w.U.UnregisterSync(t)
+		sync(t)
 		*synced = true
 	})
 	w.start(p, 1, func(r *kernel.Runner) {
@@ -310,6 +310,9 @@ func syncRace(w *World, c *uprobes.Consumer, synced *bool, done func(stop cpu.St
 		done(stop, r.Regs.R[cpu.RAX])
 	})
 }
+
+// unregisterSync is uprobe_unregister_sync() by task t.
+func (w *World) unregisterSync(t *kernel.Task) { w.U.UnregisterSync(t) }
 
 // consumerRan is the body of a seed-004 handler: a couple of preemption
 // points (a handler that takes time) and the PropSync check.
@@ -329,7 +332,7 @@ var hitVsSync = &Scenario{
 	build: func(w *World) {
 		var synced bool
 		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { consumerRan(w, "handler", &synced); return 0 }}
-		syncRace(w, c, &synced, func(cpu.Stop, uint64) {})
+		syncRace(w, c, &synced, w.unregisterSync, func(cpu.Stop, uint64) {})
 	},
 }
 
@@ -341,7 +344,7 @@ var uretprobeVsUnregister = &Scenario{
 	build: func(w *World) {
 		var synced bool
 		c := &uprobes.Consumer{RetHandler: func(uint64, *kernel.Runner) { consumerRan(w, "ret_handler", &synced) }}
-		syncRace(w, c, &synced, func(stop cpu.Stop, rax uint64) {
+		syncRace(w, c, &synced, w.unregisterSync, func(stop cpu.Stop, rax uint64) {
 			if stop.Reason != cpu.StopHalt || rax != 3 {
 				w.fail(PropReturn, "the probed task stopped with %v after %d of 3 calls", stop, rax)
 			}
