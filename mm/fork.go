@@ -1,6 +1,9 @@
 package mm
 
-import "mmlab/locking"
+import (
+	"mmlab/locking"
+	"mmlab/sched"
+)
 
 // Fork mirrors kernel/fork.c:dup_mm() and mm/mmap.c:dup_mmap(): the parent's
 // mmap lock is taken for write (killable: EINTR), the child's nested inside
@@ -20,6 +23,7 @@ func vmaNeedsCopy(v *VMA) bool {
 // Exit mirrors exit_mmap() (and __mmput's uprobe_clear_state through
 // Hooks.Exit): unmap everything and free the VMAs.
 func (m *MM) Exit() {
+	sched.At("exit_mmap", "")
 	m.MmapWriteLock(nil)
 	for _, v := range m.VMAs() {
 		m.fileHookUnmap(v, v.Start, v.End)

@@ -37,6 +37,22 @@ type Config struct {
 	// MaxSteps bounds a run's decisions (0: DefaultMaxSteps); a run that
 	// passes it ends with ErrMaxSteps (a livelock, or a task that spins).
 	MaxSteps int
+	// Choose, if set, replaces the seeded chooser (Schedule entries still
+	// come first): given the decision, it returns the id of the thread to
+	// run, one of c.Runnable. An explorer's strategy (PCT, a replay that
+	// runs the current thread on) plugs in here.
+	Choose func(c Choice) int
+}
+
+// Choice is what Config.Choose decides on: the thread From (0 at the start)
+// reached a preemption point, or blocked or exited (then it is not in
+// Runnable), at decision Step; Runnable are the ids of the threads that
+// may run, in id order, at least two. Runnable is valid only during the
+// call.
+type Choice struct {
+	Step     int
+	From     int
+	Runnable []int
 }
 
 // Defaults of Config.
@@ -138,6 +154,33 @@ func (r *Record) String() string {
 	return b.String()
 }
 
+// ThreadState is a live thread of a deterministic run as Config.Check sees
+// it: the preemption point it reached last (Op "block" and Obj what it
+// sleeps on, when Blocked), and the locks it holds.
+type ThreadState struct {
+	ID      int
+	Name    string
+	Op, Obj string
+	Blocked bool // sleeping on a lock or a wake-up, not on the clock
+	Holds   []Held
+}
+
+// EachThread calls fn with the state of every live thread of a
+// deterministic run, in id order; nothing in real-time mode. Call it only
+// from Config.Check (no thread runs then) or from the running thread.
+func (s *System) EachThread(fn func(ThreadState)) {
+	if s.det == nil {
+		return
+	}
+	for _, t := range s.det.threads {
+		d := t.det
+		if d.state == detExited {
+			continue
+		}
+		fn(ThreadState{ID: t.id, Name: d.name, Op: d.op, Obj: d.obj, Blocked: d.state == detBlocked, Holds: d.holds})
+	}
+}
+
 // BlockedThread is one thread of a deadlock.
 type BlockedThread struct {
 	ID      int
@@ -219,6 +262,7 @@ type detThread struct {
 	waitFor  string             // its name, for the record
 	deadline time.Duration      // a sleeping thread's wake-up time
 	holds    []Held             // replaced, never modified: decisions share it
+	op, obj  string             // the preemption point it reached last
 	points   int                // instruction-boundary Points, for Quantum
 	switched bool               // gave up the baton since Resumed was called
 	goid     uint64             // the goroutine's id, with the invariants tag
@@ -237,7 +281,8 @@ type detRun struct {
 	waiting  map[<-chan struct{}][]*Thread
 	cur      *Thread // the thread holding the baton; nil when Run's goroutine has it
 	now      time.Duration
-	forced   int // Schedule entries used
+	forced   int   // Schedule entries used
+	ids      []int // Choice.Runnable's buffer
 	rec      Record
 	steps    int          // decisions recorded
 	chunks   [][]Decision // the decisions, in chunks so that recording one never copies the others
@@ -382,6 +427,9 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 		panic(fmt.Sprintf("sched: goroutine %d is not T%d(%s), the running thread: model code ran outside the deterministic run", goid(), t.id, t.det.name))
 	}
 	step := r.steps + 1
+	if t != nil {
+		t.det.op, t.det.obj = op, obj
+	}
 	if r.cfg.Check != nil {
 		if err := r.cfg.Check(); err != nil {
 			r.fail(t, &CheckError{Step: step, Err: err})
@@ -424,6 +472,19 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 			r.fail(t, fmt.Errorf("%w: T%d at decision %d", ErrSchedule, id, step))
 			return false
 		}
+	} else if r.cfg.Choose != nil {
+		r.ids = r.ids[:0]
+		for _, x := range r.runnable {
+			r.ids = append(r.ids, x.id)
+		}
+		id := r.cfg.Choose(Choice{Step: step, From: d.From, Runnable: r.ids})
+		i := slices.IndexFunc(r.runnable, func(x *Thread) bool { return x.id == id })
+		if i < 0 {
+			r.record(d)
+			r.fail(t, fmt.Errorf("%w: T%d chosen at decision %d", ErrSchedule, id, step))
+			return false
+		}
+		next = r.runnable[i]
 	} else {
 		next = r.runnable[r.rng.IntN(d.N)]
 	}
@@ -436,14 +497,19 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 	return true
 }
 
-// recordChunk is how many decisions a chunk of detRun.chunks holds.
-const recordChunk = 4096
+// recordChunk is how many decisions a chunk of detRun.chunks holds at
+// most; the first holds firstChunk and each next one twice as many, so that
+// a short run (an explorer runs many) allocates little.
+const (
+	recordChunk = 4096
+	firstChunk  = 128
+)
 
 // record appends d to the run's decisions.
 func (r *detRun) record(d Decision) {
 	r.steps++
-	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == recordChunk {
-		r.chunks = append(r.chunks, make([]Decision, 0, recordChunk))
+	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == cap(r.chunks[n-1]) {
+		r.chunks = append(r.chunks, make([]Decision, 0, min(recordChunk, firstChunk<<n)))
 	}
 	c := &r.chunks[len(r.chunks)-1]
 	*c = append(*c, d)

@@ -42,7 +42,8 @@
 // whatever their CPU: model CPUs are labels for per-CPU data, IPIs and RCU.
 // The preemption points are the ones the model already has: lock
 // operations of package locking, RCU read sections and grace periods, VMA
-// steps and dup_mmap's per-VMA step in mm, register_for_each_vma's passes,
+// steps, dup_mmap's per-VMA step and exit_mmap in mm, register_for_each_vma's
+// passes and the writes of x86's int3_update in uprobes,
 // and every Config.Quantum-th Point (instruction boundaries of the
 // interpreter). Model code names them with At ("down_write",
 // "mmap_lock"). A thread sleeps only through Wait (a receive from a channel
@@ -73,6 +74,10 @@
 //	rec, err := sys.Run()
 //	// err: nil, or a *RunError (errors.As to *DeadlockError, *CheckError)
 //	// rec.Schedule(): the choices made; extend or flip one and run again.
+//
+// Config.Choose replaces the seeded chooser with the explorer's own (a
+// strategy such as PCT), and System.EachThread lets Check see each
+// thread's last point, its wait and its locks (package explore does both).
 //
 // Deterministic runs of one process are serialised (Run holds a global
 // lock), and model code finds the running thread of the active run through

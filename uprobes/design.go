@@ -112,7 +112,7 @@ func (r removalWaiter) RecordBlocked(lock string, d time.Duration) {
 // caller is killed (patch 8).
 func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Consumer) error {
 	isRegister := nc != nil
-	if !isRegister {
+	if !isRegister && !hooks.undoKilledRemoval {
 		w = removalWaiter{w}
 	}
 	var held []*mm.MM // write-locked, with a user reference, for the next pass
@@ -128,7 +128,9 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				continue
 			}
 			locked := slices.Contains(held, m)
-			if !locked && !m.MmapWriteTrylock() {
+			if !locked && hooks.undoTrylock {
+				m.MmapWriteLock(w)
+			} else if !locked && !m.MmapWriteTrylock() {
 				if slices.Contains(busy, m) {
 					mmput(m) // mapped twice: one reference kept is enough
 				} else {

@@ -11,4 +11,11 @@ var hooks struct {
 	// textWrite runs before each write of int3_update() (n is writeInt3,
 	// writeTail or writeHead) to the site at vaddr of m.
 	textWrite func(m *mm.MM, vaddr uint64, n int)
+
+	// Mutations: each undoes one of seed 000's fixes in the after design,
+	// so that a test can show a checker finds it.
+	undoTrylock       bool // patch 5: register_for_each_vma sleeps on mmap locks under dup_mmap_sem
+	undoKilledRemoval bool // patch 8: a killed task's removal stops half-way
+	undoFinish        bool // patch 3: a half-written optimized site is restored by its first byte only
+	undoNoWarn        bool // patch 4: a failed write of an optimized site warns
 }

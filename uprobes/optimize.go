@@ -15,6 +15,7 @@ import (
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
+	"mmlab/sched"
 )
 
 // x86-64 optimized uprobes (v6.18+, arch/x86/kernel/uprobes.c): a uprobe on
@@ -385,6 +386,11 @@ const (
 	writeHead = 3 // byte 0
 )
 
+// writeNames name the writes at their preemption point (a deterministic
+// run may switch tasks before each: the kernel's text-poke sync IPIs wait
+// between them).
+var writeNames = [...]string{writeInt3: "write int3", writeTail: "write tail", writeHead: "write head"}
+
 // int3Update mirrors int3_update(): rewrite the 5 bytes at vaddr into insn
 // with int3 guarding them, from write first on (writeInt3 for a removal,
 // writeTail for an optimization, which finds the int3 installed, or for
@@ -422,6 +428,7 @@ func (u *Uprobes) checkedWrite(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint
 	if hooks.textWrite != nil {
 		hooks.textWrite(m, vaddr, n)
 	}
+	sched.At("int3_update", writeNames[n])
 	ok := true
 	verify := func(cur []byte) bool {
 		ok = cur[0] == expect
@@ -471,7 +478,7 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		return
 	}
 	if err := u.int3Update(r, m, v, vaddr, branchTo(u.opcode(), vaddr, tramp), true, writeTail); err != nil {
-		if u.design == DesignBefore {
+		if u.design == DesignBefore || hooks.undoNoWarn {
 			u.warnOnce(warnOptimize)
 		}
 		if newSlot {
@@ -515,12 +522,12 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 		}
 		if opt {
 			err := u.int3Update(w, m, v, vaddr, orig, false, writeInt3)
-			if err != nil && u.design == DesignBefore {
+			if err != nil && (u.design == DesignBefore || hooks.undoNoWarn) {
 				u.warnOnce(warnSetOrigInsn)
 			}
 			return err
 		}
-		if u.design == DesignAfter {
+		if u.design == DesignAfter && !hooks.undoFinish {
 			var cur [callInsnSize]byte
 			if err := copyFromVaddr(w, m, vaddr, cur[:]); err != nil {
 				return err

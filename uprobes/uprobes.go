@@ -188,6 +188,10 @@ func (up *Uprobe) filterChain(m *mm.MM) bool {
 	return false
 }
 
+// Wants reports whether a consumer of up wants its breakpoint in m
+// (filter_chain(), read-only: for checkers of the model).
+func (up *Uprobe) Wants(m *mm.MM) bool { return up.filterChain(m) }
+
 // hasConsumer reports whether c is a consumer of up.
 func (up *Uprobe) hasConsumer(c *Consumer) bool {
 	return slices.Contains(*up.consumers.Load(), c)

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	expexplore "mmlab/experiment/explore"
+	"mmlab/explore"
+	"mmlab/report"
+)
+
+func init() {
+	register(&command{
+		name:    "explore",
+		summary: "search a scenario's interleavings for a failing kernel property: mmlab explore SCENARIO | --list",
+		run:     runExplore,
+	})
+}
+
+const exploreUsage = `usage: mmlab explore SCENARIO [--design before|after] [--strategy random|pct] [--schedules N]
+                     [--seed S] [--out FILE] [--json]
+       mmlab explore --replay FILE [--json]
+       mmlab explore --list
+
+Runs schedules of SCENARIO under the model's deterministic scheduler until a
+property fails or N are done, checking the scenario's properties at every
+scheduling decision. A failure is shrunk to a short interleaving that still
+fails, printed one line per step (the task, where it went in kernel terms,
+what it held), written to --out for --replay, and printed as a Go test that
+pins it. Schedule i runs on seed (S, i): the same seed gives the same output.
+
+Exit status: 0 no property failed, 1 a property failed, 2 bad usage.
+
+flags:
+`
+
+func runExplore(_ context.Context, args []string) int { return exploreMain(args, os.Stdout, os.Stderr) }
+
+// exploreMain is the command, writing to out and errw.
+func exploreMain(args []string, out, errw io.Writer) int {
+	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	list := fs.Bool("list", false, "print the scenarios, one a line: name, seed, what it checks")
+	design := fs.String("design", "before", "the design: before or after the seed's patches")
+	strategy := fs.String("strategy", "random", "how schedules choose: "+strings.Join(explore.Strategies, " or "))
+	schedules := fs.Int("schedules", 100000, "schedules to run at most")
+	seed := fs.Uint64("seed", 1, "seed of the schedules")
+	replayFile := fs.String("replay", "", "run the interleaving of a replay file again")
+	outFile := fs.String("out", "", "where to write the replay file of a failure (default explore-SCENARIO-DESIGN.replay)")
+	asJSON := fs.Bool("json", false, "print a JSON document (the common schema) instead of text")
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(errw, "mmlab explore: "+format+"\n", a...)
+		return 2
+	}
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(errw)
+			fmt.Fprint(errw, exploreUsage)
+			fs.PrintDefaults()
+			return 0
+		}
+		return usageErr("%v (see mmlab explore --help)", err)
+	}
+	if fs.NArg() > 0 {
+		if name != "" || fs.NArg() > 1 {
+			return usageErr("unexpected argument %q", fs.Arg(fs.NArg()-1))
+		}
+		name = fs.Arg(0)
+	}
+	if *list {
+		for _, sc := range explore.Scenarios {
+			var ps []string
+			for _, p := range sc.Props {
+				ps = append(ps, string(p))
+			}
+			fmt.Fprintf(out, "%-24s seed %s  %s; checks: %s\n", sc.Name, sc.Seed, sc.Doc, strings.Join(ps, ", "))
+		}
+		return 0
+	}
+	if *replayFile != "" {
+		return replayExplore(*replayFile, name, *asJSON, out, errw)
+	}
+	if name == "" {
+		return usageErr("no scenario: want one of %s (mmlab explore --list)", strings.Join(scenarioNames(), ", "))
+	}
+	sc := explore.Lookup(name)
+	if sc == nil {
+		return usageErr("unknown scenario %q: want one of %s", name, strings.Join(scenarioNames(), ", "))
+	}
+	d, err := explore.ParseDesign(*design)
+	if err != nil {
+		return usageErr("--design %q: want before or after", *design)
+	}
+	if err := validStrategy(*strategy); err != nil {
+		return usageErr("%v", err)
+	}
+	if *schedules < 1 || *schedules > expexplore.MaxSchedules {
+		return usageErr("--schedules %d: want 1 to %d", *schedules, expexplore.MaxSchedules)
+	}
+	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed,
+		Progress: func(done int, el time.Duration) {
+			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
+		}})
+	res := expexplore.ResultOf(rep)
+	f := rep.Failure
+	path := *outFile
+	if f != nil {
+		if path == "" {
+			path = fmt.Sprintf("explore-%s-%s.replay", name, d)
+		}
+		if err := writeReplayFile(path, explore.Pinned{Scenario: name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}); err != nil {
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
+			return 1
+		}
+	}
+	if *asJSON {
+		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
+			"strategy": *strategy, "schedules": *schedules, "seed": *seed})
+		doc.Results = append(doc.Results, res)
+		if err := doc.WriteJSON(out); err != nil {
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
+			return 1
+		}
+	} else {
+		printExplore(out, errw, rep, path)
+	}
+	if f != nil {
+		return 1
+	}
+	return 0
+}
+
+func validStrategy(s string) error {
+	for _, x := range explore.Strategies {
+		if s == x {
+			return nil
+		}
+	}
+	return fmt.Errorf("--strategy %q: want one of %s", s, strings.Join(explore.Strategies, ", "))
+}
+
+func scenarioNames() []string {
+	var ns []string
+	for _, sc := range explore.Scenarios {
+		ns = append(ns, sc.Name)
+	}
+	return ns
+}
+
+func writeReplayFile(path string, p explore.Pinned) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := explore.WriteReplay(f, p); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printExplore prints what Explore did and, for a failure, the shrunk
+// interleaving, the replay command and the Go test that pins it: the same
+// for the same seed. The timing goes to errw.
+func printExplore(w, errw io.Writer, rep explore.Report, path string) {
+	fmt.Fprintf(errw, "explore %s %s: %d schedules in %.2fs, %.0f/s\n", rep.Scenario, rep.Design, rep.Schedules,
+		rep.Elapsed.Seconds(), float64(rep.Schedules)/rep.Elapsed.Seconds())
+	f := rep.Failure
+	if f == nil {
+		fmt.Fprintf(w, "%s (%s): %d %s schedules of seed %d, no property failed\n",
+			rep.Scenario, rep.Design, rep.Schedules, rep.Strategy, rep.Seed)
+		return
+	}
+	steps := explore.Steps(f.Outcome.Record, f.Outcome.Final)
+	fmt.Fprintf(w, "%s (%s): %s failed in %s schedule %d of seed %d\n",
+		rep.Scenario, rep.Design, f.Violation.Property, rep.Strategy, f.Schedule, rep.Seed)
+	fmt.Fprintf(w, "shrunk from %d deviations to %d (%s), %d steps:\n", f.Found, len(f.Deviations), explore.FormatDeviations(f.Deviations), len(steps))
+	explore.WriteInterleaving(w, steps, f.Violation)
+	fmt.Fprintf(w, "\nreplay: mmlab explore --replay %s\n\nGo test that pins it:\n\n%s", path,
+		explore.GoTest(explore.Pinned{Scenario: rep.Scenario, Design: rep.Design, Property: f.Violation.Property, Deviations: f.Deviations}))
+}
+
+// replayExplore runs a replay file's interleaving again.
+func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
+	fh, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
+		return 2
+	}
+	p, err := explore.ReadReplay(fh)
+	fh.Close()
+	if err != nil {
+		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
+		return 2
+	}
+	if name != "" && name != p.Scenario {
+		fmt.Fprintf(errw, "mmlab explore: --replay %s is of scenario %s, not %s\n", path, p.Scenario, name)
+		return 2
+	}
+	t0 := time.Now()
+	o := explore.Replay(explore.Lookup(p.Scenario), p.Design, p.Deviations)
+	rep := explore.Report{Scenario: p.Scenario, Design: p.Design, Strategy: "replay", Schedules: 1, Elapsed: time.Since(t0)}
+	if o.Failed() {
+		rep.Failure = &explore.Failure{Violation: o.Violation, Found: len(p.Deviations), Deviations: o.Deviations, Outcome: o}
+	}
+	if asJSON {
+		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"replay": path})
+		doc.Results = append(doc.Results, expexplore.ResultOf(rep))
+		if err := doc.WriteJSON(out); err != nil {
+			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
+			return 1
+		}
+	} else {
+		steps := explore.Steps(o.Record, o.Final)
+		fmt.Fprintf(out, "%s (%s): replay of %s, %d steps:\n", p.Scenario, p.Design, path, len(steps))
+		explore.WriteInterleaving(out, steps, o.Violation)
+		if !o.Failed() {
+			fmt.Fprintf(out, "no property failed (the file expected: %s)\n", p.Property)
+		}
+	}
+	if o.Failed() {
+		return 1
+	}
+	return 0
+}

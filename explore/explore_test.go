@@ -1,0 +1,229 @@
+package explore
+
+import (
+	"bytes"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"mmlab/cpu"
+	"mmlab/kernel"
+	"mmlab/uprobes"
+)
+
+// bug is the property each seed-000 scenario's bug fails in the before
+// design (the kill scenario of optimized uprobes may also be caught by its
+// warning).
+var bug = map[string][]Property{
+	"reg-vs-fork":          {PropStall},
+	"fork-while-busy":      {PropStall},
+	"perf-inherit":         {PropInherit, PropAgree}, // whichever of the fork and the removal ends last
+	"killed-unregister":    {PropKilledClean},
+	"failed-fork":          {PropTeardown},
+	"exit-during-register": {PropTeardown},
+	"unoptimize-kill":      {PropKilledClean, PropWarn},
+}
+
+// Before the patches, the explorer finds each seed-000 bug by itself from
+// five seeds, and shrinks it to a short interleaving that still fails the
+// same property.
+func TestBeforeFindsEachBug(t *testing.T) {
+	for _, sc := range Scenarios {
+		if sc.Seed != "000" {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 5; seed++ {
+				rep := Explore(sc, Options{Design: Before, Schedules: 2000, Seed: seed})
+				f := rep.Failure
+				if f == nil {
+					t.Fatalf("seed %d: %d schedules, nothing found", seed, rep.Schedules)
+				}
+				if !slices.Contains(bug[sc.Name], f.Violation.Property) {
+					t.Fatalf("seed %d: %v, want one of %v", seed, f.Violation, bug[sc.Name])
+				}
+				steps := Steps(f.Outcome.Record, f.Outcome.Final)
+				if len(steps) > 30 || len(f.Deviations) > f.Found {
+					t.Errorf("seed %d: shrunk to %d steps, %d deviations of %d", seed, len(steps), len(f.Deviations), f.Found)
+				}
+				again := Replay(sc, Before, f.Deviations)
+				if !again.Failed() || again.Violation.Property != f.Violation.Property {
+					t.Errorf("seed %d: the shrunk deviations replay to %v", seed, again.Violation)
+				}
+			}
+		})
+	}
+}
+
+// afterPasses are the scenarios in which no property fails after the
+// patches (see TestAfterFindings for the others).
+var afterPasses = []string{"reg-vs-fork", "fork-while-busy", "perf-inherit", "killed-unregister", "unoptimize-kill",
+	"maps-vs-modify", "hit-vs-sync", "uretprobe-vs-unregister"}
+
+// After the patches (and in both designs of seeds 003 and 004 but the
+// PROCMAP_QUERY finding), no property fails.
+func TestAfterPasses(t *testing.T) {
+	for _, sc := range Scenarios {
+		designs := []Design{After}
+		if sc.Seed != "000" && sc.Name != "query-vs-modify" {
+			designs = Designs
+		} else if sc.Name == "query-vs-modify" {
+			designs = []Design{Before}
+		} else if !slices.Contains(afterPasses, sc.Name) {
+			continue
+		}
+		for _, d := range designs {
+			rep := Explore(sc, Options{Design: d, Schedules: 1000, Seed: 1})
+			if f := rep.Failure; f != nil {
+				var b bytes.Buffer
+				WriteInterleaving(&b, Steps(f.Outcome.Record, f.Outcome.Final), f.Violation)
+				t.Errorf("%s (%s): schedule %d: %v\n%s", sc.Name, d, f.Schedule, f.Violation, b.String())
+			}
+		}
+	}
+}
+
+// What the explorer finds in the after design, pinned (mmlab explore's Go
+// tests): the registration's mmput of an mm that exited meanwhile runs
+// exit_mmap under dup_mmap_sem (register_for_each_vma in v6.19 and in the
+// model's after design alike), also for the half-built child of a failed
+// fork that the registration found in i_mmap; and PROCMAP_QUERY under
+// per-VMA locks returns ENOENT for a page that mremap(MREMAP_FIXED) is
+// moving a VMA onto (the destination is unmapped first).
+func TestAfterFindings(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		devs     []Deviation
+		prop     Property
+		detail   string
+	}{
+		{"exit-during-register", []Deviation{{Choice: 6, Thread: 2}}, PropTeardown, "T1(tracer) at exit_mmap"},
+		{"failed-fork", []Deviation{{Choice: 10, Thread: 2}, {Choice: 11, Thread: 1}, {Choice: 12, Thread: 2}, {Choice: 13, Thread: 1}, {Choice: 15, Thread: 1}, {Choice: 20, Thread: 2}},
+			PropTeardown, "T1(tracer) at exit_mmap"},
+		{"query-vs-modify", []Deviation{{Choice: 0, Thread: 2}, {Choice: 4, Thread: 1}, {Choice: 5, Thread: 2}, {Choice: 6, Thread: 1}, {Choice: 8, Thread: 2}, {Choice: 9, Thread: 1}, {Choice: 10, Thread: 2}, {Choice: 16, Thread: 1}, {Choice: 19, Thread: 2}, {Choice: 20, Thread: 1}, {Choice: 22, Thread: 2}, {Choice: 23, Thread: 1}, {Choice: 24, Thread: 2}, {Choice: 32, Thread: 1}, {Choice: 36, Thread: 2}, {Choice: 37, Thread: 1}, {Choice: 38, Thread: 2}, {Choice: 40, Thread: 1}, {Choice: 41, Thread: 2}, {Choice: 42, Thread: 1}, {Choice: 46, Thread: 2}},
+			PropQueryGap, "PROCMAP_QUERY(0x10003000): ENOENT"},
+	} {
+		out := Replay(Lookup(c.scenario), After, c.devs)
+		if out.Violation == nil || out.Violation.Property != c.prop || !strings.Contains(out.Violation.Detail, c.detail) {
+			t.Errorf("%s: the interleaving no longer fails %s (%q): %v", c.scenario, c.prop, c.detail, out.Violation)
+		}
+	}
+}
+
+// Same seed, same run: Explore's failure, its shrunk deviations and its
+// steps are identical across runs and GOMAXPROCS; the deviations replay to
+// the same record.
+func TestSameSeedSameOutput(t *testing.T) {
+	sc := Lookup("perf-inherit")
+	var first string
+	for _, procs := range []int{1, 2, 1} {
+		old := runtime.GOMAXPROCS(procs)
+		rep := Explore(sc, Options{Design: Before, Schedules: 500, Seed: 7})
+		runtime.GOMAXPROCS(old)
+		if rep.Failure == nil {
+			t.Fatal("nothing found")
+		}
+		var b bytes.Buffer
+		f := rep.Failure
+		WriteInterleaving(&b, Steps(f.Outcome.Record, f.Outcome.Final), f.Violation)
+		got := FormatDeviations(f.Deviations) + "\n" + b.String() + f.Outcome.Record.String()
+		if first == "" {
+			first = got
+			again := Replay(sc, Before, f.Deviations)
+			if again.Record.String() != f.Outcome.Record.String() {
+				t.Fatalf("the replay's record differs")
+			}
+			continue
+		}
+		if got != first {
+			t.Fatalf("GOMAXPROCS %d: another output:\n%s\nfirst:\n%s", procs, got, first)
+		}
+	}
+}
+
+// PCT finds the stall too.
+func TestPCTFindsStall(t *testing.T) {
+	rep := Explore(Lookup("reg-vs-fork"), Options{Design: Before, Strategy: "pct", Schedules: 2000, Seed: 1})
+	if rep.Failure == nil || rep.Failure.Violation.Property != PropStall {
+		t.Fatalf("%d schedules: %+v", rep.Schedules, rep.Failure)
+	}
+}
+
+// A replay file reads back as written; a malformed one is refused.
+func TestReplayFile(t *testing.T) {
+	p := Pinned{Scenario: "reg-vs-fork", Design: After, Property: PropStall, Deviations: []Deviation{{3, 2}, {17, 1}}}
+	var b bytes.Buffer
+	if err := WriteReplay(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadReplay(&b)
+	if err != nil || got.Scenario != p.Scenario || got.Design != p.Design || got.Property != p.Property || !slices.Equal(got.Deviations, p.Deviations) {
+		t.Fatalf("read %+v, %v; wrote %+v", got, err, p)
+	}
+	for _, bad := range []string{
+		"",
+		replayMagic + "\nscenario nosuch\ndesign after\n",
+		replayMagic + "\nscenario reg-vs-fork\ndesign sideways\n",
+		replayMagic + "\nscenario reg-vs-fork\ndesign after\ndeviations 3-2\n",
+		replayMagic + "\nscenario reg-vs-fork\n",
+		replayMagic + "\nscenario reg-vs-fork\ndesign after\nwhat now\n",
+	} {
+		if _, err := ReadReplay(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q was read", bad)
+		}
+	}
+}
+
+// BenchmarkRegVsFork measures schedules per second of the
+// registration-vs-fork scenario in the after design (run it with
+// GOMAXPROCS=1 for one core).
+func BenchmarkRegVsFork(b *testing.B) {
+	sc := Lookup("reg-vs-fork")
+	n := 0
+	for b.Loop() {
+		rep := Explore(sc, Options{Design: After, Schedules: 100, Seed: uint64(n)})
+		n++
+		if rep.Failure != nil {
+			b.Fatal(rep.Failure.Violation)
+		}
+	}
+	b.ReportMetric(float64(100*n)/b.Elapsed().Seconds(), "schedules/s")
+}
+
+// The properties no scenario of the model fails can fail: two tasks that
+// take two mmap locks in opposite orders deadlock (the wait cycle is
+// printed), and a tracer that does not wait in uprobe_unregister_sync
+// sees its handler run after it thought the consumer gone (PCT finds that
+// at once: the handler must stall through the whole unregister, which
+// uniform choices at every decision rarely do).
+func TestPropertiesCanFail(t *testing.T) {
+	abba := &Scenario{Name: "abba", Props: []Property{PropDeadlock}, build: func(w *World) {
+		p, q := w.newProc("p"), w.newProc("q")
+		for i := range 2 {
+			first, second := p.MM, q.MM
+			if i == 1 {
+				first, second = second, first
+			}
+			w.task("locker", i, func(t *kernel.Task) {
+				first.MmapWriteLock(t)
+				second.MmapWriteLock(t)
+				second.MmapWriteUnlock()
+				first.MmapWriteUnlock()
+			})
+		}
+	}}
+	rep := Explore(abba, Options{Design: After, Schedules: 1000, Seed: 1})
+	if f := rep.Failure; f == nil || f.Violation.Property != PropDeadlock || !strings.Contains(f.Violation.Detail, "wait cycle") {
+		t.Errorf("abba: %d schedules, %+v", rep.Schedules, rep.Failure)
+	}
+	nosync := &Scenario{Name: "nosync", Props: []Property{PropSync}, config: seed004Config, build: func(w *World) {
+		var synced bool
+		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { consumerRan(w, "handler", &synced); return 0 }}
+		syncRace(w, c, &synced, func(*kernel.Task) {}, func(cpu.Stop, uint64) {})
+	}}
+	rep = Explore(nosync, Options{Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
+	if f := rep.Failure; f == nil || f.Violation.Property != PropSync {
+		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
+	}
+}
