@@ -95,7 +95,12 @@ func (r removalWaiter) RecordBlocked(lock string, d time.Duration) {
 }
 
 // registerForEachVMAAfter mirrors register_for_each_vma() with seed 000's
-// patches 1, 5 and 8. With dup_mmap_sem held for write each mm's mmap lock
+// patches 1, 2, 5 and 8. Patch 2 ("uprobes: Don't run exit_mmap() under
+// dup_mmap_sem"): the user references taken by build_map_info are dropped
+// after dup_mmap_sem is released, so that the last one, for an mm whose
+// task exited during the pass, runs exit_mmap() outside it (model choice:
+// the cover letter names the fix, not its code; a list of mms to put after
+// the unlock is the plainest way to make it hold). With dup_mmap_sem held for write each mm's mmap lock
 // is only trylocked (mmap_write_trylock, which opens the mm's lock sequence
 // as mmap_write_lock does); a busy mm is kept, with its user reference, for
 // later. Once dup_mmap_sem is dropped the busy mms are waited for, killably
@@ -121,10 +126,11 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 		u.passes.Add(1)
 		u.DupMmapSem.DownWrite(w)
 		var busy []*mm.MM
+		var put []*mm.MM // user references dropped after dup_mmap_sem (patch 2)
 		for _, info := range buildMapInfo(up.Inode, up.Offset, isRegister) {
 			m := info.mm
 			if err != nil && isRegister {
-				mmput(m)
+				put = append(put, m)
 				continue
 			}
 			locked := slices.Contains(held, m)
@@ -132,7 +138,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				m.MmapWriteLock(w)
 			} else if !locked && !m.MmapWriteTrylock() {
 				if slices.Contains(busy, m) {
-					mmput(m) // mapped twice: one reference kept is enough
+					put = append(put, m) // mapped twice: one reference kept is enough
 				} else {
 					busy = append(busy, m)
 				}
@@ -144,14 +150,19 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 			if !locked {
 				m.MmapWriteUnlock()
 			}
-			mmput(m)
+			put = append(put, m)
 		}
 		for _, m := range held {
 			m.MmapWriteUnlock()
-			mmput(m)
+			put = append(put, m)
 		}
 		held = nil
 		u.DupMmapSem.UpWrite()
+		// The last reference to an mm that exited meanwhile runs
+		// exit_mmap(): never under dup_mmap_sem.
+		for _, m := range put {
+			mmput(m)
+		}
 		sched.At("register_for_each_vma", "pass done")
 		if len(busy) == 0 || err != nil && isRegister {
 			for _, m := range busy {
