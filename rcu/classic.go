@@ -66,6 +66,8 @@ type Classic struct {
 
 	nGPs, nIPIs atomic.Uint64
 
+	timing Timing // NewClassicAt; zero: untimed
+
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period is sending its IPIs (sched has no way to tell when one
 	// is queued) and is about to wait for them to run.
@@ -124,14 +126,16 @@ func (c *Classic) Synchronize() {
 	c.gpMu.Lock()
 	defer c.gpMu.Unlock()
 	var wg sync.WaitGroup
+	var running atomic.Bool
 	for i := range c.sys.NumCPU() {
 		cpu := c.sys.CPU(i)
 		// One goroutine per CPU: the IPIs run in parallel, as
 		// sync_rcu_exp_select_cpus() sends them all before it waits.
 		wg.Go(func() {
-			cpu.IPI(func(running *sched.Thread) { // rcu_exp_handler()
-				if running != nil {
+			cpu.IPI(func(cur *sched.Thread) { // rcu_exp_handler()
+				if cur != nil {
 					c.nIPIs.Add(1)
+					running.Store(true)
 				}
 			})
 		})
@@ -140,6 +144,7 @@ func (c *Classic) Synchronize() {
 		c.waitHook()
 	}
 	wg.Wait()
+	c.timing.normalGP(running.Load())
 	c.nGPs.Add(1)
 }
 

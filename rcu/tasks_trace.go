@@ -50,6 +50,10 @@ type TasksTrace struct {
 
 	nGPs, nHoldouts, nIPIs atomic.Uint64
 
+	timing  Timing        // NewTasksTraceAt; zero: untimed
+	lastEnd int64         // jiffy the last timed grace period ended; under gpMu
+	nStarts atomic.Uint64 // grace periods started
+
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period has scanned every thread and found holdouts to wait for.
 	waitHook func()
@@ -114,15 +118,22 @@ type trcGP struct {
 func (tt *TasksTrace) Synchronize() {
 	tt.gpMu.Lock()
 	defer tt.gpMu.Unlock()
+	if tt.timing.timed() {
+		tt.startTimed()
+		defer func() { tt.lastEnd = tt.timing.jiffies() }()
+	}
+	tt.nStarts.Add(1)
 	gp := &trcGP{done: make(chan struct{})}
+	var running atomic.Bool
 	var wg sync.WaitGroup
 	for _, t := range tt.sys.Threads() {
 		// One goroutine per thread: IPIs to running threads proceed in
 		// parallel, as the kernel's are asynchronous.
 		wg.Go(func() {
-			t.CallFunc(func(running bool) {
-				if running {
+			t.CallFunc(func(isRunning bool) {
+				if isRunning {
 					tt.nIPIs.Add(1)
+					running.Store(true)
 				}
 				gp.inspect(t)
 			})
@@ -134,14 +145,26 @@ func (tt *TasksTrace) Synchronize() {
 	gp.scanned = true
 	n := gp.holdouts
 	gp.mu.Unlock()
-	if n == 0 {
+	if n > 0 {
+		tt.nHoldouts.Add(uint64(n))
+		if tt.waitHook != nil {
+			tt.waitHook()
+		}
+	}
+	if tt.timing.timed() {
+		tt.waitTimed(running.Load(), gp.reported)
 		return
 	}
-	tt.nHoldouts.Add(uint64(n))
-	if tt.waitHook != nil {
-		tt.waitHook()
+	if n > 0 {
+		<-gp.done
 	}
-	<-gp.done
+}
+
+// reported reports whether every holdout of gp has reported (gp.scanned).
+func (gp *trcGP) reported() bool {
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	return gp.holdouts == 0
 }
 
 // inspect checks t's nesting and flags t as a holdout if it is inside a read
