@@ -189,6 +189,35 @@ func triggerPart(s *Seed, doc *report.Document[trigger.Result]) (report.Part, st
 		scale.Rows = append(scale.Rows, row)
 	}
 	part.Tables = append(part.Tables, t, scale)
+	// The model's rate per producer CPU-second, the figure a shared host
+	// distorts least, as scaling beside the seed's.
+	cpuRate := func(variant, c string, cpus int) (float64, bool) {
+		i := slices.IndexFunc(doc.Results, func(r trigger.Result) bool {
+			return r.Target == experiment.Model && r.Variant == variant && r.Case == c && r.CPUs == cpus && r.PerCPU != nil
+		})
+		if i < 0 {
+			return 0, false
+		}
+		return doc.Results[i].MopsCPU, true
+	}
+	for _, c := range cases {
+		var parts []string
+		for _, v := range []string{"srcu", "tasks-trace", "v6.14+"} {
+			a, oka := cpuRate(v, c, 2)
+			b, okb := cpuRate(v, c, 1)
+			if oka && okb && b > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2fx", v, a/b))
+			}
+		}
+		if len(parts) > 0 {
+			p1, ok1 := pub(c, 1, false)
+			p2, ok2 := pub(c, 2, false)
+			q1, okq1 := pub(c, 1, true)
+			q2, okq2 := pub(c, 2, true)
+			part.Notes = append(part.Notes, fmt.Sprintf("model %s per CPU-second, 2 CPUs / 1: %s (the seed: %s SRCU, %s Tasks Trace)",
+				c, strings.Join(parts, ", "), ratio(p2, p1, ok2, ok1), ratio(q2, q1, okq2, okq1)))
+		}
+	}
 	for _, c := range cases {
 		ps, oks := pub(c, 1, false)
 		pt, okt := pub(c, 1, true)
