@@ -75,7 +75,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 					return out, err
 				}
 				for i, k := range ks {
-					if err := sleepCtx(ctx, c.Gap); err != nil {
+					if err := Sleep(ctx, c.Gap); err != nil {
 						return out, err
 					}
 					k.run(true)
@@ -270,19 +270,4 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		}
 	}
 	return nil
-}
-
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
