@@ -29,7 +29,8 @@ const (
 type RCUSync struct {
 	gp GracePeriods
 
-	// mu is rss_lock: it protects state and count. Leaf lock.
+	// mu is rss_lock: it protects state, count and wait. Taken before the
+	// grace periods' own locks (gp.Call), never while waiting.
 	mu    sync.Mutex
 	state int
 	count int           // gp_count: writers inside enter..exit
