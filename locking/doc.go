@@ -20,6 +20,8 @@
 // BlockRecorder method is called under it. Callers order the locks themselves
 // (see mm and uprobes); a lock is never taken recursively.
 //
-// Left out on purpose: optimistic spinning (rwsem_optimistic_spin) and the
-// rcu_sync grace period of percpu_down_write (see PercpuRWSem).
+// Left out on purpose: optimistic spinning (rwsem_optimistic_spin). The
+// per-CPU semaphore's rcu_sync (RCUSync, rcu_sync.go) keeps the writer's
+// grace-period wait but not the readers' barrier-free fast path (see
+// PercpuRWSem).
 package locking

@@ -18,3 +18,7 @@ func (m *Mutex) Lock() { m.s.DownWrite(nil) }
 
 // Unlock releases it. Mirrors mutex_unlock().
 func (m *Mutex) Unlock() { m.s.UpWrite() }
+
+// TryLock takes the mutex if it is free and reports whether it did. Mirrors
+// mutex_trylock().
+func (m *Mutex) TryLock() bool { return m.s.DownWriteTrylock() }

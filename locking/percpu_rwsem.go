@@ -44,13 +44,18 @@ type percpuWaiter struct {
 // find block set queue in one FIFO list; UpWrite wakes readers from its head
 // until it has woken one writer (which gets the lock exclusively).
 //
-// The kernel's rcu_sync, which lets its reader fast path skip a memory
-// barrier while no writer is around, is left out: Go's atomics are
-// sequentially consistent, so the reader always does what the kernel's
-// slow-path trylock does (increment, then check block), and a writer does
-// not wait for an RCU grace period before setting block.
+// The kernel's rcu_sync (RCUSync, set with SetRCUSync) lets its reader fast
+// path skip the memory barrier and the look at block while no writer has
+// been around for a grace period, and makes a writer after an idle period
+// wait for a grace period before it sets block. The model keeps the
+// writer's side: the wait, and the states that say which path readers are
+// on (ReaderFastPath). Its readers always do what the kernel's slow-path
+// trylock does (increment, then check block), a model choice: a reader
+// that is not a model thread is not waited for by the model's grace
+// period, and Go's atomics are sequentially consistent anyway.
 //
-// The zero value is an unlocked semaphore named "percpu-rwsem".
+// The zero value is an unlocked semaphore named "percpu-rwsem", without
+// rcu_sync.
 type PercpuRWSem struct {
 	shards [percpuShards]percpuShard
 	block  atomic.Int32 // 1 while a writer holds or is taking the lock
@@ -59,7 +64,8 @@ type PercpuRWSem struct {
 	// drain publishes its wake-up channel here.
 	writer atomic.Pointer[chan struct{}]
 
-	name string // set before the lock is shared
+	name string   // set before the lock is shared
+	rss  *RCUSync // rcu_sync; nil: none. Set before the lock is shared
 
 	// waitLock is the kernel's waiters.lock: it protects head, tail and
 	// nwait. Innermost: nothing is taken while it is held.
@@ -172,6 +178,9 @@ func (s *PercpuRWSem) DownWrite(w Waiter) {
 	}
 	var start time.Time
 	contended := false
+	if s.rss != nil {
+		s.rss.enter(w) // Notify readers to take the slow path.
+	}
 	if !s.writeTrylock() {
 		start = sched.Now()
 		contended = true
@@ -203,7 +212,13 @@ func (s *PercpuRWSem) DownWriteTrylock() bool {
 	if sched.Active() {
 		s.detAt("percpu_down_write_trylock")
 	}
+	if s.rss != nil && !s.rss.tryEnter() {
+		return false
+	}
 	if !s.writeTrylock() {
+		if s.rss != nil {
+			s.rss.exit()
+		}
 		return false
 	}
 	if !s.readersDrained() {
@@ -250,6 +265,9 @@ func (s *PercpuRWSem) UpWrite() {
 		}
 	}
 	s.waitLock.Unlock()
+	if s.rss != nil {
+		s.rss.exit() // The fast path again, a grace period hence.
+	}
 	if sched.Active() {
 		s.detReleased("percpu_up_write")
 	}

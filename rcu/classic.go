@@ -67,6 +67,8 @@ type Classic struct {
 
 	nGPs, nIPIs atomic.Uint64
 
+	timing Timing // NewClassicAt; zero: untimed
+
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period is sending its IPIs (sched has no way to tell when one
 	// is queued) and is about to wait for them to run.
@@ -127,12 +129,14 @@ func (c *Classic) Synchronize() {
 	c.gpMu.Lock()
 	defer c.gpMu.Unlock()
 	var wg sync.WaitGroup
+	var running atomic.Bool
 	for i := range c.sys.NumCPU() {
 		cpu := c.sys.CPU(i)
 		ipi := func() {
-			cpu.IPI(func(running *sched.Thread) { // rcu_exp_handler()
-				if running != nil {
+			cpu.IPI(func(cur *sched.Thread) { // rcu_exp_handler()
+				if cur != nil {
 					c.nIPIs.Add(1)
+					running.Store(true)
 				}
 			})
 		}
@@ -148,6 +152,7 @@ func (c *Classic) Synchronize() {
 		c.waitHook()
 	}
 	wg.Wait()
+	c.timing.normalGP(running.Load())
 	c.nGPs.Add(1)
 }
 

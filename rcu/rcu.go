@@ -15,7 +15,13 @@
 //     an IPI to a running thread or under the runqueue lock of a thread that
 //     is not running, and waits for those that are to report on their way out.
 //
-// All three implement Flavor. The sleepable flavours' readers are model threads (sched.Thread) and may
+// All three implement Flavor. Constructed with a Timing (gptime.go:
+// NewClassicAt, NewTasksTraceAt, NewSRCUAt), their grace periods also take
+// the kernel's delays at that setting (jiffy-aligned timeouts, the Tasks
+// Trace holdout loop, SRCU's polling), on a Clock that defaults to the real
+// one.
+//
+// The sleepable flavours' readers are model threads (sched.Thread) and may
 // block (sched.Thread.Block) inside their read sections. A model thread that
 // calls Synchronize or Barrier does so inside Thread.Block, as a kernel caller
 // sleeps: Tasks Trace IPIs running threads, and a thread that waits while it

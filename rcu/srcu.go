@@ -48,6 +48,9 @@ type SRCU struct {
 
 	nGPs, nWaits atomic.Uint64
 
+	timing  Timing    // NewSRCUAt; zero: untimed
+	lastEnd time.Time // when the last timed grace period ended; under gpMu
+
 	// waitHook, set by tests before any grace period, is called (once per
 	// grace period) when a grace period first finds readers it must wait
 	// for and is about to sleep.
@@ -95,13 +98,24 @@ func (s *SRCU) ReadUnlock(t *sched.Thread, idx int) {
 // the kernel's srcu_get_delay() does.
 func (s *SRCU) Synchronize() {
 	sched.At("synchronize_srcu", "")
-	s.gpMu.Lock()
+	busy := !s.gpMu.TryLock()
+	if busy {
+		s.gpMu.Lock()
+	}
 	defer s.gpMu.Unlock()
 	hooked := false // waitHook runs at most once per grace period
 	idx := s.ctrIdx.Load()&1 ^ 1
-	s.waitDrained(idx, &hooked)
-	s.ctrIdx.Add(1)
-	s.waitDrained(idx^1, &hooked)
+	if s.timing.timed() {
+		g := s.startTimed(busy)
+		s.waitDrainedTimed(g, idx, 1, &hooked)
+		s.ctrIdx.Add(1)
+		s.waitDrainedTimed(g, idx^1, 2, &hooked)
+		s.lastEnd = s.timing.clock().Now()
+	} else {
+		s.waitDrained(idx, &hooked)
+		s.ctrIdx.Add(1)
+		s.waitDrained(idx^1, &hooked)
+	}
 	s.nGPs.Add(1)
 }
 

@@ -51,6 +51,10 @@ type TasksTrace struct {
 
 	nGPs, nHoldouts, nIPIs atomic.Uint64
 
+	timing  Timing        // NewTasksTraceAt; zero: untimed
+	lastEnd int64         // jiffy the last timed grace period ended; under gpMu
+	nStarts atomic.Uint64 // grace periods started
+
 	// waitHook, set by tests before any grace period, is called when a
 	// grace period has scanned every thread and found holdouts to wait for.
 	waitHook func()
@@ -123,13 +127,20 @@ func (tt *TasksTrace) Synchronize() {
 	sched.At("synchronize_rcu_tasks_trace", "")
 	tt.gpMu.Lock()
 	defer tt.gpMu.Unlock()
+	if tt.timing.timed() {
+		tt.startTimed()
+		defer func() { tt.lastEnd = tt.timing.jiffies() }()
+	}
+	tt.nStarts.Add(1)
 	gp := &trcGP{done: make(chan struct{})}
+	var running atomic.Bool
 	var wg sync.WaitGroup
 	for _, t := range tt.sys.Threads() {
 		inspect := func() {
-			t.CallFunc(func(running bool) {
-				if running {
+			t.CallFunc(func(isRunning bool) {
+				if isRunning {
 					tt.nIPIs.Add(1)
+					running.Store(true)
 				}
 				gp.inspect(t)
 			})
@@ -148,14 +159,26 @@ func (tt *TasksTrace) Synchronize() {
 	gp.scanned = true
 	n := gp.holdouts
 	gp.mu.Unlock()
-	if n == 0 {
+	if n > 0 {
+		tt.nHoldouts.Add(uint64(n))
+		if tt.waitHook != nil {
+			tt.waitHook()
+		}
+	}
+	if tt.timing.timed() {
+		tt.waitTimed(running.Load(), gp.reported)
 		return
 	}
-	tt.nHoldouts.Add(uint64(n))
-	if tt.waitHook != nil {
-		tt.waitHook()
+	if n > 0 {
+		sched.Wait(nil, "rcu_tasks_trace grace period", gp.done, nil)
 	}
-	sched.Wait(nil, "rcu_tasks_trace grace period", gp.done, nil)
+}
+
+// reported reports whether every holdout of gp has reported (gp.scanned).
+func (gp *trcGP) reported() bool {
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	return gp.holdouts == 0
 }
 
 // inspect checks t's nesting and flags t as a holdout if it is inside a read

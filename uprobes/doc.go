@@ -26,7 +26,8 @@
 //     (kernel.DupMmapHooks): dup_mmap_sem, which fork takes for read, and
 //     the design fork runs in.
 //   - The hit path (kernel.Traps): int3 → the VMA found without the mmap
-//     lock (mmap_lock speculation, v6.14+) and the uprobe in the registry →
+//     lock (mmap_lock speculation, v6.14+; under it on the v6.12 hit path)
+//     and the uprobe in the registry →
 //     the consumers' handlers under the chosen protection → the original
 //     instruction emulated (nop, push, call, jmp, jcc) or single-stepped out
 //     of line in a slot of the [uprobes] page. A breakpoint with no uprobe
@@ -57,11 +58,19 @@
 // Config.Flavor, given to New, makes the hit path's protection an
 // rcu.Flavor: "srcu" (v6.12: per-CPU counters and two full barriers per
 // read section) or "tasks-trace" (v6.13+: a plain per-task nesting count).
-// UnregisterSync waits for a grace period of that flavour, and then of
-// uretprobes_srcu, the SRCU domain whose read lock a pending return
-// instance holds as its lease on the uprobe (v6.13+ hprobe, without the
-// 100 ms timer that converts long leases to references: a model function
-// that never returns delays UnregisterSync).
+// Config.HitPath chooses the hit path around it (hit_v612.go): today's
+// (v6.14+) or the seed's own, v6.12 as patches 1-7 of "uprobes:
+// RCU-protected hot path optimizations" left it, the mmap read lock taken
+// on every hit and each return instance allocated and holding a reference
+// on its uprobe. Variants names the three kernels the experiments compare:
+// "srcu" and "tasks-trace" (the seed's era) and "v6.14+".
+// UnregisterSync waits for a grace period of the flavour, and, on today's
+// path, then of uretprobes_srcu, the SRCU domain whose read lock a pending
+// return instance holds as its lease on the uprobe (v6.13+ hprobe, without
+// the 100 ms timer that converts long leases to references: a model
+// function that never returns delays UnregisterSync). Config.GP times the
+// grace periods, and those of dup_mmap_sem's rcu_sync, as the kernel's
+// (rcu.Timing).
 //
 // # The switch (seed 000)
 //

@@ -37,14 +37,17 @@ type utask struct {
 	slot   int
 	userTF bool // TF was set by the task itself
 
-	area *xolArea      // the mm's XOL area, once the task used it
-	ris  []retInstance // return_instances, innermost last (reused: ri_pool)
+	area *xolArea       // the mm's XOL area, once the task used it
+	ris  []*retInstance // return_instances, innermost last
+	pool []*retInstance // ri_pool (v6.13+): freed instances for reuse
 }
 
 // retInstance mirrors struct return_instance: a pending return of a
 // function whose entry a uretprobe hit.
 type retInstance struct {
-	up      *Uprobe // leased: uretSRCU is read-locked with srcuIdx
+	// up is leased (v6.13+: uretSRCU read-locked with srcuIdx) or, on the
+	// v6.12 hit path, referenced (try_get_uprobe()).
+	up      *Uprobe
 	srcuIdx int
 	fn      uint64 // the probed address (the function entry)
 	stack   uint64 // sp at the entry: where the return address is
@@ -137,6 +140,9 @@ func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
 // recomputes MMF_HAS_UPROBES if asked to.
 func (u *Uprobes) findActiveUprobe(r *kernel.Runner, bp uint64) (*Uprobe, bool) {
 	m := r.Task.MM
+	if u.hitPath == HitPathV612 {
+		return u.findActiveUprobeMmapLock(r, bp) // no speculation before v6.14
+	}
 	// find_active_uprobe_speculative's guard(rcu)(): classic RCU.
 	idx := rcu.ReadLock(r.Task.Thread)
 	if seq := m.LockSeq().Raw(); seq&1 == 0 { // mmap_lock_speculate_try_begin
@@ -150,6 +156,14 @@ func (u *Uprobes) findActiveUprobe(r *kernel.Runner, bp uint64) (*Uprobe, bool) 
 		}
 	}
 	rcu.ReadUnlock(r.Task.Thread, idx)
+	return u.findActiveUprobeMmapLock(r, bp)
+}
+
+// findActiveUprobeMmapLock is find_active_uprobe_rcu() under the mmap read
+// lock: the whole of it before v6.14, the fallback of the speculative
+// lookup since.
+func (u *Uprobes) findActiveUprobeMmapLock(r *kernel.Runner, bp uint64) (*Uprobe, bool) {
+	m := r.Task.MM
 	m.MmapReadLock(r)
 	defer m.MmapReadUnlock()
 	var up *Uprobe
@@ -405,29 +419,38 @@ func (u *Uprobes) prepareUretprobe(up *Uprobe, r *kernel.Runner, ut *utask) {
 	if err != nil || len(ut.ris) >= maxURetDepth {
 		return
 	}
+	ri := u.allocRetInstance(up, ut)
+	if ri == nil {
+		return
+	}
 	tramp := a.vaddr + trampolineOff
 	sp := r.Regs.R[cpu.RSP]
 	c := r.Interp()
 	orig, err := c.Load64(r, sp)
 	if err != nil || c.Store64(r, sp, tramp) != nil {
+		u.freeRetInstance(r, ut, ri)
 		return
 	}
 	chained := orig == tramp
 	u.cleanupReturnInstances(r, ut, chained, sp)
 	if chained {
 		if len(ut.ris) == 0 {
+			u.freeRetInstance(r, ut, ri)
 			return // not possible but from an attack
 		}
 		orig = ut.ris[len(ut.ris)-1].origRet
 	}
-	ut.ris = append(ut.ris, retInstance{up: up, fn: r.Regs.RIP, stack: sp, origRet: orig, chained: chained,
-		srcuIdx: u.uretSRCU.ReadLock(r.Task.Thread)}) // the lease survives the return to user
+	ri.up, ri.fn, ri.stack, ri.origRet, ri.chained = up, r.Regs.RIP, sp, orig, chained
+	if u.hitPath != HitPathV612 {
+		ri.srcuIdx = u.uretSRCU.ReadLock(r.Task.Thread) // the lease survives the return to user
+	}
+	ut.ris = append(ut.ris, ri)
 }
 
 // isAlive mirrors x86's arch_uretprobe_is_alive(): an instance is alive
 // while its return address is still on the stack (for a call: strictly
 // above sp, which the call just decremented).
-func isAlive(ri retInstance, call bool, sp uint64) bool {
+func isAlive(ri *retInstance, call bool, sp uint64) bool {
 	if call {
 		return sp < ri.stack
 	}
@@ -442,12 +465,12 @@ func (u *Uprobes) cleanupReturnInstances(r *kernel.Runner, ut *utask, chained bo
 	}
 }
 
-// popRI pops the innermost return instance and ends its lease.
+// popRI pops the innermost return instance and frees it.
 func (u *Uprobes) popRI(r *kernel.Runner, ut *utask) {
-	ri := &ut.ris[len(ut.ris)-1]
-	u.uretSRCU.ReadUnlock(r.Task.Thread, ri.srcuIdx)
-	*ri = retInstance{}
+	ri := ut.ris[len(ut.ris)-1]
+	ut.ris[len(ut.ris)-1] = nil
 	ut.ris = ut.ris[:len(ut.ris)-1]
+	u.freeRetInstance(r, ut, ri)
 }
 
 // handleTrampoline mirrors uprobe_handle_trampoline(): a return through the
@@ -470,7 +493,7 @@ func (u *Uprobes) handleTrampoline(r *kernel.Runner, ut *utask) kernel.Signal {
 		r.Regs.RIP = ut.ris[len(ut.ris)-1].origRet
 		for len(ut.ris) > j {
 			if valid {
-				u.handleUretprobeChain(&ut.ris[len(ut.ris)-1], r)
+				u.handleUretprobeChain(ut.ris[len(ut.ris)-1], r)
 			}
 			u.popRI(r, ut)
 		}

@@ -58,14 +58,20 @@ func ParseFlavors(names []string) ([]Flavor, error) {
 }
 
 // Config is a model kernel's uprobes design, chosen at construction: the
-// zero Config is the before design of both seeds.
+// zero Config is the before design of seed 000, today's hit path under
+// SRCU, and untimed grace periods.
 type Config struct {
-	Flavor Flavor // seed 004: the hit path's protection
-	Design Design // seed 000: register_for_each_vma and fork (design.go)
+	Flavor  Flavor  // seed 004: the hit path's protection
+	HitPath HitPath // seed 004's era or today's (hit_v612.go)
+	Design  Design  // seed 000: register_for_each_vma and fork (design.go)
 	// Optimize is what the first hit of a uprobe on a 5-byte nop makes of
 	// it (optimize.go): by default a call to the trampoline, as on x86-64
 	// since v6.18.
 	Optimize Optimize
+	// GP times the grace periods of the flavour, of uretprobes_srcu and of
+	// the normal RCU of dup_mmap_sem's rcu_sync (rcu.Timing; zero:
+	// untimed).
+	GP rcu.Timing
 }
 
 // Consumer mirrors struct uprobe_consumer. At least one of Handler and
@@ -161,7 +167,8 @@ func (up *Uprobe) tryGet() bool {
 // put mirrors put_uprobe() and uprobe_free_deferred(): the last reference
 // erases the uprobe from the tree (if it is still there) and frees it after
 // a grace period of uretprobes_srcu and then one of the hit path's flavour
-// (put_uprobe, uprobe_free_rcu_tasks_trace).
+// (put_uprobe, uprobe_free_rcu_tasks_trace); v6.12 has no uretprobes_srcu:
+// after one of the flavour.
 func (up *Uprobe) put() {
 	if up.ref.Add(-1) != 0 {
 		return
@@ -175,7 +182,12 @@ func (up *Uprobe) put() {
 	}
 	u.treeSeq.WriteEnd()
 	u.treeLock.Unlock()
-	u.uretSRCU.Call(func() { u.flavor.Call(func() { up.freed.Store(true) }) })
+	free := func() { u.flavor.Call(func() { up.freed.Store(true) }) }
+	if u.hitPath == HitPathV612 {
+		free()
+		return
+	}
+	u.uretSRCU.Call(free)
 }
 
 // filterChain mirrors filter_chain(): does any consumer want m?
@@ -222,8 +234,9 @@ func (up *Uprobe) consumerDel(c *Consumer) {
 type Uprobes struct {
 	machine  *kernel.Machine
 	flavor   rcu.Flavor // the hit path's protection (Config.Flavor)
+	hitPath  HitPath    // Config.HitPath
 	design   Design     // Config.Design
-	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases
+	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases (v6.13+)
 
 	// DupMmapSem is dup_mmap_sem: held for write by registerForEachVMA
 	// and for read by fork around dup_mmap. Order: inside registerRwsem,
@@ -267,13 +280,13 @@ var (
 // New returns the uprobes of machine m in the design c chooses, and
 // installs it as m's trap handler.
 func New(m *kernel.Machine, c Config) (*Uprobes, error) {
-	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCU(m.Sys), design: c.Design, opt: c.Optimize,
-		trampMapping: newTrampMapping(c.Optimize)}
+	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCUAt(m.Sys, c.GP), design: c.Design, hitPath: c.HitPath,
+		opt: c.Optimize, trampMapping: newTrampMapping(c.Optimize)}
 	switch c.Flavor {
 	case SRCU:
-		u.flavor = rcu.NewSRCU(m.Sys)
+		u.flavor = rcu.NewSRCUAt(m.Sys, c.GP)
 	case TasksTrace:
-		u.flavor = rcu.NewTasksTrace(m.Sys)
+		u.flavor = rcu.NewTasksTraceAt(m.Sys, c.GP)
 	default:
 		return nil, fmt.Errorf("uprobes: unknown flavour %v", c.Flavor)
 	}
@@ -283,8 +296,12 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	if c.Design != DesignBefore && c.Design != DesignAfter {
 		return nil, fmt.Errorf("uprobes: unknown design %d", int(c.Design))
 	}
+	if c.HitPath != HitPathToday && c.HitPath != HitPathV612 {
+		return nil, fmt.Errorf("uprobes: unknown hit path %d", int(c.HitPath))
+	}
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")
+	u.DupMmapSem.SetRCUSync(rcu.NewClassicAt(m.Sys, c.GP)) // percpu_init_rwsem()
 	for i := range u.mmapMutex {
 		u.mmapMutex[i].SetName("uprobes_mmap_mutex")
 	}
@@ -408,11 +425,14 @@ func (u *Uprobes) UnregisterNosync(w locking.Waiter, up *Uprobe, c *Consumer) er
 
 // UnregisterSync mirrors uprobe_unregister_sync(): after it returns no
 // handler of a consumer removed before it runs. A model task (a
-// locking.Blocker) waits inside Block, giving up its CPU.
+// locking.Blocker) waits inside Block, giving up its CPU. v6.12 waits for
+// the flavour only (uretprobes_srcu came with v6.13).
 func (u *Uprobes) UnregisterSync(w locking.Waiter) {
 	wait := func() {
 		u.flavor.Synchronize()
-		u.uretSRCU.Synchronize()
+		if u.hitPath != HitPathV612 {
+			u.uretSRCU.Synchronize()
+		}
 	}
 	if b, ok := w.(locking.Blocker); ok {
 		b.Block(wait)
@@ -422,12 +442,21 @@ func (u *Uprobes) UnregisterSync(w locking.Waiter) {
 }
 
 // Apply mirrors uprobe_apply(): if c is still a consumer of up, install
-// (add) or remove (!add) the breakpoints as c's filter now says.
+// (add) or remove (!add) the breakpoints as c's filter now says; errno.ENOENT
+// if it is not. The consumers are walked, and the breakpoints written, in a
+// read section of the flavour (seed 004's diff), on w's model thread; a
+// caller that is not on one takes no read section, a model limit (the
+// flavours track readers per model thread), harmless since register_rwsem,
+// held for write, keeps the uprobe's consumers from changing meanwhile.
 func (u *Uprobes) Apply(w locking.Waiter, up *Uprobe, c *Consumer, add bool) error {
 	up.registerRwsem.DownWrite(w)
 	defer up.registerRwsem.UpWrite()
+	if th := rcu.ThreadOf(w); th != nil {
+		idx := u.flavor.ReadLock(th)
+		defer func() { u.flavor.ReadUnlock(th, idx) }()
+	}
 	if !up.hasConsumer(c) {
-		return nil
+		return errno.ENOENT
 	}
 	if add {
 		return u.registerForEachVMA(w, up, c)

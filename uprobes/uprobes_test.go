@@ -15,7 +15,18 @@ import (
 	"mmlab/rcu"
 )
 
+// kernels are the hit paths the behaviour tests run on: today's and
+// seed 004's era, each under both flavours.
+// flavors are the hit path's protections; kernels every hit path under
+// each.
 var flavors = Flavors
+
+var kernels = []Config{
+	{Flavor: SRCU}, {Flavor: TasksTrace},
+	{Flavor: SRCU, HitPath: HitPathV612}, {Flavor: TasksTrace, HitPath: HitPathV612},
+}
+
+func kernelName(c Config) string { return c.Flavor.String() + "/" + c.HitPath.String() }
 
 // loopProg: main calls f RCX times; f = "nop; inc eax; ret", so RAX counts
 // the calls that really ran. g = "push rbp; mov rbp,rsp; pop rbp; ret" for
@@ -51,9 +62,9 @@ func wantHalt(t testing.TB, res result) {
 // A hit runs every consumer's handler exactly once; the breakpoint is a
 // 0xCC in the process's own copy of the page, the page cache keeps the nop.
 func TestHitRunsEveryConsumerOnce(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 1, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 1, kc, loopProg)
 			p := e.newProc(t, "p")
 			k1, k2 := newCounter(true, false, nil), newCounter(true, false, nil)
 			mustRegister(t, e, "f", &k1.c)
@@ -101,9 +112,9 @@ func TestFilter(t *testing.T) {
 // zapped, so the mm maps the page cache page again; the uprobe is freed
 // after the grace periods.
 func TestUnregisterRestores(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 1, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 1, kc, loopProg)
 			a, b := e.newProc(t, "a"), e.newProc(t, "b")
 			k := newCounter(true, false, nil)
 			up := mustRegister(t, e, "f", &k.c)
@@ -193,9 +204,9 @@ func TestForkKeepsBreakpoint(t *testing.T) {
 // Probes on pop and ret are single-stepped out of line in the [uprobes]
 // page (--xp) and leave registers and stack exactly as unprobed runs do.
 func TestSingleStepLikeUnprobed(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 1, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 1, kc, loopProg)
 			plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
 			k := newCounter(true, false, func(m *mm.MM) bool { return m == probed.MM })
 			for _, l := range []string{"g_pop", "g_ret"} {
@@ -242,9 +253,9 @@ func retProg(a *cpu.Asm) {
 // the right return address, innermost first, for nested, recursive and
 // chained (tail) calls; the task's registers end as without probes.
 func TestUretprobeNestedRecursive(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 1, fl, retProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 1, kc, retProg)
 			names := map[uint64]string{}
 			var log []string
 			for _, l := range []string{"f1", "g1", "r1", "t1", "t2", "nest_ret", "f1_ret", "rec_ret", "r1_ret", "tail_ret"} {
@@ -284,9 +295,9 @@ func TestUretprobeNestedRecursive(t *testing.T) {
 
 // A grace period (UnregisterSync) waits for a reader inside a handler.
 func TestGracePeriodWaitsForHandler(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 1, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 1, kc, loopProg)
 			p := e.newProc(t, "p")
 			entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			var once, released sync.Once
@@ -383,9 +394,9 @@ func TestRegisterErrors(t *testing.T) {
 // register or unregister, every mm that maps the file agrees with the
 // registry, and every batch of calls ran exactly.
 func TestStressRegisterWhileHitting(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 2, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 2, kc, loopProg)
 			var stop atomic.Bool
 			var hits atomic.Int64
 			errs := make(chan error, 2)
@@ -515,9 +526,9 @@ func TestRecalcHasUprobes(t *testing.T) {
 // TLB shootdowns and grace periods wait inside Block, giving the CPU to
 // the task it must interrupt.
 func TestTracerIsModelTask(t *testing.T) {
-	for _, fl := range flavors {
-		t.Run(fl.String(), func(t *testing.T) {
-			e := newEnv(t, 2, fl, loopProg)
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) {
+			e := newEnvConfig(t, 2, kc, loopProg)
 			var stop atomic.Bool
 			var hits atomic.Int64
 			var hitters []*kernel.Runner

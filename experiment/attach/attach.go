@@ -6,6 +6,7 @@
 package attach
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -48,7 +49,7 @@ type Options struct {
 	Attach []string      `json:"attach"` // modes
 	N      []int         `json:"n"`      // probe counts
 	Runs   int           `json:"runs"`   // attach/detach cycles per mode and count
-	Gap    time.Duration `json:"-"`      // live: pause before each attach
+	Gap    time.Duration `json:"-"`      // pause before each attach
 	GapMs  int64         `json:"gap_ms"`
 
 	attach, n string // the flags, parsed by Validate
@@ -64,7 +65,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.attach, "attach", o.attach, "comma-separated attach modes, uprobe_multi and/or perf")
 	fs.StringVar(&o.n, "n", o.n, fmt.Sprintf("comma-separated probe counts, 1 to %d", MaxProbes))
 	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per mode and count (the median is reported)")
-	fs.DurationVar(&o.Gap, "gap", o.Gap, "live: pause before each attach, so that every attach starts cold (0: back to back)")
+	fs.DurationVar(&o.Gap, "gap", o.Gap, "pause before each attach, so that every attach starts cold (0: back to back)")
 }
 
 // Validate checks every option.
@@ -104,6 +105,21 @@ func NewResult(row experiment.Row, mode string, n int, attachMs, detachMs []floa
 		DetachMs: report.Median(detachMs), DetachMsRuns: detachMs}
 }
 
+// Sleep waits d, the pause before an attach, or until ctx is done.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Ms converts d to milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -133,7 +149,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "attach",
 	Seed:    "004",
 	Summary: "time to attach and to detach N uprobes (uprobe_multi and perf)",
-	Help: `usage: mmlab run attach [--target model|live|both] [--variant srcu,tasks-trace] [--n 1,4,64] [--runs R] [--attach uprobe_multi,perf] [--json]
+	Help: `usage: mmlab run attach [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--n 1,4,64] [--runs R] [--attach uprobe_multi,perf] [--json]
 
 Attaches N uprobes on N distinct nops of a sled in the mmlab binary, which the
 running mmlab maps, then detaches them; times both. uprobe_multi is one link
@@ -145,10 +161,13 @@ for a normal RCU grace period (rcu_sync_enter). A pause of --gap before each
 attach lets that state go idle, so every attach pays it, as an agent that
 attaches now and then does; with --gap 0 attach times are bimodal.
 Model: the same on a file that model processes map, one running through the
-probed code, under both protections of the hit path (srcu, tasks-trace).
+probed code, on the kernels of the trigger experiment (srcu, tasks-trace:
+the seed's era; v6.14+: today's), with dup_mmap_sem's rcu_sync and grace
+periods timed as on this kernel (HZ=250), and the same --gap before each
+attach.
 Live needs Linux and root.
 `,
-	Variants:   []string{uprobes.SRCU.String(), uprobes.TasksTrace.String()},
+	Variants:   uprobes.VariantNames(),
 	NewOptions: NewOptions,
 	Quick:      []string{"--n", "1,4", "--runs", "3"},
 	Model:      RunModel,

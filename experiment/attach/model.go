@@ -3,6 +3,7 @@ package attach
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +18,13 @@ import (
 
 // modelConfig is one model attach/detach measurement.
 type modelConfig struct {
-	// Flavors are measured in turn, run by run, each on its own model
+	// Variants are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
-	Flavors []uprobes.Flavor
-	Modes   []string // ModeMulti, ModePerf
-	Ns      []int    // probes per attach, at most MaxProbes
-	Runs    int
+	Variants []uprobes.Variant
+	Modes    []string // ModeMulti, ModePerf
+	Ns       []int    // probes per attach, at most MaxProbes
+	Runs     int
+	Gap      time.Duration // pause before each attach
 	// Procs processes map the file; the first CPUs of them (one per model
 	// CPU) run a loop through the probed sled meanwhile, so grace periods
 	// meet running readers.
@@ -31,7 +33,7 @@ type modelConfig struct {
 
 // modelRun is one attach and detach.
 type modelRun struct {
-	Flavor         uprobes.Flavor
+	Variant        string
 	Mode           string
 	N              int
 	Attach, Detach time.Duration
@@ -50,29 +52,20 @@ const (
 // UnregisterNosync and the UnregisterSync calls of the mode (the flavour's
 // grace period: the writer-side price of Tasks Trace).
 func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
-	var stops []func()
+	var ks []*modelKernel
 	defer func() {
-		for _, stop := range stops {
-			stop()
+		for _, k := range ks {
+			k.stop()
 		}
 	}()
-	type target struct {
-		flavor uprobes.Flavor
-		u      *uprobes.Uprobes
-		in     *mm.Inode
-		base   uint64
-	}
-	var ts []target
-	for _, fl := range c.Flavors {
-		u, in, base, stop, err := attachKernel(c, fl)
+	for _, v := range c.Variants {
+		k, err := attachKernel(c, v)
+		if k != nil {
+			ks = append(ks, k)
+		}
 		if err != nil {
-			if stop != nil {
-				stop()
-			}
 			return nil, err
 		}
-		stops = append(stops, stop)
-		ts = append(ts, target{fl, u, in, base})
 	}
 	var out []modelRun
 	for range c.Runs {
@@ -81,12 +74,17 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 				if err := ctx.Err(); err != nil {
 					return out, err
 				}
-				for _, t := range ts {
-					run, err := attachOnce(t.u, t.in, t.base, mode, n)
+				for i, k := range ks {
+					if err := Sleep(ctx, c.Gap); err != nil {
+						return out, err
+					}
+					k.run(true)
+					run, err := attachOnce(k.u, k.in, k.base, mode, n)
+					k.run(false)
 					if err != nil {
 						return out, err
 					}
-					run.Flavor = t.flavor
+					run.Variant = c.Variants[i].Name
 					out = append(out, run)
 				}
 			}
@@ -95,10 +93,24 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 	return out, nil
 }
 
-// attachKernel is one flavour's model kernel for measure: a sled of
-// nops in a file that c.Procs processes map, the first c.CPUs of them
-// running a loop through it. stop ends it.
-func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in *mm.Inode, base uint64, stop func(), err error) {
+// modelKernel is one variant's model kernel for measure.
+type modelKernel struct {
+	u    *uprobes.Uprobes
+	in   *mm.Inode // the sled's file
+	base uint64    // the sled's offset in it
+	// run lets the mappers loop (true, returning once each has begun a
+	// loop) or parks them (false): they run only while their kernel is
+	// measured, so that the kernels measured in turn do not share the
+	// host's CPUs with each other's mappers.
+	run  func(bool)
+	stop func() // ends the kernel
+}
+
+// attachKernel is one variant's model kernel for measure: a sled of nops
+// in a file that c.Procs processes map, the first c.CPUs of them running a
+// loop through it while the kernel runs (modelKernel.run). On error the
+// kernel returned, if any, is to be stopped.
+func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	a := cpu.NewAsm(text)
 	a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
 	a.Label("sled")
@@ -108,21 +120,41 @@ func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in 
 	a.Ret()
 	code, err := a.Assemble()
 	if err != nil {
-		return nil, nil, 0, func() {}, err
+		return nil, err
 	}
 	sled, _ := a.Addr("sled")
 	mach := kernel.NewMachine(max(1, c.CPUs))
-	u, err = uprobes.New(mach, uprobes.Config{Flavor: flavor})
+	u, err := uprobes.New(mach, v.Config)
 	if err != nil {
 		mach.Stop()
-		return nil, nil, 0, nil, err
+		return nil, err
 	}
-	in = mm.NewInode("/usr/lib/libsled.so", uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := mm.NewInode("/usr/lib/libsled.so", uint64(len(code)), func(off uint64) byte { return code[off] })
 	file := mm.Open(in)
-	var stopping atomic.Bool
+	var stopping, running atomic.Bool
+	running.Store(true) // until every mapper has started
+	var wakeMu sync.Mutex
+	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
-	stop = func() {
+	var loops atomic.Int64 // loops begun by the mappers
+	k := &modelKernel{u: u, in: in, base: sled - text}
+	k.run = func(on bool) {
+		n := loops.Load()
+		running.Store(on)
+		if !on {
+			return
+		}
+		wakeMu.Lock()
+		close(wake)
+		wake = make(chan struct{})
+		wakeMu.Unlock()
+		for !stopping.Load() && loops.Load() < n+int64(len(runners)) {
+			runtime.Gosched()
+		}
+	}
+	k.stop = func() {
 		stopping.Store(true)
+		k.run(true)
 		for _, r := range runners {
 			<-r.Done()
 		}
@@ -132,11 +164,11 @@ func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in 
 		t := kernel.NewTaskMM(fmt.Sprint("mapper", i))
 		t.MM.Hooks = u
 		if _, err := t.MM.Mmap(nil, text, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, file, 0); err != nil {
-			return nil, nil, 0, stop, err
+			return k, err
 		}
 		if _, err := t.MM.Mmap(nil, stackTop-16*pgtable.PageSize, 16*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
 			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-			return nil, nil, 0, stop, err
+			return k, err
 		}
 		if i >= c.CPUs {
 			continue
@@ -149,6 +181,16 @@ func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in 
 				if n == 1 {
 					once.Do(func() { close(started) })
 				}
+				if !running.Load() {
+					wakeMu.Lock()
+					ch := wake
+					wakeMu.Unlock()
+					if !running.Load() {
+						r.Block(func() { <-ch })
+					}
+					continue
+				}
+				loops.Add(1)
 				r.Regs = cpu.Regs{RIP: text}
 				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 256
 				if s := r.Run(); s.Reason != cpu.StopHalt {
@@ -156,9 +198,10 @@ func attachKernel(c modelConfig, flavor uprobes.Flavor) (u *uprobes.Uprobes, in 
 				}
 			}
 		}))
-		<-started // measure with the mapper running
+		<-started // the mapper runs through the sled
 	}
-	return u, in, sled - text, stop, nil
+	k.run(false)
+	return k, nil
 }
 
 // attachOnce times one attach of n probes and its detach.
@@ -202,27 +245,27 @@ const modelProcs, modelCPUs = 4, 1
 // the variants in turn run by run, and emits one result per (variant, mode,
 // n).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	flavors, err := uprobes.ParseFlavors(env.Variants)
+	variants, err := uprobes.ParseVariants(env.Variants)
 	if err != nil {
 		return err
 	}
 	env.Param("model_procs", modelProcs)
 	env.Param("model_cpus", modelCPUs)
-	runs, err := measure(ctx, modelConfig{Flavors: flavors, Modes: o.Attach, Ns: o.N,
-		Runs: o.Runs, Procs: modelProcs, CPUs: modelCPUs})
+	runs, err := measure(ctx, modelConfig{Variants: variants, Modes: o.Attach, Ns: o.N,
+		Runs: o.Runs, Gap: o.Gap, Procs: modelProcs, CPUs: modelCPUs})
 	if err != nil {
 		return err
 	}
-	for _, f := range flavors {
+	for _, v := range variants {
 		for _, n := range o.N {
 			for _, m := range o.Attach {
 				var at, de []float64
 				for _, r := range runs {
-					if r.Flavor == f && r.N == n && r.Mode == m {
+					if r.Variant == v.Name && r.N == n && r.Mode == m {
 						at, de = append(at, Ms(r.Attach)), append(de, Ms(r.Detach))
 					}
 				}
-				emit(NewResult(experiment.Row{Target: experiment.Model, Variant: f.String()}, m, n, at, de))
+				emit(NewResult(experiment.Row{Target: experiment.Model, Variant: v.Name}, m, n, at, de))
 			}
 		}
 	}

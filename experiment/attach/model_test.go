@@ -9,19 +9,20 @@ import (
 	"mmlab/uprobes"
 )
 
-// measure runs every (flavour, mode, n) once per run, in turn, and leaves
+// measure runs every (variant, mode, n) once per run, in turn, and leaves
 // no uprobe behind.
 func TestMeasure(t *testing.T) {
-	runs, err := measure(context.Background(), modelConfig{Flavors: uprobes.Flavors,
+	runs, err := measure(context.Background(), modelConfig{Variants: uprobes.Variants,
 		Modes: []string{ModeMulti, ModePerf}, Ns: []int{1, 4}, Runs: 2, Procs: 3, CPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 2*2*2*2 {
-		t.Fatalf("%d runs, want 16", len(runs))
+	nv := len(uprobes.Variants)
+	if len(runs) != 2*2*2*nv {
+		t.Fatalf("%d runs, want %d", len(runs), 2*2*2*nv)
 	}
 	for i, r := range runs {
-		if r.Flavor != uprobes.Flavors[i%2] || r.Attach <= 0 || r.Detach <= 0 {
+		if r.Variant != uprobes.Variants[i%nv].Name || r.Attach <= 0 || r.Detach <= 0 {
 			t.Errorf("run %d: %+v", i, r)
 		}
 	}
@@ -31,7 +32,7 @@ func TestMeasure(t *testing.T) {
 // run's times.
 func TestRunModel(t *testing.T) {
 	o := NewOptions()
-	if err := experiment.ParseOptions(o, "--n", "1,4", "--runs", "2"); err != nil {
+	if err := experiment.ParseOptions(o, "--n", "1,4", "--runs", "2", "--gap", "0"); err != nil {
 		t.Fatal(err)
 	}
 	var rs []Result
@@ -40,8 +41,8 @@ func TestRunModel(t *testing.T) {
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2*2*2 {
-		t.Fatalf("%d results, want 8", len(rs))
+	if len(rs) != 2*2*len(uprobes.Variants) {
+		t.Fatalf("%d results, want %d", len(rs), 2*2*len(uprobes.Variants))
 	}
 	for _, r := range rs {
 		if r.Target != experiment.Model || len(r.AttachMsRuns) != 2 || r.DetachMs <= 0 {

@@ -35,6 +35,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/rcu"
 	"mmlab/uprobes"
 )
 
@@ -340,7 +341,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	defer quietGC()()
 	mach := kernel.NewMachine(1)
 	defer mach.Stop()
-	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design})
+	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})
 	if err != nil {
 		return nil, err
 	}

@@ -98,7 +98,9 @@ func section004(s *Seed, docs Docs) report.Seed {
 
 // triggerPart is seed 004's own figure: hits per second against CPUs,
 // shown as ratios beside the seed's (2-CPU/1-CPU and tasks-trace/srcu),
-// since rates compare only within one target.
+// since rates compare only within one target. The model's srcu and
+// tasks-trace variants are the seed's era and are compared with the seed's
+// figures; v6.14+ is today's hit path, beside the live kernel.
 func triggerPart(s *Seed, doc *report.Document[trigger.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "trigger", Title: "uprobe hits per second on 1..N CPUs (bench trig-*)"}
 	rate := func(target experiment.Target, variant, attachMode, c string, cpus int) (float64, bool) {
@@ -126,7 +128,8 @@ func triggerPart(s *Seed, doc *report.Document[trigger.Result]) (report.Part, st
 		target           experiment.Target
 		variant, attachm string
 	}
-	cols := []col{{"model srcu", experiment.Model, "srcu", ""}, {"model tasks-trace", experiment.Model, "tasks-trace", ""},
+	cols := []col{{"model srcu (v6.12)", experiment.Model, "srcu", ""}, {"model tasks-trace (v6.12)", experiment.Model, "tasks-trace", ""},
+		{"model v6.14+", experiment.Model, "v6.14+", ""},
 		{"live uprobe_multi", experiment.Live, experiment.VariantKernel, attach.ModeMulti}, {"live perf", experiment.Live, experiment.VariantKernel, attach.ModePerf}}
 	var cases []string
 	var cpus []int
@@ -186,10 +189,43 @@ func triggerPart(s *Seed, doc *report.Document[trigger.Result]) (report.Part, st
 		scale.Rows = append(scale.Rows, row)
 	}
 	part.Tables = append(part.Tables, t, scale)
-	b, okb := rate(experiment.Model, "srcu", "", "uprobe-nop", 1)
-	a, oka := rate(experiment.Model, "tasks-trace", "", "uprobe-nop", 1)
-	if okb && oka && b > 0 {
-		part.Notes = append(part.Notes, fmt.Sprintf("model tasks-trace/srcu, uprobe-nop on 1 CPU: %.3f (the seed: %.3f)", a/b, 3.396/3.276))
+	// The model's rate per producer CPU-second, the figure a shared host
+	// distorts least, as scaling beside the seed's.
+	cpuRate := func(variant, c string, cpus int) (float64, bool) {
+		i := slices.IndexFunc(doc.Results, func(r trigger.Result) bool {
+			return r.Target == experiment.Model && r.Variant == variant && r.Case == c && r.CPUs == cpus && r.PerCPU != nil
+		})
+		if i < 0 {
+			return 0, false
+		}
+		return doc.Results[i].MopsCPU, true
+	}
+	for _, c := range cases {
+		var parts []string
+		for _, v := range []string{"srcu", "tasks-trace", "v6.14+"} {
+			a, oka := cpuRate(v, c, 2)
+			b, okb := cpuRate(v, c, 1)
+			if oka && okb && b > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2fx", v, a/b))
+			}
+		}
+		if len(parts) > 0 {
+			p1, ok1 := pub(c, 1, false)
+			p2, ok2 := pub(c, 2, false)
+			q1, okq1 := pub(c, 1, true)
+			q2, okq2 := pub(c, 2, true)
+			part.Notes = append(part.Notes, fmt.Sprintf("model %s per CPU-second, 2 CPUs / 1: %s (the seed: %s SRCU, %s Tasks Trace)",
+				c, strings.Join(parts, ", "), ratio(p2, p1, ok2, ok1), ratio(q2, q1, okq2, okq1)))
+		}
+	}
+	for _, c := range cases {
+		ps, oks := pub(c, 1, false)
+		pt, okt := pub(c, 1, true)
+		b, okb := rate(experiment.Model, "srcu", "", c, 1)
+		a, oka := rate(experiment.Model, "tasks-trace", "", c, 1)
+		if okb && oka && oks && okt && b > 0 && ps > 0 {
+			part.Notes = append(part.Notes, fmt.Sprintf("model tasks-trace/srcu (the seed's era), %s on 1 CPU: %.3f (the seed: %.3f)", c, a/b, pt/ps))
+		}
 	}
 
 	// Charts: the rate relative to one CPU, published beside ours, and

@@ -20,18 +20,18 @@ type modelConfig struct {
 	Case Case
 	// CPUs producers, producer i a thread of one process on model CPU i.
 	CPUs int
-	// Flavors are measured in turn, sample by sample, each on its own
+	// Variants are measured in turn, sample by sample, each on its own
 	// model kernel, so that all see the same machine.
-	Flavors []uprobes.Flavor
+	Variants []uprobes.Variant
 	// Warmup runs once per flavour before the first sample; then Samples
 	// samples of Interval per flavour in turn.
 	Warmup, Interval time.Duration
 	Samples          int
 }
 
-// modelResult is one flavour's measurement.
+// modelResult is one variant's measurement.
 type modelResult struct {
-	Flavor  uprobes.Flavor
+	Variant string
 	Samples []float64 // hits per second (calls per second without a probe), one per interval
 	// CPUSamples are the same rates per producer CPU-second times the
 	// producers: what CPUs producers with a host core each would do. The
@@ -46,9 +46,8 @@ type modelResult struct {
 // the clock.
 const triggerBatch = 4096
 
-// triggerKernel is one flavour's model kernel for the trigger benchmark.
+// triggerKernel is one variant's model kernel for the trigger benchmark.
 type triggerKernel struct {
-	flavor uprobes.Flavor
 	mach   *kernel.Machine
 	u      *uprobes.Uprobes
 	leader *kernel.Task
@@ -75,15 +74,15 @@ const (
 	triggerStack = 0x7ff000000000 // thread i's stack ends i*16 pages below
 )
 
-func newTriggerKernel(c modelConfig, flavor uprobes.Flavor) (*triggerKernel, error) {
+func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
 	a := cpu.NewAsm(triggerText)
 	triggerProg(a)
 	code, err := a.Assemble()
 	if err != nil {
 		return nil, err
 	}
-	k := &triggerKernel{flavor: flavor, mach: kernel.NewMachine(c.CPUs), hits: make([]paddedCount, c.CPUs)}
-	if k.u, err = uprobes.New(k.mach, uprobes.Config{Flavor: flavor}); err != nil {
+	k := &triggerKernel{mach: kernel.NewMachine(c.CPUs), hits: make([]paddedCount, c.CPUs)}
+	if k.u, err = uprobes.New(k.mach, v.Config); err != nil {
 		return nil, err
 	}
 	in := mm.NewInode("/usr/bin/trigger", uint64(len(code)), func(off uint64) byte { return code[off] })
@@ -187,14 +186,14 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 			k.mach.Stop()
 		}
 	}()
-	res := make([]modelResult, len(c.Flavors))
-	for i, fl := range c.Flavors {
-		k, err := newTriggerKernel(c, fl)
+	res := make([]modelResult, len(c.Variants))
+	for i, v := range c.Variants {
+		k, err := newTriggerKernel(c, v)
 		if err != nil {
 			return nil, err
 		}
 		ks = append(ks, k)
-		res[i].Flavor = fl
+		res[i].Variant = v.Name
 		if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
 			return nil, err
 		}
@@ -225,7 +224,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 	}
 	for _, r := range res {
 		if c.Case.Probed && r.Hits != r.Calls {
-			return res, fmt.Errorf("trigger %s %s: %d hits for %d calls", c.Case.Name, r.Flavor, r.Hits, r.Calls)
+			return res, fmt.Errorf("trigger %s %s: %d hits for %d calls", c.Case.Name, r.Variant, r.Hits, r.Calls)
 		}
 	}
 	return res, nil
@@ -236,14 +235,14 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 // variant when it ends (also when it fails or is interrupted: what
 // finished).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	flavors, err := uprobes.ParseFlavors(env.Variants)
+	variants, err := uprobes.ParseVariants(env.Variants)
 	if err != nil {
 		return err
 	}
-	byFlavor := map[uprobes.Flavor][]Result{}
+	byVariant := map[string][]Result{}
 	defer func() {
-		for _, f := range flavors {
-			for _, r := range byFlavor[f] {
+		for _, v := range variants {
+			for _, r := range byVariant[v.Name] {
 				emit(r)
 			}
 		}
@@ -251,25 +250,25 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, name := range o.Cases {
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
-			res, err := measure(ctx, modelConfig{Case: c, CPUs: n, Flavors: flavors,
+			res, err := measure(ctx, modelConfig{Case: c, CPUs: n, Variants: variants,
 				Warmup: o.Warmup, Interval: o.Interval, Samples: o.Samples()})
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
 			var srcu *modelResult
 			for i := range res {
-				if res[i].Flavor == uprobes.SRCU {
+				if res[i].Variant == uprobes.SRCU.String() {
 					srcu = &res[i]
 				}
 			}
 			for _, mr := range res {
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Flavor.String()}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Variant}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
 					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)
 					r.PerCPU = p
 				}
-				if srcu != nil && mr.Flavor != uprobes.SRCU {
+				if srcu != nil && mr.Variant != srcu.Variant {
 					// Paired samples (taken in turn): the ratio of each pair.
 					v := &VsSRCU{}
 					v.RatioVsSRCU, v.RatioVsSRCUStddev = report.MeanStddev(ratios(mr.Samples, srcu.Samples))
@@ -280,7 +279,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 						r.CPUVsSRCU = cv
 					}
 				}
-				byFlavor[mr.Flavor] = append(byFlavor[mr.Flavor], r)
+				byVariant[mr.Variant] = append(byVariant[mr.Variant], r)
 			}
 		}
 	}

@@ -22,20 +22,21 @@ func options(t *testing.T, args ...string) *Options {
 	return o
 }
 
-// Every case runs on both flavours and 2 CPUs, and every call is a hit.
+// Every case runs on every variant and 2 CPUs, and every call is a hit.
 func TestMeasure(t *testing.T) {
 	for _, c := range AllCases {
-		res, err := measure(context.Background(), modelConfig{Case: c, CPUs: 2, Flavors: uprobes.Flavors,
+		res, err := measure(context.Background(), modelConfig{Case: c, CPUs: 2, Variants: uprobes.Variants,
 			Warmup: 5 * time.Millisecond, Interval: 10 * time.Millisecond, Samples: 2})
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
-		if len(res) != 2 || res[0].Flavor != uprobes.SRCU || res[1].Flavor != uprobes.TasksTrace {
+		if len(res) != len(uprobes.Variants) {
 			t.Fatalf("%s: results %+v", c.Name, res)
 		}
-		for _, r := range res {
-			if len(r.Samples) != 2 || r.Calls == 0 || (c.Probed && r.Hits != r.Calls) || (!c.Probed && r.Hits != 0) {
-				t.Errorf("%s %s: %d samples, %d calls, %d hits", c.Name, r.Flavor, len(r.Samples), r.Calls, r.Hits)
+		for i, r := range res {
+			if r.Variant != uprobes.Variants[i].Name || len(r.Samples) != 2 || r.Calls == 0 ||
+				(c.Probed && r.Hits != r.Calls) || (!c.Probed && r.Hits != 0) {
+				t.Errorf("%s %s: %d samples, %d calls, %d hits", c.Name, r.Variant, len(r.Samples), r.Calls, r.Hits)
 			}
 		}
 	}
@@ -46,15 +47,15 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c, _ := LookupCase("uprobe-nop")
-	_, err := measure(ctx, modelConfig{Case: c, CPUs: 1, Flavors: uprobes.Flavors, Interval: time.Hour, Samples: 1})
+	_, err := measure(ctx, modelConfig{Case: c, CPUs: 1, Variants: uprobes.Variants, Interval: time.Hour, Samples: 1})
 	if err != context.Canceled {
 		t.Errorf("measure on a cancelled context: %v", err)
 	}
 }
 
 // The model runner emits one result per (variant, case, cpus), grouped by
-// variant, with the key fields and the paired ratio on the tasks-trace
-// rows only.
+// variant, with the key fields and the paired ratio on the rows of the
+// variants after srcu.
 func TestRunModel(t *testing.T) {
 	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
@@ -62,24 +63,24 @@ func TestRunModel(t *testing.T) {
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 4 {
-		t.Fatalf("%d results, want 4", len(rs))
+	if len(rs) != 6 {
+		t.Fatalf("%d results, want 6", len(rs))
 	}
 	for i, r := range rs {
-		want := []string{"srcu", "srcu", "tasks-trace", "tasks-trace"}[i]
+		want := []string{"srcu", "srcu", "tasks-trace", "tasks-trace", "v6.14+", "v6.14+"}[i]
 		if r.Target != experiment.Model || r.Variant != want || r.Attach != "model" || r.CPUs != 1 || len(r.MopsRuns) != 2 {
 			t.Errorf("result %d: %+v", i, r)
 		}
 		if r.Mops <= 0 {
 			t.Errorf("result %d: mops %v", i, r.Mops)
 		}
-		if (r.VsSRCU != nil) != (want == "tasks-trace") {
+		if (r.VsSRCU != nil) != (want != "srcu") {
 			t.Errorf("result %d: ratio_vs_srcu present %v", i, r.VsSRCU != nil)
 		}
 	}
 	var b strings.Builder
 	Table(&b, o, rs)
-	for _, want := range []string{"model srcu:\n", "model tasks-trace:\n", "uprobe-nop ( 1 cpus): ", "tasks-trace/srcu ratio: wall "} {
+	for _, want := range []string{"model srcu:\n", "model tasks-trace:\n", "model v6.14+:\n", "uprobe-nop ( 1 cpus): ", "tasks-trace/srcu ratio: wall "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
@@ -133,9 +134,9 @@ func TestFormatLine(t *testing.T) {
 // case is the loop's own cost).
 func BenchmarkHit(b *testing.B) {
 	for _, c := range AllCases[:4] {
-		for _, fl := range uprobes.Flavors {
-			b.Run(c.Name+"/"+fl.String(), func(b *testing.B) {
-				k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, fl)
+		for _, v := range uprobes.Variants {
+			b.Run(c.Name+"/"+v.Name, func(b *testing.B) {
+				k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, v)
 				if err != nil {
 					b.Fatal(err)
 				}

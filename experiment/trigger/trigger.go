@@ -1,8 +1,9 @@
 // Package trigger is seed 004's benchmark, the kernel's `bench trig-*`
 // (tools/testing/selftests/bpf/benchs/bench_trigger.c): N producers, each on
 // its own CPU, call a target function in a tight loop while a probe on it
-// counts hits. Its model side runs the loop on model CPUs under both
-// protections of the uprobe hit path (uprobes.Flavor), sampled in turn; its
+// counts hits. Its model side runs the loop on model CPUs on the kernels of
+// uprobes.Variants (the seed's era under both flavours, today's hit path),
+// sampled in turn; its
 // live side (mmlab/live/trigger) runs it on the running kernel.
 package trigger
 
@@ -291,7 +292,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "trigger",
 	Seed:    "004",
 	Summary: "uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
-	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace] [--attach uprobe_multi,perf] [--cpus 1,2] [--duration D] [--json]
+	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--cpus 1,2] [--duration D] [--json]
 
 N producers, each pinned to its own CPU, call a target function in a tight
 loop; a probe on it counts hits. Cases: nop (no probe: the loop's own speed),
@@ -301,13 +302,16 @@ interval; printed as the kernel's trigger sweep prints (seed 004):
 
   uprobe-nop ( 1 cpus): 3.396 ± 0.002M/s ( 3.396M/s/cpu)
 
-Model: the variants are the hit path's protection, srcu (v6.12) and
-tasks-trace (v6.13+), sampled in turn on model CPUs.
+Model: the variants are kernels, sampled in turn on model CPUs: srcu and
+tasks-trace are the seed's era (v6.12's hit path: the mmap read lock on
+every hit, a uprobe reference per return instance) under each protection,
+v6.14+ is today's (lockless VMA lookup, leased and pooled return
+instances) under Tasks Trace.
 Live: the targets are Go-assembly leaves in this binary, the counter a BPF
 program on a uprobe_multi link or a perf-event uprobe; every call must be
 counted. Live needs Linux and root.
 `,
-	Variants:   []string{uprobes.SRCU.String(), uprobes.TasksTrace.String()},
+	Variants:   uprobes.VariantNames(),
 	NewOptions: NewOptions,
 	Quick:      []string{"--cpus", "1,2", "--warmup", "200ms", "--duration", "500ms", "--interval", "250ms"},
 	Model:      RunModel,

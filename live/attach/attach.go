@@ -37,7 +37,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 		for _, n := range o.N {
 			for _, m := range o.Attach {
 				mode, _ := uprobe.ParseMode(m)
-				if err := sleep(ctx, o.Gap); err != nil {
+				if err := attach.Sleep(ctx, o.Gap); err != nil {
 					return err
 				}
 				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})
@@ -68,16 +68,4 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 		}
 	}
 	return nil
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
