@@ -1,6 +1,10 @@
 package locking
 
-import "sync"
+import (
+	"sync"
+
+	"mmlab/sched"
+)
 
 // GracePeriods is the normal RCU a RCUSync waits on (rcu.Classic
 // implements it): Synchronize waits for a grace period, Call runs fn after
@@ -68,7 +72,7 @@ func (r *RCUSync) enter(w Waiter) {
 		return
 	}
 	if st == rssEnter {
-		sleep(w, func() { <-ch })
+		sleep(w, func() { sched.Wait(r, "rcu_sync_enter", ch, nil) })
 	}
 }
 
@@ -99,7 +103,7 @@ func (r *RCUSync) fn() {
 	switch {
 	case r.count > 0:
 		if r.state == rssEnter {
-			close(r.wait)
+			sched.Close(r.wait)
 		}
 		r.state = rssPassed
 	case r.state == rssReplay:

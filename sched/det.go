@@ -885,11 +885,10 @@ func (t *Thread) detPoint() {
 	}
 }
 
-// stop ends the threads of a run that never started.
+// stop ends the threads that never ran: all of a run that never started,
+// and those spawned after Run returned (an RCU callback worker that model
+// code started from outside the run, while tearing a scenario down).
 func (r *detRun) stop() {
-	if r.started {
-		return
-	}
 	detMu.Lock()
 	defer detMu.Unlock()
 	r.started, r.aborting = true, true

@@ -157,6 +157,12 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 			put = append(put, m)
 		}
 		held = nil
+		if hooks.undoPutOutside {
+			for _, m := range put {
+				mmput(m)
+			}
+			put = nil
+		}
 		u.DupMmapSem.UpWrite()
 		// The last reference to an mm that exited meanwhile runs
 		// exit_mmap(): never under dup_mmap_sem.

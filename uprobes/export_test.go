@@ -24,12 +24,13 @@ const (
 	MutKilledRemoval   = "killed-removal"   // patch 8
 	MutFinishHalfway   = "finish-halfway"   // patch 3
 	MutNoWarn          = "no-warn"          // patch 4
+	MutPutOutside      = "put-outside"      // patch 2
 )
 
 // UndoFix undoes the fix named mut until the test ends.
 func UndoFix(t testing.TB, mut string) {
 	p := map[string]*bool{MutRegisterTrylock: &hooks.undoTrylock, MutKilledRemoval: &hooks.undoKilledRemoval,
-		MutFinishHalfway: &hooks.undoFinish, MutNoWarn: &hooks.undoNoWarn}[mut]
+		MutFinishHalfway: &hooks.undoFinish, MutNoWarn: &hooks.undoNoWarn, MutPutOutside: &hooks.undoPutOutside}[mut]
 	if p == nil {
 		t.Fatalf("no mutation %q", mut)
 	}

@@ -18,4 +18,5 @@ var hooks struct {
 	undoKilledRemoval bool // patch 8: a killed task's removal stops half-way
 	undoFinish        bool // patch 3: a half-written optimized site is restored by its first byte only
 	undoNoWarn        bool // patch 4: a failed write of an optimized site warns
+	undoPutOutside    bool // patch 2: register_for_each_vma puts its mms under dup_mmap_sem
 }

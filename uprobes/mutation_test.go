@@ -27,6 +27,7 @@ func TestExplorerFindsUndoneFix(t *testing.T) {
 		// its first byte only: a corrupted instruction stays.
 		{uprobes.MutFinishHalfway, "unoptimize-kill", []explore.Property{explore.PropAgree, explore.PropKilledClean}},
 		{uprobes.MutNoWarn, "unoptimize-kill", []explore.Property{explore.PropWarn}},
+		{uprobes.MutPutOutside, "exit-during-register", []explore.Property{explore.PropTeardown}},
 	} {
 		t.Run(c.mut, func(t *testing.T) {
 			sc := explore.Lookup(c.scenario)

@@ -146,8 +146,8 @@ func (r *Result) Summarize(runs []Run) {
 		}
 	}
 	r.HoldMs = report.Median(r.HoldMsRuns)
-	r.QueryMs = report.Median(r.QueryMsRuns)
-	if r.Probed > 0 {
+	if r.Probed > 0 { // else no query ran in a window: QueryMs stays 0 (JSON has no NaN)
+		r.QueryMs = report.Median(r.QueryMsRuns)
 		r.First = float64(first) / float64(r.Probed)
 	}
 }

@@ -2,6 +2,7 @@ package mapslock
 
 import (
 	"context"
+	"encoding/json"
 	"runtime"
 	"testing"
 	"time"
@@ -144,5 +145,18 @@ func TestValidate(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// A case whose runs were none probed reports no query time, and its
+// document still encodes (no NaN).
+func TestSummarizeUnprobed(t *testing.T) {
+	var r Result
+	r.Summarize([]Run{{HoldMs: 2}, {HoldMs: 3}})
+	if r.Probed != 0 || r.QueryMs != 0 || r.First != 0 || r.HoldMs != 2 {
+		t.Errorf("%+v", r)
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Error(err)
 	}
 }
