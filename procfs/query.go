@@ -172,7 +172,7 @@ func (lc *queryLock) find(addr uint64) (*mm.VMA, error) {
 	f := lc.f
 	if lc.mmapLocked {
 		v := f.m.FindVMA(addr)
-		f.preempt()
+		f.preempt(f.m.MmapLock.Name())
 		return v, nil
 	}
 	for {
@@ -196,7 +196,7 @@ func (lc *queryLock) find(addr uint64) (*mm.VMA, error) {
 			addr = v.End
 			continue
 		}
-		f.preempt() // the VMA's fields are read under its lock
+		f.preempt(mm.VMALockName) // the VMA's fields are read under its lock
 		return v, nil
 	}
 }

@@ -153,6 +153,7 @@ type MapsFile struct {
 
 	rcuTh  *sched.Thread // the thread of classic RCU read sections (PreemptNone), or nil
 	rcuIdx int           // of the open read section
+	held   string        // what the reader holds while in Options.Point (Holding)
 }
 
 // OpenMaps opens m's maps file for a reader with opt.
@@ -209,13 +210,21 @@ func (f *MapsFile) userReturn() {
 	}
 }
 
-// preempt is a preemption point inside kernel code: one with PreemptFull
-// only.
-func (f *MapsFile) preempt() {
+// preempt is a preemption point inside kernel code, holding the lock named
+// held ("" for none): one with PreemptFull only.
+func (f *MapsFile) preempt(held string) {
 	if f.opt.Preempt == PreemptFull && f.opt.Point != nil {
+		f.held = held
 		f.opt.Point()
+		f.held = ""
 	}
 }
+
+// Holding names the lock the reader holds while it is in Options.Point:
+// the mmap lock's name ("mmap_lock") or mm.VMALockName ("vma_lock"), or ""
+// for none (an RCU read section is not a lock a writer waits for). It is
+// the wait accounting's answer to who held what while preempted.
+func (f *MapsFile) Holding() string { return f.held }
 
 // rcuReadLock and rcuReadUnlock enter and leave the walk's RCU read
 // section: a classic one on the reader's thread with PreemptNone (see
@@ -282,7 +291,7 @@ func (f *MapsFile) readLocked() error {
 	// vma_iter_init at the resume position, then vma_next: the tree is
 	// stable under the lock, so one iterator serves the whole chunk.
 	for _, v := range f.m.Tree().From(f.pos) {
-		f.preempt() // show_map_vma under the mmap read lock
+		f.preempt(f.m.MmapLock.Name()) // show_map_vma under the mmap read lock
 		if !f.add(v) {
 			f.pos = v.Start
 			return nil
@@ -320,6 +329,14 @@ func (lc *walkLock) next(pos uint64) (*mm.VMA, error) {
 		lc.locked = v
 		return v, err
 	}
+}
+
+// holding names the lock the chunk holds now (see MapsFile.Holding).
+func (lc *walkLock) holding() string {
+	if lc.mmapLocked {
+		return lc.f.m.MmapLock.Name()
+	}
+	return mm.VMALockName
 }
 
 // unlockVMA mirrors unlock_ctx_vma().
@@ -360,7 +377,7 @@ func (f *MapsFile) readVMALocked() error {
 		if brokenSkip(v.Start, false) {
 			continue
 		}
-		f.preempt() // show_map_vma under the VMA read lock
+		f.preempt(lc.holding()) // show_map_vma under the VMA read lock
 		if !f.add(v) {
 			return nil
 		}
@@ -373,7 +390,7 @@ func (f *MapsFile) readVMALocked() error {
 func (f *MapsFile) fallback(before bool) {
 	if before {
 		f.rcuReadUnlock()
-		f.preempt()
+		f.preempt("")
 	} else {
 		f.rcuReadLock()
 	}
