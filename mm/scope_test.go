@@ -64,3 +64,50 @@ func TestExitUnmapsUnderReadLock(t *testing.T) {
 		t.Fatal("VMAs left after exit")
 	}
 }
+
+// MREMAP_DONTUNMAP moves a page and leaves its source VMA mapped and whole,
+// as proc-maps-race.c's remap case relies on: the last page of B moved
+// into the middle of A splits A in three, B's line stays; without
+// MREMAP_FIXED, or resizing, it is refused.
+func TestMremapDontUnmap(t *testing.T) {
+	m := New()
+	a, b := uint64(arena), uint64(arena+4*pg)
+	if _, err := m.Mmap(nil, a, 3*pg, rw, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Mmap(nil, b, 3*pg, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED|MAP_POPULATE, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		old, new uint64
+		flags    int
+	}{{pg, pg, MREMAP_MAYMOVE | MREMAP_DONTUNMAP}, {pg, 2 * pg, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP}} {
+		if _, err := m.Mremap(nil, b+2*pg, c.old, c.new, c.flags, a+pg); err == nil {
+			t.Errorf("mremap %#x with old %d new %d: no error", c.flags, c.old, c.new)
+		}
+	}
+	got, err := m.Mremap(nil, b+2*pg, pg, pg, MREMAP_MAYMOVE|MREMAP_FIXED|MREMAP_DONTUNMAP, a+pg)
+	if err != nil || got != a+pg {
+		t.Fatalf("mremap: %#x, %v", got, err)
+	}
+	type span struct{ s, e uint64 }
+	var vs []span
+	for _, v := range m.VMAs() {
+		vs = append(vs, span{v.Start, v.End})
+	}
+	want := []span{{a, a + pg}, {a + pg, a + 2*pg}, {a + 2*pg, a + 3*pg}, {b, b + 3*pg}}
+	if len(vs) != len(want) {
+		t.Fatalf("VMAs %x, want %x", vs, want)
+	}
+	for i := range want {
+		if vs[i] != want[i] {
+			t.Fatalf("VMAs %x, want %x", vs, want)
+		}
+	}
+	if _, ok := m.PT.Lookup(b + 2*pg); ok {
+		t.Error("the source page is still mapped")
+	}
+	if _, ok := m.PT.Lookup(a + pg); !ok {
+		t.Error("the page did not move")
+	}
+}
