@@ -73,9 +73,9 @@ func (s *brokenSpace) skip(start uint64, query bool) bool {
 	return slices.Contains(s.queried, start)
 }
 
-// runBroken runs case c on a brokenSpace with o and returns its results,
-// the error and what the verbose mode printed.
-func runBroken(t *testing.T, c string, s *brokenSpace, o *maptear.Options) ([]maptear.Result, error, []string) {
+// runBroken runs the check of o on s and returns its results, what the
+// verbose mode printed and the error.
+func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Result, []string, error) {
 	t.Helper()
 	defer procfs.SetBrokenSkip(s.skip)()
 	var res []maptear.Result
@@ -83,7 +83,7 @@ func runBroken(t *testing.T, c string, s *brokenSpace, o *maptear.Options) ([]ma
 	err := maptear.Check(context.Background(), s, o, experiment.Row{},
 		func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) },
 		func(r maptear.Result) { res = append(res, r) })
-	return res, err, log
+	return res, log, err
 }
 
 // With the After walk made to skip a VMA once the modifier runs free, each
@@ -97,7 +97,7 @@ func TestMaptearCatchesSkippedVMA(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &brokenSpace{ModelSpace: ms, learning: true}
-		res, err, log := runBroken(t, c, s, &maptear.Options{Cases: []string{c}, File: "maps", Reads: 200, Verbose: true})
+		res, log, err := runBroken(t, s, &maptear.Options{Cases: []string{c}, File: "maps", Reads: 200, Verbose: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestMaptearResizeCalibrationCatchesSkippedVMA(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.next = []uint64{b.First.Start}
-	_, err, _ = runBroken(t, "resize", s, &maptear.Options{Cases: []string{"resize"}, File: "maps", Reads: 10})
+	_, _, err = runBroken(t, s, &maptear.Options{Cases: []string{"resize"}, File: "maps", Reads: 10})
 	if err == nil || !strings.Contains(err.Error(), "first line") {
 		t.Fatalf("resize calibrated with the first line changed: %v", err)
 	}

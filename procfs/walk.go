@@ -3,6 +3,7 @@ package procfs
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"mmlab/locking"
@@ -40,12 +41,18 @@ var ErrVariant = errors.New("unknown maps walk variant")
 
 // ParseVariant returns the variant named s ("before" or "after").
 func ParseVariant(s string) (Variant, error) {
-	for v, name := range variantNames {
+	return parseName[Variant](variantNames[:], s, ErrVariant)
+}
+
+// parseName returns the value whose name in names is s, else an error
+// wrapping errKind.
+func parseName[T ~int](names []string, s string, errKind error) (T, error) {
+	for v, name := range names {
 		if name == s {
-			return Variant(v), nil
+			return T(v), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q: want before or after", ErrVariant, s)
+	return 0, fmt.Errorf("%w %q: want %s", errKind, s, strings.Join(names, " or "))
 }
 
 // ChunkSize is the seq_file buffer (PAGE_SIZE) and the size of each read():
@@ -92,12 +99,7 @@ var ErrPreemption = errors.New("unknown preemption model")
 
 // ParsePreemption returns the preemption model named s ("none" or "full").
 func ParsePreemption(s string) (Preemption, error) {
-	for p, name := range preemptionNames {
-		if name == s {
-			return Preemption(p), nil
-		}
-	}
-	return 0, fmt.Errorf("%w %q: want none or full", ErrPreemption, s)
+	return parseName[Preemption](preemptionNames[:], s, ErrPreemption)
 }
 
 // Options configure a MapsFile.

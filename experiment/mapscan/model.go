@@ -39,7 +39,10 @@ const regionBase = 0x7f0000000000
 // RunModel runs one model run with the maps walk variant: the mapper alone
 // on model CPU 0; on model CPU 1 the two nice-15 scanners, each with its
 // normal-priority busy-waiter, as run-proc-vs-map.sh places them on a busy
-// CPU. The scanners' kernel code is preempted as o.Preempt says.
+// CPU. The scanners' kernel code is preempted as o.Preempt says. A model
+// choice the kernel does not make: the model CPUs have no time slices, so a
+// nice-15 scanner runs only while both busy-waiters sleep (where CFS would
+// also give it its small weight's share).
 func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
 	if err := o.Check(); err != nil {
 		return Stats{}, err
