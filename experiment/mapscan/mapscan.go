@@ -52,6 +52,8 @@ const (
 // Options are the benchmark's flags; their JSON (with the constants
 // region_bytes, scanner_count and scanner_nice) is the document's params.
 type Options struct {
+	// Cases are the scanner kinds run, in the order given ("cases").
+	Cases    []string      `json:"cases"`
 	Runs     int           `json:"runs"` // per case (run-proc-vs-map.sh's --nsamples)
 	Duration time.Duration `json:"-"`    // "duration_ms": how long the mapper is timed in each run
 	// BusyDuration is how long each busy-waiter spins before it sleeps
@@ -71,7 +73,7 @@ type Options struct {
 // busy-waiters spinning 2 ms, the model without preemption in kernel code
 // (the live 6.18 kernel's boot setting).
 func NewOptions() *Options {
-	return &Options{Runs: 3, Duration: 2 * time.Second, BusyDuration: BusySpin, Preempt: procfs.PreemptNone.String()}
+	return &Options{Cases: slices.Clone(Cases), Runs: 3, Duration: 2 * time.Second, BusyDuration: BusySpin, Preempt: procfs.PreemptNone.String()}
 }
 
 // MarshalJSON adds duration_ms, busy_duration_ms and the constants to the
@@ -90,6 +92,11 @@ func (o Options) MarshalJSON() ([]byte, error) {
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.Func("cases", "comma-separated scanner kinds of "+strings.Join(Cases, ", ")+" (default all)", func(s string) error {
+		var err error
+		o.Cases, err = experiment.List("cases", s, Cases...)
+		return err
+	})
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per case")
 	fs.IntVar(&o.Runs, "nsamples", o.Runs, "runs per case (run-proc-vs-map.sh's name for --runs)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the mapper is timed in each run")
@@ -100,6 +107,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 
 // Validate checks every option.
 func (o *Options) Validate() error {
+	if _, err := experiment.List("cases", strings.Join(o.Cases, ","), Cases...); err != nil {
+		return err
+	}
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want 1 or more", o.Runs)
 	}
@@ -284,7 +294,7 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 	return r
 }
 
-// RunCases runs o.Runs runs of each case with one (seeds 1, 2, ...) and
+// RunCases runs o.Runs runs of each case of o.Cases with one (seeds 1, 2, ...) and
 // emits each case's summary; a case cut short by an error or ctx is
 // emitted with the runs that finished.
 func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(context.Context, RunSpec) (Stats, error), emit func(Result)) error {
@@ -292,7 +302,7 @@ func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(cont
 	if err != nil {
 		return err
 	}
-	for _, c := range Cases {
+	for _, c := range o.Cases {
 		var all []Stats
 		var err error
 		for r := range o.Runs {
@@ -322,7 +332,8 @@ var Def = experiment.Def[*Options, Result]{
 	Seed:    "003",
 	Summary: "mmap/munmap latency while nice-15 scanners read /proc/PID/maps (proc-mmap_sem-test)",
 	Help: `usage: mmlab run mapscan [--target model|live|both] [--variant before|after]
-                        [--runs N | --nsamples N] [--duration D] [--busyduration D]
+                        [--cases none,text,query] [--runs N | --nsamples N]
+                        [--duration D] [--busyduration D]
                         [--preempt none|full] [--rawdata] [--json]
 
 Paul McKenney's proc-mmap_sem-test, the benchmark of seed 003. A mapper,

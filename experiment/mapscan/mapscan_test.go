@@ -43,6 +43,8 @@ func TestOptions(t *testing.T) {
 		{[]string{"--nsamples", "5", "--busyduration", "0", "--preempt", "full", "--rawdata"}, ""},
 		{[]string{"--busyduration", "-1ms"}, "--busyduration -1ms"},
 		{[]string{"--preempt", "voluntary"}, "--preempt"},
+		{[]string{"--cases", "text,query"}, ""},
+		{[]string{"--cases", "text,fast"}, `"fast"`},
 	} {
 		o := NewOptions()
 		fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
@@ -63,7 +65,7 @@ func TestOptions(t *testing.T) {
 		t.Errorf("--nsamples 7: runs %d, %v", o.Runs, err)
 	}
 	b, err := json.Marshal(NewOptions())
-	if want := `{"runs":3,"preempt":"none","duration_ms":2000,"busy_duration_ms":2,"region_bytes":134217728,"scanner_count":2,"scanner_nice":15}`; err != nil || string(b) != want {
+	if want := `{"cases":["none","text","query"],"runs":3,"preempt":"none","duration_ms":2000,"busy_duration_ms":2,"region_bytes":134217728,"scanner_count":2,"scanner_nice":15}`; err != nil || string(b) != want {
 		t.Errorf("params %s, %v; want %s", b, err, want)
 	}
 }
