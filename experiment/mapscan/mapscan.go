@@ -439,13 +439,18 @@ func RawData(r Result) []string {
 
 // Attribution traces r's slowest call to the locks it waited for, and
 // those to the scanners preempted holding them: the model's wait
-// accounting (empty for live results and calls that never blocked).
+// accounting (empty for live results and for runs that timed no call). A
+// slowest call that blocked on no lock lost its time outside the model's
+// locks (the host's scheduling of the model's threads).
 func Attribution(r Result) string {
-	if len(r.SlowestWaitUS) == 0 {
+	if r.Target != experiment.Model || r.Ops == 0 {
 		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s: slowest call %.1f us, blocked", r.Target, r.Variant, r.Scanners, r.OpMaxUS)
+	if len(r.SlowestWaitUS) == 0 {
+		b.WriteString(" on no lock")
+	}
 	for _, lock := range slices.Sorted(maps.Keys(r.SlowestWaitUS)) {
 		fmt.Fprintf(&b, " %.1f us on %s", r.SlowestWaitUS[lock], lock)
 	}
