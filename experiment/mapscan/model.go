@@ -91,7 +91,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		}
 	})
 	passes := make([]int, NumScanners)
-	held := make([]Held, NumScanners)
+	scanners := make([]scanner, NumScanners)
 	var scanErr [NumScanners]error
 	if o.Scanners != "none" {
 		start := time.Now()
@@ -100,9 +100,10 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 			sys.Spawn(1, ScannerNice, func(th *sched.Thread) {
 				t := kernel.NewTask("scanner")
 				t.Thread = th
-				var f *procfs.MapsFile
-				point := func() { held[i].point(th, f) }
-				f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: point, Thread: th})
+				s := &scanners[i]
+				s.th, s.since = th, time.Now()
+				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
+				f := s.f
 				name := make([]byte, 256)
 				for !th.Stopping() {
 					var err error
@@ -134,31 +135,33 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	st := acc.Stats()
 	for i, p := range passes {
 		st.ScanPasses += p
-		st.Preempted = held[i].merge(st.Preempted)
+		st.Preempted = scanners[i].held.merge(st.Preempted)
 	}
 	return st, ctx.Err()
 }
 
-// busyWait is busywait.c on a model thread: spin for busy (wall time, for
-// ever if 0), sleep BusySleep, repeat. Like busywait.c it reads the clock,
-// so a period starts when its sleep ends, whether the thread got the CPU
-// then or not: two busy-waiters of one CPU, started together, spin and
-// sleep in step.
+// busyWait is busywait.c on a model thread: spin for busy, sleep
+// BusySleep, repeat (spin for ever if busy is 0). A model choice the kernel
+// does not make: the periods are counted from start, the same for every
+// busy-waiter, so that the two of a CPU spin and sleep in step. busywait.c
+// restarts its period when its sleep ends, and two of them drift apart;
+// under CFS the nice-15 scanners keep their weight's share anyway, but the
+// model CPUs have no time slices, and busy-waiters out of step would leave
+// the scanners no time at all.
 func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	t := kernel.NewTask("busy")
 	t.Thread = th
-	t0 := start
+	period := busy + BusySleep
 	for !th.Stopping() {
-		for busy == 0 || time.Since(t0) < busy {
+		if busy == 0 {
 			th.Point()
-			if th.Stopping() {
-				return
-			}
+			continue
 		}
-		t.Block(func() {
-			time.Sleep(BusySleep)
-			t0 = time.Now()
-		})
+		if phase := time.Since(start) % period; phase < busy {
+			th.Point()
+		} else {
+			t.Block(func() { time.Sleep(period - phase) })
+		}
 	}
 }
 
@@ -173,22 +176,61 @@ type HeldStat struct {
 	MaxUS float64 `json:"max_us"` // the longest time off the CPU
 }
 
-// point is the scanner's preemption point: th.Point, accounted to the lock
-// f holds if the scanner was switched out.
-func (h *Held) point(th *sched.Thread, f *procfs.MapsFile) {
-	lock := f.Holding()
-	v0, iv0 := th.Switches()
-	t0 := time.Now()
-	th.Point()
-	if v, iv := th.Switches(); lock != "" && v+iv != v0+iv0 {
-		if *h == nil {
-			*h = Held{}
-		}
-		hs := (*h)[lock]
-		hs.Count++
-		hs.MaxUS = max(hs.MaxUS, us(time.Since(t0)))
-		(*h)[lock] = hs
+// Slice is how long a scanner runs before it lets another scanner of its
+// CPU have a turn: EEVDF's slice for tasks of one nice level
+// (sysctl_sched_base_slice, 0.75 ms).
+const Slice = 750 * time.Microsecond
+
+// scanner is one scanner thread's preemption point and wait accounting.
+type scanner struct {
+	th       *sched.Thread
+	f        *procfs.MapsFile
+	held     Held
+	switches uint64    // the thread's context switches when last seen
+	since    time.Time // when it last got its CPU, as far as seen
+}
+
+func (s *scanner) count() uint64 {
+	v, iv := s.th.Switches()
+	return v + iv
+}
+
+// point is the scanner's preemption point (procfs Options.Point). It is
+// th.Point, or th.Yield once the scanner has run for Slice, which also lets
+// the other scanner run: a model choice the kernel does not make in this
+// form. The model CPUs have no time slices, so without it a scanner gives
+// way to its peer only when it blocks or ends a pass, where CFS would
+// switch between them every slice at the points the preemption model
+// offers (the return to user space with PreemptNone). A switch-out while
+// the walk holds a lock is accounted to that lock (f.Holding).
+func (s *scanner) point() {
+	lock := s.f.Holding()
+	n0 := s.count()
+	if n0 != s.switches { // it slept or was switched out since: a new slice
+		s.switches, s.since = n0, time.Now()
 	}
+	t0 := time.Now()
+	if t0.Sub(s.since) >= Slice {
+		s.th.Yield()
+		s.since = time.Now()
+	} else {
+		s.th.Point()
+	}
+	n := s.count()
+	if n == n0 {
+		return
+	}
+	s.switches, s.since = n, time.Now()
+	if lock == "" {
+		return
+	}
+	if s.held == nil {
+		s.held = Held{}
+	}
+	hs := s.held[lock]
+	hs.Count++
+	hs.MaxUS = max(hs.MaxUS, us(s.since.Sub(t0)))
+	s.held[lock] = hs
 }
 
 // merge adds h to into (which may be nil) and returns it.
