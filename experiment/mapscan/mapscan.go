@@ -156,6 +156,10 @@ type Stats struct {
 	// held.
 	MaxOpWaitUS map[string]float64 `json:",omitempty"`
 	Preempted   Held               `json:",omitempty"`
+	// ScannersSlept is the scanners' own lock waits: a reader granted the
+	// lock while it waits for its CPU holds it all that time (the After
+	// walk's fallback to the mmap lock).
+	ScannersSlept Held `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -238,6 +242,7 @@ type Result struct {
 	// lock held, over all runs.
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
+	ScannerSlept     Held               `json:"scanner_slept,omitempty"` // the scanners' lock waits, over all runs
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -254,6 +259,7 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		r.OpsRuns = append(r.OpsRuns, s.Ops)
 		r.ScanPasses += s.ScanPasses
 		r.ScannerPreempted = s.Preempted.merge(r.ScannerPreempted)
+		r.ScannerSlept = s.ScannersSlept.merge(r.ScannerSlept)
 		if s.OpMaxUS > slowest {
 			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
 		}
@@ -438,8 +444,8 @@ func RawData(r Result) []string {
 }
 
 // Attribution traces r's slowest call to the locks it waited for, and
-// those to the scanners preempted holding them: the model's wait
-// accounting (empty for live results and for runs that timed no call). A
+// those to the scanners preempted holding them or granted them while they
+// waited for their CPU: the model's wait accounting (empty for live results and for runs that timed no call). A
 // slowest call that blocked on no lock lost its time outside the model's
 // locks (the host's scheduling of the model's threads).
 func Attribution(r Result) string {
@@ -459,6 +465,13 @@ func Attribution(r Result) string {
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerPreempted)) {
 			hs := r.ScannerPreempted[lock]
 			fmt.Fprintf(&b, " %s %d times (longest %.1f us)", lock, hs.Count, hs.MaxUS)
+		}
+	}
+	if len(r.ScannerSlept) > 0 {
+		b.WriteString("; scanners slept on")
+		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
+			hs := r.ScannerSlept[lock]
+			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran)", lock, hs.Count, hs.MaxUS)
 		}
 	}
 	return b.String()

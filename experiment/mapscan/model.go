@@ -101,7 +101,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
-				s.th, s.since = th, time.Now()
+				s.th, s.task, s.since = th, t, time.Now()
 				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
 				f := s.f
 				name := make([]byte, 256)
@@ -136,6 +136,11 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	for i, p := range passes {
 		st.ScanPasses += p
 		st.Preempted = scanners[i].held.merge(st.Preempted)
+		if t := scanners[i].task; t != nil {
+			for lock, b := range t.TakeBlocked() {
+				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
+			}
+		}
 	}
 	return st, ctx.Err()
 }
@@ -184,6 +189,7 @@ const Slice = 750 * time.Microsecond
 // scanner is one scanner thread's preemption point and wait accounting.
 type scanner struct {
 	th       *sched.Thread
+	task     *kernel.Task
 	f        *procfs.MapsFile
 	held     Held
 	switches uint64    // the thread's context switches when last seen
