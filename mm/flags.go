@@ -70,8 +70,9 @@ const (
 	MAP_POPULATE        = 0x8000
 	MAP_FIXED_NOREPLACE = 0x100000
 
-	MREMAP_MAYMOVE = 1
-	MREMAP_FIXED   = 2
+	MREMAP_MAYMOVE   = 1
+	MREMAP_FIXED     = 2
+	MREMAP_DONTUNMAP = 4
 )
 
 // calcVMProtBits mirrors include/linux/mman.h:calc_vm_prot_bits() (no pkeys:

@@ -20,14 +20,22 @@ func vmaNeedsCopy(v *VMA) bool {
 	return v.AnonVMA != nil || v.Flags&(VM_PFNMAP|VM_MIXEDMAP|VM_MAYBE_GUARD) != 0
 }
 
-// Exit mirrors exit_mmap() (and __mmput's uprobe_clear_state through
-// Hooks.Exit): unmap everything and free the VMAs.
+// Exit mirrors mm/mmap.c:exit_mmap() (and __mmput's uprobe_clear_state
+// through Hooks.Exit) in two phases, as v6.19 has them: the page tables of
+// every VMA are zapped under the mmap read lock (unmap_vmas), which maps
+// readers still share; then, under the write lock, the VMAs are detached
+// and freed (vma_mark_detached, remove_vma) and the tree emptied.
 func (m *MM) Exit() {
 	sched.At("exit_mmap", "")
+	m.MmapReadLock(nil)
+	vmas := m.VMAs()
+	for _, v := range vmas {
+		m.PT.Zap(v.Start, v.End, nil)
+	}
+	m.MmapReadUnlock()
 	m.MmapWriteLock(nil)
 	for _, v := range m.VMAs() {
 		m.fileHookUnmap(v, v.Start, v.End)
-		m.PT.Zap(v.Start, v.End, nil)
 		m.vmaErase(v)
 		m.mapCount--
 		m.removeVMA(v)

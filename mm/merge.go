@@ -130,7 +130,9 @@ func (m *MM) commitMerge(target *VMA, start, end, pgoff uint64, remove []*VMA, a
 	}
 	m.vmaSetRange(target, start, end, pgoff)
 	if adj != nil {
+		unlock := iMmapLockWrite(adj)
 		adj.Start, adj.Pgoff = adjStart, adjPgoff
+		unlock()
 		m.treeStore(adj.Start, adj.End, adj)
 	}
 	m.commitTree()

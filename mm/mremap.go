@@ -22,11 +22,14 @@ const (
 	remapExpand
 )
 
-func (r *remap) impliesNewAddr() bool { return r.flags&MREMAP_FIXED != 0 }
+func (r *remap) impliesNewAddr() bool { return r.flags&(MREMAP_FIXED|MREMAP_DONTUNMAP) != 0 }
 
 // Mremap mirrors mm/mremap.c:do_mremap(): shrink, grow in place, or move
 // (MREMAP_MAYMOVE|MREMAP_FIXED to newAddr, several VMAs at once when the
-// size does not change). Returns the new address.
+// size does not change; with MREMAP_DONTUNMAP the source stays mapped,
+// emptied of its pages). Returns the new address. A model choice the kernel
+// does not make: MREMAP_DONTUNMAP needs MREMAP_FIXED (the kernel takes
+// newAddr as a hint without it; the model places nothing by hint).
 func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, newAddr uint64) (uint64, error) {
 	r := &remap{addr: addr, oldLen: pageAlign(oldLen), newLen: pageAlign(newLen), flags: flags, newAddr: newAddr}
 	if err := r.checkParams(); err != nil {
@@ -63,14 +66,20 @@ func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, ne
 
 // checkParams mirrors check_mremap_params().
 func (r *remap) checkParams() error {
-	if r.flags&^(MREMAP_FIXED|MREMAP_MAYMOVE) != 0 || offsetInPage(r.addr) ||
+	if r.flags&^(MREMAP_FIXED|MREMAP_MAYMOVE|MREMAP_DONTUNMAP) != 0 || offsetInPage(r.addr) ||
 		r.newLen == 0 || r.newLen > TaskSize {
 		return errno.EINVAL
+	}
+	if r.flags&MREMAP_DONTUNMAP != 0 && r.flags&MREMAP_FIXED == 0 {
+		return errno.EINVAL // see Mremap
 	}
 	if !r.impliesNewAddr() {
 		return nil
 	}
 	if r.newAddr > TaskSize-r.newLen || offsetInPage(r.newAddr) || r.flags&MREMAP_MAYMOVE == 0 {
+		return errno.EINVAL
+	}
+	if r.flags&MREMAP_DONTUNMAP != 0 && r.oldLen != r.newLen {
 		return errno.EINVAL
 	}
 	if r.addr+r.oldLen > r.newAddr && r.newAddr+r.newLen > r.addr { // vrm_overlaps
@@ -101,6 +110,9 @@ func (r *remap) checkPrepVMA() error {
 	}
 	oldLen := r.oldLen
 	if oldLen == 0 && v.Flags&(VM_SHARED|VM_MAYSHARE) == 0 {
+		return errno.EINVAL
+	}
+	if r.flags&MREMAP_DONTUNMAP != 0 && v.Flags&(VM_DONTEXPAND|VM_PFNMAP) != 0 {
 		return errno.EINVAL
 	}
 	if r.typ == remapShrink {
@@ -185,7 +197,8 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 }
 
 // moveVMA mirrors move_vma(): copy_vma at the target (which may merge there),
-// move the page tables, unmap the source. A special mapping may refuse
+// move the page tables, unmap the source; with MREMAP_DONTUNMAP keep the
+// source (dontunmap_complete). A special mapping may refuse
 // (vm_ops->mremap): the kernel then moves the page tables back and unmaps
 // the copy; the model refuses before copying, with the same result (the
 // target was already unmapped by the caller).
@@ -197,8 +210,18 @@ func (m *MM) moveVMA(r *remap) (uint64, error) {
 		}
 	}
 	newPgoff := v.Pgoff + (r.addr-v.Start)>>pgtable.PageShift
-	m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
+	nv := m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
 	m.PT.Move(r.addr, r.addr+r.oldLen, r.newAddr)
+	if r.flags&MREMAP_DONTUNMAP != 0 {
+		// dontunmap_complete: the source loses VM_LOCKED, and its
+		// anon_vma links if it moved whole.
+		m.vmaStartWrite(v)
+		v.Flags &^= VM_LOCKED
+		if nv != v && r.addr == v.Start && r.addr+r.oldLen == v.End {
+			unlinkAnonVMAs(v)
+		}
+		return r.newAddr, nil
+	}
 	// unmap_source_vma (its VM_ACCOUNT dance leaves the flags unchanged).
 	// A failure is ignored, as there: with an old length of 0 (a shared
 	// mapping duplicated) do_vmi_munmap refuses with EINVAL and the source

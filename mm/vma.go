@@ -289,9 +289,25 @@ func (m *MM) vmaSetRange(v *VMA, start, end, pgoff uint64) {
 	m.vmaStartWrite(v)
 	m.beginTree()
 	m.treeErase(v.Start)
+	unlock := iMmapLockWrite(v)
 	v.Start, v.End, v.Pgoff = start, end, pgoff
+	unlock()
 	m.treeStore(start, end, v)
 	m.commitTree()
+}
+
+// iMmapLockWrite mirrors the i_mmap_lock_write() of mm/vma.c:vma_prepare()
+// (released in vma_complete()): a file VMA's range and offset change under
+// its inode's i_mmap_rwsem held for write, so that IMmap's readers (rmap
+// walks, uprobe registration) see the old or the new range, never one
+// half-changed. Returns the unlock (a no-op for a VMA without a file).
+func iMmapLockWrite(v *VMA) (unlock func()) {
+	if v.File == nil {
+		return func() {}
+	}
+	rw := &v.File.Inode.IMmapRwsem
+	rw.DownWrite(nil)
+	return rw.UpWrite
 }
 
 // splitVMA mirrors mm/vma.c:__split_vma(): split v at addr; the new VMA is

@@ -2,6 +2,7 @@ package mm
 
 import (
 	"errors"
+	"runtime"
 
 	"mmlab/locking"
 	"mmlab/rcu"
@@ -125,15 +126,6 @@ func (m *MM) vmaStartRead(v *VMA) (*VMA, error) {
 	return v, nil
 }
 
-// retryDetached: a VMA is marked detached (vma_mark_detached) while it is
-// still in the tree, until its writer publishes the tree without it. The
-// kernel's readers look again until it is gone, spinning while its writer
-// runs on another CPU. A model reader spinning on its model CPU could keep a
-// task of that CPU which the writer waits for from running, so a model
-// reader that finds the same detached VMA twice gives up instead (the
-// false "locked" result the kernel allows): the caller falls back to the
-// mmap lock, whose wait gives up the CPU.
-
 // VMAEndRead mirrors vma_end_read(): drop a VMA read lock.
 func (m *MM) VMAEndRead(v *VMA) { m.vmaRefcountPut(v) }
 
@@ -153,6 +145,12 @@ func (m *MM) LockVMAUnderRCU(addr uint64) *VMA { return m.lockVMAUnderRCU(nil, a
 
 // lockVMAUnderRCU is LockVMAUnderRCU in a classic RCU read section on th
 // (none if th is nil).
+//
+// The kernel looks a detached VMA up again until it is gone. A model choice
+// the kernel does not make: a fault that finds the same detached VMA twice
+// gives up instead (the false "not locked" result the kernel allows) and
+// falls back to the mmap lock, whose wait gives up the CPU, since a
+// faulting model thread may share its CPU with the writer it would spin on.
 func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
 	idx := rcu.ReadLock(th)
 	defer rcu.ReadUnlock(th, idx)
@@ -166,7 +164,7 @@ func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
 		v, err := m.vmaStartRead(found)
 		if err == errVMADetached {
 			if found == detached {
-				return nil // see retryDetached
+				return nil // see the doc comment
 			}
 			detached = found
 			continue // replaced under us: walk again
@@ -183,37 +181,49 @@ func (m *MM) lockVMAUnderRCU(th *sched.Thread, addr uint64) *VMA {
 	}
 }
 
-// LockNextVMA mirrors mm/mmap_lock.c:lock_next_vma(): read-lock the first
-// VMA ending above fromAddr, without the mmap lock if possible. Each call
-// looks the address up in a fresh RCU view (the kernel's iterator walks the
-// live tree). fallback is called with true just before the mmap read lock
-// is taken and with false after it is dropped (a preemption point for model
-// tasks; it may be nil). It returns the VMA read-locked, or nil at the end
-// of the address space.
+// ErrVMARefLimit is lock_next_vma's ERR_PTR(-EAGAIN) after the fallback:
+// the VMA's reader count is at VMA_REF_LIMIT even under the mmap read lock.
+// The caller falls back to the mmap read lock for good
+// (fs/proc/task_mmu.c:fallback_to_mmap_lock).
+var ErrVMARefLimit = errors.New("mm: VMA reader count at its limit")
+
+// LockNextVMA mirrors mm/mmap_lock.c:lock_next_vma() (v6.17+, as in v6.19):
+// read-lock the first VMA ending above fromAddr, without the mmap lock if
+// possible. It returns the VMA read-locked, nil at the end of the address
+// space, errno.EINTR if the fallback's mmap_read_lock_killable was
+// interrupted, or ErrVMARefLimit.
+//
+// The caller holds an RCU read section across the call (lock_vma_range's
+// rcu_read_lock in fs/proc/task_mmu.c, or query_vma_find_by_addr's); each
+// lookup is a fresh RCU view of the tree (the kernel's iterator walks the
+// live tree). The fallback cannot sleep inside it: fallback is called with
+// true where lock_next_vma leaves the section (rcu_read_unlock) before
+// lock_next_vma_under_mmap_lock takes the mmap read lock, and with false
+// where it enters it again after the lock is dropped; it may be nil.
+//
+// A VMA found detached (vma_start_read's -EAGAIN: marked detached while its
+// writer has not yet published the tree without it) is looked up again
+// until it is gone, as the kernel does. The wait is a spin: the writer must
+// be able to run meanwhile, on another model CPU or outside the model CPUs
+// (a spinning model thread gives its CPU only to a thread of higher
+// priority, as a non-preemptible kernel thread would give it to nobody).
 //
 // The gap check: a VMA found above fromAddr may have been shrunk, or another
 // installed below it, after the lookup; unless mmap_lock speculation shows
 // that no write section ran in between, it looks again and falls back to
 // the mmap lock if the answer changed.
-func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool)) *VMA {
-	th := rcu.ThreadOf(w)
-	idx := rcu.ReadLock(th) // the caller's rcu_read_lock() (lock_vma_range)
-	var detached *VMA
+func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(before bool)) (*VMA, error) {
 	for {
 		seq := m.lockSeq.Raw() // mmap_lock_speculate_try_begin
 		unlocked := seq&1 == 0
 		_, _, found := m.mt.Find(fromAddr) // vma_next()
 		if found == nil {
-			rcu.ReadUnlock(th, idx)
-			return nil
+			return nil, nil
 		}
 		v, err := m.vmaStartRead(found)
 		if err == errVMADetached {
-			if found == detached {
-				break // see retryDetached
-			}
-			detached = found
-			continue // vma_iter_set(from): look again
+			runtime.Gosched() // cpu_relax: let a writer outside the model CPUs finish
+			continue          // vma_iter_set(from): look again
 		}
 		if v == nil {
 			break
@@ -231,24 +241,22 @@ func (m *MM) LockNextVMA(w locking.Waiter, fromAddr uint64, fallback func(bool))
 				break
 			}
 		}
-		rcu.ReadUnlock(th, idx)
-		return v
+		return v, nil
 	}
-	rcu.ReadUnlock(th, idx) // rcu_read_unlock() before the fallback, which may sleep
-	// lock_next_vma_under_mmap_lock()
+	// rcu_read_unlock(), then lock_next_vma_under_mmap_lock()
 	if fallback != nil {
 		fallback(true)
+		defer fallback(false) // rcu_read_lock() again
 	}
-	m.MmapReadLock(w)
+	if err := m.MmapReadLockKillable(w); err != nil {
+		return nil, err
+	}
+	defer m.MmapReadUnlock()
 	v := m.FindVMA(fromAddr)
 	if v != nil && !m.VMAStartReadLocked(v) {
-		v = nil // the kernel returns EAGAIN and its callers fall back further; unreachable below 2^30 readers
+		return nil, ErrVMARefLimit
 	}
-	m.MmapReadUnlock()
-	if fallback != nil {
-		fallback(false)
-	}
-	return v
+	return v, nil
 }
 
 // vmaEnterLocked mirrors __vma_enter_locked(): if v is attached, add

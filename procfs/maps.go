@@ -3,16 +3,21 @@
 // padding and names. The model has no devices: file mappings show dev 00:00
 // and the model file's stable non-zero inode number.
 //
-// A MapsFile is an open maps file: read() chunks of at most 4 KiB of whole
-// lines, resuming after the last VMA shown, and the PROCMAP_QUERY ioctl,
-// under either lock design of seed 003 (Variant): Before holds the mmap read
-// lock for each chunk and each query; After reads the VMA tree under RCU and
-// holds one VMA read lock at a time (lock_next_vma), falling back to the
-// mmap read lock when a VMA cannot be locked.
+// A MapsFile is an open maps file: read() chunks of whole lines under 4 KiB,
+// and the PROCMAP_QUERY ioctl, under either lock design of seed 003
+// (Variant): Before (v6.16) holds the mmap read lock for each chunk and each
+// query; After (v6.17+, as in v6.19) reads the VMA tree in an RCU read
+// section that spans the chunk and holds one VMA read lock at a time
+// (lock_next_vma), falling back to the mmap read lock when a VMA cannot be
+// locked. The preemption model of the kernel code (Preemption) says where a
+// reader can be preempted.
 //
-// Lock order: a reader holds at most one of the mmap read lock and a VMA read
-// lock at a time, except that lock_next_vma's fallback takes a VMA read lock
-// under the mmap read lock (mm's order: mmap_lock, then VMA locks).
+// Lock order (outermost first):
+//
+//	RCU read section (After: one chunk, lock_vma_range to m_stop; one lookup of a query)
+//	  VMA read lock (one at a time: get_next_vma drops one before it locks the next)
+//	mmap read lock (Before: one chunk or query; After: the fallback, taken outside the RCU section)
+//	  VMA read lock (the fallback's vma_start_read_locked; mm's order: mmap_lock, then VMA locks)
 package procfs
 
 import (

@@ -26,7 +26,7 @@ func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 		var points atomic.Int32
 		readerDone := make(chan error, 1)
 		sys.Spawn(0, 15, func(th *sched.Thread) {
-			f := OpenMaps(m, Options{Variant: v, Point: func() {
+			f := OpenMaps(m, Options{Variant: v, Preempt: PreemptFull, Point: func() {
 				// The second point is between the first two VMAs.
 				if points.Add(1) == 2 {
 					atPoint <- struct{}{} // the test wakes the busy thread now
@@ -87,11 +87,15 @@ func TestLockNextVMAFallsBackOnWriteLockedVMA(t *testing.T) {
 	fellBack := make(chan struct{})
 	got := make(chan *mm.VMA)
 	go func() {
-		got <- m.LockNextVMA(nil, vs[0].End, func(before bool) {
+		v, err := m.LockNextVMA(nil, vs[0].End, func(before bool) {
 			if before {
 				close(fellBack)
 			}
 		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
 	}()
 	<-fellBack
 	for m.MmapLock.Waiters() == 0 {
@@ -107,7 +111,7 @@ func TestLockNextVMAFallsBackOnWriteLockedVMA(t *testing.T) {
 	}
 	m.VMAEndRead(v)
 	// No VMA above: nil, with no lock taken.
-	if m.LockNextVMA(nil, vs[2].End, nil) != nil {
+	if v, err := m.LockNextVMA(nil, vs[2].End, nil); v != nil || err != nil {
 		t.Fatal("a VMA above the last one")
 	}
 }

@@ -1,6 +1,8 @@
 package procfs
 
 import (
+	"errors"
+
 	"mmlab/errno"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
@@ -40,7 +42,7 @@ func vmaName(v *mm.VMA) string {
 // short of query_addr, an unknown flag, or a buffer given by only its size
 // or its address; ENOENT for no matching VMA; ENAMETOOLONG when the name or
 // the build ID does not fit; EFAULT when a buffer is shorter than its size;
-// ESRCH after the mm exited; EINTR from the killable lock.
+// ESRCH after the mm exited; EINTR from a killable lock.
 //
 // The VMA is found and read under the mmap read lock (Before) or its VMA
 // read lock (After, query_vma_find_by_addr with lock_next_vma); the lock is
@@ -65,9 +67,9 @@ func (f *MapsFile) Query(q *uapi.ProcmapQuery, name, buildID []byte) error {
 		return errno.ESRCH // mmget_not_zero failed
 	}
 
+	defer f.userReturn()
 	lc := queryLock{f: f}
 	if f.opt.Variant == Before {
-		f.point()
 		if err := f.m.MmapReadLockKillable(f.opt.Waiter); err != nil {
 			return err
 		}
@@ -162,39 +164,50 @@ func (lc *queryLock) teardown() {
 	}
 }
 
-// find mirrors query_vma_find_by_addr().
-func (lc *queryLock) find(addr uint64) *mm.VMA {
-	m := lc.f.m
+// find mirrors query_vma_find_by_addr() (v6.17+ for After): under the mmap
+// lock, find_vma; else drop the VMA locked so far and lock the next one in
+// an RCU read section of its own, falling back to the mmap read lock if its
+// reader count is at the limit.
+func (lc *queryLock) find(addr uint64) (*mm.VMA, error) {
+	f := lc.f
 	if lc.mmapLocked {
-		v := m.FindVMA(addr)
-		lc.f.point()
-		return v
+		v := f.m.FindVMA(addr)
+		f.preempt(f.m.MmapLock.Name())
+		return v, nil
 	}
-	if lc.locked != nil {
-		m.VMAEndRead(lc.locked)
-		lc.locked = nil
-	}
-	lc.f.point()
 	for {
-		v := m.LockNextVMA(lc.f.opt.Waiter, addr, lc.f.fallback)
-		if v == nil {
-			return nil
+		if lc.locked != nil {
+			f.m.VMAEndRead(lc.locked)
+			lc.locked = nil
+		}
+		f.rcuReadLock()
+		v, err := f.m.LockNextVMA(f.opt.Waiter, addr, f.fallback)
+		f.rcuReadUnlock()
+		if errors.Is(err, mm.ErrVMARefLimit) {
+			f.m.MmapReadLock(f.opt.Waiter)
+			lc.mmapLocked = true
+			return f.m.FindVMA(addr), nil
+		}
+		if v == nil || err != nil {
+			return nil, err
 		}
 		lc.locked = v
 		if brokenSkip(v.Start, true) {
 			addr = v.End
-			m.VMAEndRead(v)
-			lc.locked = nil
 			continue
 		}
-		return v
+		f.preempt(mm.VMALockName) // the VMA's fields are read under its lock
+		return v, nil
 	}
 }
 
 // matching mirrors query_matching_vma().
 func (lc *queryLock) matching(addr, flags uint64) (*mm.VMA, error) {
 	for {
-		v := lc.find(addr)
+		v, err := lc.find(addr)
+		if err != nil {
+			return nil, err
+		}
 		if v == nil {
 			return nil, errno.ENOENT
 		}

@@ -18,7 +18,7 @@ func BenchmarkModelTextScanners(b *testing.B) {
 			var meanSum, opMax, waitMax float64
 			n := 0
 			for b.Loop() {
-				st, err := RunModel(context.Background(), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1)})
+				st, err := RunModel(context.Background(), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1), BusyDuration: BusySpin, Preempt: procfs.PreemptFull})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,13 +1,14 @@
 // Package mapscan is Paul McKenney's proc-mmap_sem-test, the benchmark of
-// seed 003: a mapper keeps re-mapping (MAP_FIXED | MAP_POPULATE) or
-// unmapping random pages of a 128 MiB anonymous region and times every
-// call, while two scanners read its /proc/PID/maps in a loop, as text or
-// with PROCMAP_QUERY. The scanners run at nice 15 on a CPU shared with a
-// normal-priority busy task (spin 2 ms, sleep 1 ms), so the busy task
-// preempts a scanner: with the Before walk the scanner may then hold the
-// mmap read lock, and the mapper's mmap and munmap wait for the whole
-// preemption (the priority inversion the seed removes); with the After walk
-// it holds no lock there.
+// seed 003: a mapper alone on one CPU keeps re-mapping (MAP_FIXED |
+// MAP_POPULATE) or unmapping random pages of a populated 128 MiB anonymous
+// region and times every call, while two scanners read its /proc/PID/maps
+// in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15 on
+// the other CPU, each with a normal-priority busy-waiter (spin
+// --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them, so a
+// busy-waiter preempts a scanner: with the Before walk the scanner may then
+// hold the mmap read lock, and the mapper's mmap and munmap wait for the
+// whole preemption (the priority inversion the seed removes); with the
+// After walk it holds at most one VMA's read lock, or nothing.
 //
 // The package is the experiment's one definition (Def): cases, options,
 // the per-run figures (Stats, Acc), the typed result and its summary over
@@ -21,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -39,7 +41,7 @@ const (
 	RegionSize  = 128 << 20
 	PageSize    = 4096
 	MapperSleep = 10 * time.Microsecond
-	BusySpin    = 2 * time.Millisecond
+	BusySpin    = 2 * time.Millisecond // the default --busyduration (run-latency.sh's)
 	BusySleep   = time.Millisecond
 	ScannerNice = 15
 	NumScanners = 2
@@ -50,47 +52,86 @@ const (
 // Options are the benchmark's flags; their JSON (with the constants
 // region_bytes, scanner_count and scanner_nice) is the document's params.
 type Options struct {
-	Runs     int           `json:"runs"` // per case
+	// Cases are the scanner kinds run, in the order given ("cases").
+	Cases    []string      `json:"cases"`
+	Runs     int           `json:"runs"` // per case (run-proc-vs-map.sh's --nsamples)
 	Duration time.Duration `json:"-"`    // "duration_ms": how long the mapper is timed in each run
+	// BusyDuration is how long each busy-waiter spins before it sleeps
+	// BusySleep; 0 spins for ever ("busy_duration_ms", busywait.c's
+	// --busyduration).
+	BusyDuration time.Duration `json:"-"`
+	// Preempt is the preemption model of the model's kernel code in the
+	// walks (procfs.Preemptions; the live kernel's own is its boot
+	// setting).
+	Preempt string `json:"preempt"`
+	// RawData prints, after the table, each case's per-run figures in
+	// run-proc-vs-map.sh --rawdata's sorted form (not a param).
+	RawData bool `json:"-"`
 }
 
-// NewOptions returns the defaults: three runs of two seconds per case.
-func NewOptions() *Options { return &Options{Runs: 3, Duration: 2 * time.Second} }
+// NewOptions returns the defaults: three runs of two seconds per case,
+// busy-waiters spinning 2 ms, the model without preemption in kernel code
+// (the live 6.18 kernel's boot setting).
+func NewOptions() *Options {
+	return &Options{Cases: slices.Clone(Cases), Runs: 3, Duration: 2 * time.Second, BusyDuration: BusySpin, Preempt: procfs.PreemptNone.String()}
+}
 
-// MarshalJSON adds duration_ms and the constants to the fields.
+// MarshalJSON adds duration_ms, busy_duration_ms and the constants to the
+// fields.
 func (o Options) MarshalJSON() ([]byte, error) {
 	type fields Options
 	return json.Marshal(struct {
 		fields
-		DurationMS   int64 `json:"duration_ms"`
-		RegionBytes  int   `json:"region_bytes"`
-		ScannerCount int   `json:"scanner_count"`
-		ScannerNice  int   `json:"scanner_nice"`
-	}{fields(o), o.Duration.Milliseconds(), RegionSize, NumScanners, ScannerNice})
+		DurationMS     int64   `json:"duration_ms"`
+		BusyDurationMS float64 `json:"busy_duration_ms"`
+		RegionBytes    int     `json:"region_bytes"`
+		ScannerCount   int     `json:"scanner_count"`
+		ScannerNice    int     `json:"scanner_nice"`
+	}{fields(o), o.Duration.Milliseconds(), float64(o.BusyDuration) / 1e6, RegionSize, NumScanners, ScannerNice})
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.Func("cases", "comma-separated scanner kinds of "+strings.Join(Cases, ", ")+" (default all)", func(s string) error {
+		var err error
+		o.Cases, err = experiment.List("cases", s, Cases...)
+		return err
+	})
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per case")
+	fs.IntVar(&o.Runs, "nsamples", o.Runs, "runs per case (run-proc-vs-map.sh's name for --runs)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the mapper is timed in each run")
+	fs.DurationVar(&o.BusyDuration, "busyduration", o.BusyDuration, "how long each busy-waiter spins before it sleeps 1ms (0: for ever)")
+	fs.StringVar(&o.Preempt, "preempt", o.Preempt, "model: preemption of kernel code, "+strings.Join(procfs.Preemptions, " or "))
+	fs.BoolVar(&o.RawData, "rawdata", o.RawData, "print each case's per-run figures sorted, as run-proc-vs-map.sh --rawdata")
 }
 
 // Validate checks every option.
 func (o *Options) Validate() error {
+	if _, err := experiment.List("cases", strings.Join(o.Cases, ","), Cases...); err != nil {
+		return err
+	}
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want 1 or more", o.Runs)
 	}
 	if o.Duration <= 0 {
 		return fmt.Errorf("--duration %v: want more than 0", o.Duration)
 	}
+	if o.BusyDuration < 0 {
+		return fmt.Errorf("--busyduration %v: want 0 (for ever) or more", o.BusyDuration)
+	}
+	if _, err := procfs.ParsePreemption(o.Preempt); err != nil {
+		return fmt.Errorf("--preempt: %w", err)
+	}
 	return nil
 }
 
 // RunSpec sets one run.
 type RunSpec struct {
-	Scanners string        // one of Cases
-	Duration time.Duration // how long the mapper is timed
-	Seed     uint64        // of the mapper's random pages
+	Scanners     string            // one of Cases
+	Duration     time.Duration     // how long the mapper is timed
+	Seed         uint64            // of the mapper's random pages
+	BusyDuration time.Duration     // each busy-waiter's spin (0: for ever)
+	Preempt      procfs.Preemption // the model's preemption of kernel code
 }
 
 // Check checks r.Scanners.
@@ -110,6 +151,15 @@ type Stats struct {
 	LockWaitMeanUS            float64 // time blocked on any lock per op
 	LockWaitMaxUS             float64
 	ScanPasses                int // full scans the scanners finished
+	// The model's wait accounting: the slowest call's time blocked per
+	// lock, and the scanners' preemptions inside the walk by the lock they
+	// held.
+	MaxOpWaitUS map[string]float64 `json:",omitempty"`
+	Preempted   Held               `json:",omitempty"`
+	// ScannersSlept is the scanners' own lock waits: a reader granted the
+	// lock while it waits for its CPU holds it all that time (the After
+	// walk's fallback to the mmap lock).
+	ScannersSlept Held `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -117,6 +167,7 @@ type Acc struct {
 	mmapSum, munmapSum, waitSum time.Duration
 	mmapMax, munmapMax, waitMax time.Duration
 	mmapN, munmapN              int
+	slowest                     map[string]float64 // the slowest call's blocked time per lock
 }
 
 // Add records one call: mmap (else munmap) that took d, blocked wait.
@@ -152,6 +203,7 @@ func (a *Acc) Stats() Stats {
 		MunmapMeanUS: mean(a.munmapSum, a.munmapN), MunmapMaxUS: us(a.munmapMax),
 		OpMeanUS: mean(a.mmapSum+a.munmapSum, n), OpMaxUS: us(max(a.mmapMax, a.munmapMax)),
 		LockWaitMeanUS: mean(a.waitSum, n), LockWaitMaxUS: us(a.waitMax),
+		MaxOpWaitUS: a.slowest,
 	}
 }
 
@@ -183,6 +235,14 @@ type Result struct {
 	LockWaitMeanUSRuns []float64 `json:"lock_wait_mean_us_runs,omitempty"`
 	LockWaitMaxUS      *float64  `json:"lock_wait_max_us,omitempty"`
 	LockWaitMaxUSRuns  []float64 `json:"lock_wait_max_us_runs,omitempty"`
+	// OpMaxMedianUS is the median over runs of the per-run maximum.
+	OpMaxMedianUS float64 `json:"op_max_median_us"`
+	// The model's wait accounting: the slowest call of all runs, its time
+	// blocked per lock; the scanners' preemptions inside the walk by the
+	// lock held, over all runs.
+	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
+	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
+	ScannerSlept     Held               `json:"scanner_slept,omitempty"` // the scanners' lock waits, over all runs
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -193,10 +253,16 @@ func (r Result) Insufficient() bool { return slices.Contains(r.OpsRuns, 0) }
 // kept for the model.
 func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 	r := Result{Row: row, Scanners: scanners, Runs: len(all)}
+	slowest := -1.0
 	for _, s := range all {
 		r.Ops += s.Ops
 		r.OpsRuns = append(r.OpsRuns, s.Ops)
 		r.ScanPasses += s.ScanPasses
+		r.ScannerPreempted = s.Preempted.merge(r.ScannerPreempted)
+		r.ScannerSlept = s.ScannersSlept.merge(r.ScannerSlept)
+		if s.OpMaxUS > slowest {
+			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
+		}
 	}
 	type metric struct {
 		v    *float64
@@ -230,19 +296,25 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 			*m.v = report.Median(xs)
 		}
 	}
+	r.OpMaxMedianUS = report.Median(r.OpMaxUSRuns)
 	return r
 }
 
-// RunCases runs o.Runs runs of each case with one (seeds 1, 2, ...) and
+// RunCases runs o.Runs runs of each case of o.Cases with one (seeds 1, 2, ...) and
 // emits each case's summary; a case cut short by an error or ctx is
 // emitted with the runs that finished.
 func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(context.Context, RunSpec) (Stats, error), emit func(Result)) error {
-	for _, c := range Cases {
+	preempt, err := procfs.ParsePreemption(o.Preempt)
+	if err != nil {
+		return err
+	}
+	for _, c := range o.Cases {
 		var all []Stats
 		var err error
 		for r := range o.Runs {
 			var st Stats
-			if st, err = one(ctx, RunSpec{Scanners: c, Duration: o.Duration, Seed: uint64(r + 1)}); err != nil {
+			spec := RunSpec{Scanners: c, Duration: o.Duration, Seed: uint64(r + 1), BusyDuration: o.BusyDuration, Preempt: preempt}
+			if st, err = one(ctx, spec); err != nil {
 				break
 			}
 			all = append(all, st)
@@ -266,21 +338,35 @@ var Def = experiment.Def[*Options, Result]{
 	Seed:    "003",
 	Summary: "mmap/munmap latency while nice-15 scanners read /proc/PID/maps (proc-mmap_sem-test)",
 	Help: `usage: mmlab run mapscan [--target model|live|both] [--variant before|after]
-                        [--runs N] [--duration D] [--json]
+                        [--cases none,text,query] [--runs N | --nsamples N]
+                        [--duration D] [--busyduration D]
+                        [--preempt none|full] [--rawdata] [--json]
 
-Paul McKenney's proc-mmap_sem-test, the benchmark of seed 003. A mapper
-re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of a 128 MiB
-anonymous region, sleeping 10us between calls and timing each, for
---duration. Two scanners read its /proc/PID/maps in a loop, as text in 4 KiB
-read()s (scanners=text) or with PROCMAP_QUERY (scanners=query), at nice 15 on
-a CPU shared with a normal-priority task that spins 2 ms and sleeps 1 ms; a
-scanner preempted while it holds the mmap lock stalls the mapper.
-The model runs the maps walk before seed 003 (the mmap read lock per 4 KiB
-chunk) and after it (per-VMA locks); the live target runs this kernel's.
+Paul McKenney's proc-mmap_sem-test, the benchmark of seed 003. A mapper,
+alone on CPU 0, re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of
+a populated 128 MiB anonymous region, sleeping 10us between calls and timing
+each, for --duration. Two scanners read its /proc/PID/maps in a loop, as
+text in 4 KiB read()s (scanners=text) or with PROCMAP_QUERY
+(scanners=query), at nice 15 on CPU 1, each with a normal-priority
+busy-waiter that spins --busyduration (default 2ms, run-latency.sh's; 0 for
+ever, which starves the model's scanners: its CPUs have no time slices)
+and sleeps 1 ms; a scanner preempted while it holds the mmap lock stalls
+the mapper.
+The model runs the maps walk before seed 003 (v6.16: the mmap read lock
+per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
+preempted as --preempt says: none (the default, as this 6.18 kernel boots:
+a scanner is preempted only on its way back to user space) or full (also
+inside the walk, holding the mmap lock or a VMA lock). The live target runs
+this kernel's own walk and preemption.
 Per case: op_mean_us is the median over runs of the mean call latency,
-op_max_us the maximum over runs of the maximum (the seed's summary); the
-model also reports the mapper's time blocked on locks per call. A run that
-timed no call makes the result insufficient (exit status 1).
+op_max_us the maximum over runs of the maximum (the seed's summary),
+op_max_median_us the median of the per-run maxima; means_us and maxima_us
+give their spread. The model also reports the mapper's time blocked on
+locks per call, and traces the slowest call to the locks it waited for and
+to the scanners preempted holding them. --rawdata prints each case's runs
+as run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run
+means, the j-th smallest per-run mean, the j-th smallest per-run max.
+A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants,
 	NewOptions: NewOptions,
@@ -290,20 +376,30 @@ timed no call makes the result insufficient (exit status 1).
 	Verdict:    Verdict,
 }
 
-// Table prints one row per target, variant and case, then the seed's
-// comparison: the model's after against before, with text scanners.
-func Table(w io.Writer, _ *Options, rs []Result) {
+// Table prints one row per target, variant and case, with the spread of
+// the per-run means and maxima, then the seed's comparison (the model's
+// after against before, with text scanners), the model's wait accounting,
+// and with o.RawData each case's raw data.
+func Table(w io.Writer, o *Options, rs []Result) {
 	fmt.Fprintf(w, "mapscan: mapper latency under /proc/PID/maps scanners (%s)\n", report.ThisMachine().Kernel)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tvariant\tscanners\truns\tops\tpasses\top_mean_us\top_max_us\tmmap_mean_us\tmmap_max_us\tmunmap_mean_us\tmunmap_max_us\tlock_wait_mean_us\tlock_wait_max_us\t\n")
+	fmt.Fprintf(tw, "target\tvariant\tscanners\truns\tops\tpasses\top_mean_us\tmeans_us\top_max_us\top_max_median_us\tmaxima_us\tmmap_max_us\tmunmap_max_us\tlock_wait_mean_us\tlock_wait_max_us\t\n")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t", r.Target, r.Variant, r.Scanners, r.Runs, r.Ops, r.ScanPasses)
-		for _, v := range []*float64{&r.OpMeanUS, &r.OpMaxUS, &r.MmapMeanUS, &r.MmapMaxUS, &r.MunmapMeanUS, &r.MunmapMaxUS, r.LockWaitMeanUS, r.LockWaitMaxUS} {
+		cell := func(v *float64) {
 			if v != nil && r.Ops > 0 {
 				fmt.Fprintf(tw, "%.1f\t", *v)
 			} else {
 				fmt.Fprint(tw, "-\t")
 			}
+		}
+		cell(&r.OpMeanUS)
+		fmt.Fprintf(tw, "%s\t", spread(r.OpMeanUSRuns))
+		cell(&r.OpMaxUS)
+		cell(&r.OpMaxMedianUS)
+		fmt.Fprintf(tw, "%s\t", spread(r.OpMaxUSRuns))
+		for _, v := range []*float64{&r.MmapMaxUS, &r.MunmapMaxUS, r.LockWaitMeanUS, r.LockWaitMaxUS} {
+			cell(v)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -311,10 +407,79 @@ func Table(w io.Writer, _ *Options, rs []Result) {
 	for _, line := range Ratios(rs) {
 		fmt.Fprintln(w, line)
 	}
+	for _, r := range rs {
+		if line := Attribution(r); line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
+	if o != nil && o.RawData {
+		for _, r := range rs {
+			fmt.Fprintf(w, "rawdata %s %s %s (ms: median of per-run means, j-th smallest per-run mean, j-th smallest per-run max)\n", r.Target, r.Variant, r.Scanners)
+			for _, line := range RawData(r) {
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
 }
 
-// Ratios are the seed's comparison lines: op_max_us and lock_wait_max_us of
-// the model, before over after, with text scanners.
+// spread is the range of per-run values, "lo-hi".
+func spread(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f-%.1f", slices.Min(xs), slices.Max(xs))
+}
+
+// RawData is run-proc-vs-map.sh --rawdata for r: one line per run, three
+// columns in ms: the median of the per-run means (the same on every line),
+// the j-th smallest per-run mean, the j-th smallest per-run max (the two
+// sorted independently, so a line is not one run).
+func RawData(r Result) []string {
+	means, maxes := slices.Sorted(slices.Values(r.OpMeanUSRuns)), slices.Sorted(slices.Values(r.OpMaxUSRuns))
+	lines := make([]string, len(means))
+	for j := range means {
+		lines[j] = fmt.Sprintf("%.3f %.3f %.3f", r.OpMeanUS/1e3, means[j]/1e3, maxes[j]/1e3)
+	}
+	return lines
+}
+
+// Attribution traces r's slowest call to the locks it waited for, and
+// those to the scanners preempted holding them or granted them while they
+// waited for their CPU: the model's wait accounting (empty for live results and for runs that timed no call). A
+// slowest call that blocked on no lock lost its time outside the model's
+// locks (the host's scheduling of the model's threads).
+func Attribution(r Result) string {
+	if r.Target != experiment.Model || r.Ops == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s: slowest call %.1f us, blocked", r.Target, r.Variant, r.Scanners, r.OpMaxUS)
+	if len(r.SlowestWaitUS) == 0 {
+		b.WriteString(" on no lock")
+	}
+	for _, lock := range slices.Sorted(maps.Keys(r.SlowestWaitUS)) {
+		fmt.Fprintf(&b, " %.1f us on %s", r.SlowestWaitUS[lock], lock)
+	}
+	if len(r.ScannerPreempted) > 0 {
+		b.WriteString("; scanners preempted in the walk holding")
+		for _, lock := range slices.Sorted(maps.Keys(r.ScannerPreempted)) {
+			hs := r.ScannerPreempted[lock]
+			fmt.Fprintf(&b, " %s %d times (longest %.1f us)", lock, hs.Count, hs.MaxUS)
+		}
+	}
+	if len(r.ScannerSlept) > 0 {
+		b.WriteString("; scanners slept on")
+		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
+			hs := r.ScannerSlept[lock]
+			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran)", lock, hs.Count, hs.MaxUS)
+		}
+	}
+	return b.String()
+}
+
+// Ratios are the seed's comparison lines: op_max_us (the maximum of the
+// maxima), op_max_median_us (the median of the per-run maxima) and
+// lock_wait_max_us of the model, before over after, with text scanners.
 func Ratios(rs []Result) []string {
 	find := func(variant string) *Result {
 		for i, r := range rs {
@@ -333,7 +498,8 @@ func Ratios(rs []Result) []string {
 		name   string
 		before float64
 		after  float64
-	}{{"op_max_us", b.OpMaxUS, a.OpMaxUS}, {"lock_wait_max_us", *b.LockWaitMaxUS, *a.LockWaitMaxUS}} {
+	}{{"op_max_us", b.OpMaxUS, a.OpMaxUS}, {"op_max_median_us", b.OpMaxMedianUS, a.OpMaxMedianUS},
+		{"lock_wait_max_us", *b.LockWaitMaxUS, *a.LockWaitMaxUS}} {
 		if m.after > 0 {
 			lines = append(lines, fmt.Sprintf("model, text scanners: %s before/after = %.1fx", m.name, m.before/m.after))
 		}

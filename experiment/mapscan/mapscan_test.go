@@ -17,7 +17,7 @@ import (
 func TestRunModelSmoke(t *testing.T) {
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
 		for _, c := range Cases {
-			st, err := RunModel(context.Background(), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1})
+			st, err := RunModel(context.Background(), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,6 +40,11 @@ func TestOptions(t *testing.T) {
 		{[]string{"--runs", "-3"}, "--runs -3"},
 		{[]string{"--duration", "0"}, "--duration 0s"},
 		{[]string{"--duration", "-1s"}, "--duration -1s"},
+		{[]string{"--nsamples", "5", "--busyduration", "0", "--preempt", "full", "--rawdata"}, ""},
+		{[]string{"--busyduration", "-1ms"}, "--busyduration -1ms"},
+		{[]string{"--preempt", "voluntary"}, "--preempt"},
+		{[]string{"--cases", "text,query"}, ""},
+		{[]string{"--cases", "text,fast"}, `"fast"`},
 	} {
 		o := NewOptions()
 		fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
@@ -53,8 +58,14 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.bad)
 		}
 	}
+	o := NewOptions()
+	fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
+	o.Flags(fs)
+	if err := fs.Parse([]string{"--nsamples", "7"}); err != nil || o.Runs != 7 {
+		t.Errorf("--nsamples 7: runs %d, %v", o.Runs, err)
+	}
 	b, err := json.Marshal(NewOptions())
-	if want := `{"runs":3,"duration_ms":2000,"region_bytes":134217728,"scanner_count":2,"scanner_nice":15}`; err != nil || string(b) != want {
+	if want := `{"cases":["none","text","query"],"runs":3,"preempt":"none","duration_ms":2000,"busy_duration_ms":2,"region_bytes":134217728,"scanner_count":2,"scanner_nice":15}`; err != nil || string(b) != want {
 		t.Errorf("params %s, %v; want %s", b, err, want)
 	}
 }
@@ -68,7 +79,7 @@ func TestSummarise(t *testing.T) {
 		{Ops: 30, OpMeanUS: 3, OpMaxUS: 20, LockWaitMaxUS: 9, ScanPasses: 3},
 	}
 	model := Summarise(experiment.Row{Target: experiment.Model, Variant: "before"}, "text", runs)
-	if model.OpMeanUS != 3 || model.OpMaxUS != 90 || *model.LockWaitMaxUS != 9 || model.Ops != 60 || model.ScanPasses != 6 ||
+	if model.OpMeanUS != 3 || model.OpMaxUS != 90 || model.OpMaxMedianUS != 50 || *model.LockWaitMaxUS != 9 || model.Ops != 60 || model.ScanPasses != 6 ||
 		model.Runs != 3 || !slices.Equal(model.OpMaxUSRuns, []float64{50, 90, 20}) || model.Insufficient() {
 		t.Errorf("model summary: %+v", model)
 	}
@@ -93,7 +104,8 @@ func TestSummarise(t *testing.T) {
 // The model runner emits one summary per variant and case, each over
 // o.Runs runs, and the table ends with the seed's comparison.
 func TestModel(t *testing.T) {
-	o := &Options{Runs: 2, Duration: 50 * time.Millisecond}
+	o := NewOptions()
+	o.Runs, o.Duration = 2, 50*time.Millisecond
 	var rs []Result
 	if err := Model(context.Background(), o, experiment.Env{Variants: procfs.Variants}, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
@@ -108,5 +120,52 @@ func TestModel(t *testing.T) {
 	}
 	if n := len(Ratios(rs)); n == 0 {
 		t.Error("no before/after lines")
+	}
+}
+
+// --rawdata is run-proc-vs-map.sh's: per run, in ms, the median of the
+// means, then the means and the maxima each sorted on its own.
+func TestRawData(t *testing.T) {
+	r := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "text", []Stats{
+		{Ops: 1, OpMeanUS: 12, OpMaxUS: 500}, {Ops: 1, OpMeanUS: 8, OpMaxUS: 3000}, {Ops: 1, OpMeanUS: 10, OpMaxUS: 40},
+	})
+	want := []string{"0.010 0.008 0.040", "0.010 0.010 0.500", "0.010 0.012 3.000"}
+	if got := RawData(r); !slices.Equal(got, want) {
+		t.Errorf("raw data %q, want %q", got, want)
+	}
+	var b strings.Builder
+	Table(&b, &Options{RawData: true}, []Result{r})
+	if !strings.Contains(b.String(), "rawdata live kernel text") || !strings.Contains(b.String(), want[2]+"\n") {
+		t.Errorf("the table with --rawdata lacks the raw data:\n%s", b.String())
+	}
+}
+
+// The wait accounting names the lock a preempted scanner held: the mmap
+// lock in the Before walk, a VMA lock in the After walk, and nothing
+// without preemption in kernel code; the slowest call's wait is traced to
+// it.
+func TestModelWaitAccounting(t *testing.T) {
+	for _, c := range []struct {
+		v       procfs.Variant
+		p       procfs.Preemption
+		allowed string
+	}{{procfs.Before, procfs.PreemptFull, "mmap_lock"}, {procfs.After, procfs.PreemptFull, "vma_lock"}, {procfs.After, procfs.PreemptNone, ""}} {
+		st, err := RunModel(context.Background(), c.v, RunSpec{Scanners: "text", Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin, Preempt: c.p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s %s: slowest call waited %v; scanners preempted holding %v", c.v, c.p, st.MaxOpWaitUS, st.Preempted)
+		for lock := range st.Preempted {
+			if lock != c.allowed {
+				t.Errorf("%s, preempt %s: a scanner was preempted holding %s", c.v, c.p, lock)
+			}
+		}
+		if c.allowed != "" && st.Preempted[c.allowed].Count == 0 {
+			t.Errorf("%s, preempt %s: no scanner was preempted holding %s", c.v, c.p, c.allowed)
+		}
+		r := Summarise(experiment.Row{Target: experiment.Model, Variant: c.v.String()}, "text", []Stats{st})
+		if line := Attribution(r); !strings.Contains(line, "slowest call") {
+			t.Errorf("attribution %q", line)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type Options struct {
 	// Pin runs the live reader on CPU 0 and the modifier on CPU 1, so that
 	// they always overlap (with fewer than two CPUs it does nothing).
 	Pin bool `json:"pin"`
+	// Verbose prints the lines around the boundary at each calibration
+	// step and when a check fails (proc-maps-race.c's VERBOSE=1); not a
+	// param.
+	Verbose bool `json:"-"`
 }
 
 // NewOptions returns the defaults: every case, maps, two seconds per case.
@@ -72,6 +76,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Reads, "reads", o.Reads, "reads per case (0: as many as --duration allows)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "longest time per case (0: until --reads)")
 	fs.BoolVar(&o.Pin, "pin", o.Pin, "live: run the reader on CPU 0 and the modifier on CPU 1")
+	fs.BoolVar(&o.Verbose, "verbose", o.Verbose, "print the lines around the boundary at calibration and when a check fails")
 }
 
 // list is a comma-separated flag value.
@@ -101,7 +106,7 @@ func (o *Options) Validate() error {
 }
 
 // Result is what one case saw on one target and variant. Gaps, Unexpected,
-// QueryGaps and QueryWrong must all be 0.
+// Unison, QueryGaps and QueryWrong must all be 0.
 type Result struct {
 	experiment.Row
 	Case string `json:"case"`
@@ -118,12 +123,19 @@ type Result struct {
 	// Gaps counts reads that skipped part of the range that stays mapped
 	// throughout.
 	Gaps int `json:"gaps"`
-	// Unexpected counts boundary lines that are neither the old nor the new
-	// form of their VMA.
+	// Unexpected counts reads whose two boundary lines are not a pair
+	// proc-maps-race.c accepts: the modified last line with the modified
+	// first line or the restored boundary VMA again, else both original.
 	Unexpected int `json:"unexpected"`
+	// Unison counts split reads in which only one of the two lines
+	// changed from the original (proc-maps-race.c: "First and last lines
+	// should change in unison").
+	Unison int `json:"unison"`
 	// Queries is the number of PROCMAP_QUERY lookups of the changing
 	// address; QueryGaps of them found nothing (ENOENT), QueryWrong found a
-	// VMA that is neither the old nor the new one.
+	// VMA the case's check refuses (split: neither the original nor the
+	// split's first line; resize: not at the start, or of neither three
+	// pages nor one; remap: neither the original nor the page remapped).
 	Queries    int `json:"queries"`
 	QueryGaps  int `json:"query_gaps"`
 	QueryWrong int `json:"query_wrong"`
@@ -131,7 +143,7 @@ type Result struct {
 
 // Failed reports whether r saw anything the kernel promises never happens.
 func (r Result) Failed() bool {
-	return r.Gaps+r.Unexpected+r.QueryGaps+r.QueryWrong > 0
+	return r.Gaps+r.Unexpected+r.Unison+r.QueryGaps+r.QueryWrong > 0
 }
 
 // Judgement returns "TORN" if r failed, "insufficient" if it made no read
@@ -153,23 +165,29 @@ var Def = experiment.Def[*Options, Result]{
 	Summary: "can a /proc/PID/maps reader miss a VMA that changes under it?",
 	Help: `usage: mmlab run maptear [--target model|live|both] [--variant before|after]
                         [--cases split,resize,remap] [--duration D] [--reads N]
-                        [--file maps|smaps] [--pin] [--json]
+                        [--file maps|smaps] [--pin] [--verbose] [--json]
 
-The tearing check of the kernel's proc-maps-race.c. A process keeps changing
-a VMA that straddles the boundary between two read() chunks of its
-/proc/PID/maps text: split and merge (split), shrink and grow (resize), or a
-page remapped into its middle (remap). A reader reads the two lines on either
+The tearing check of the kernel's proc-maps-race.c, with each of its
+checks. A process keeps changing a VMA that straddles the boundary between
+two read() chunks of its /proc/PID/maps text: split and merge (split),
+shrink and grow (resize), or the next VMA's last page remapped into its
+middle with MREMAP_DONTUNMAP (remap). A reader reads the two lines on either
 side of the boundary and asks PROCMAP_QUERY for the VMA at the changing
-address. A VMA may be reported twice (duplicates) or in its old or new form,
-but a range mapped throughout must never be missing (gaps), the lines must be
-the old or new form (unexpected), and the query must find the old or the new
-VMA (query_gaps, query_wrong). All four must be 0; the exit status is 1 if
-not, or if a case made no read (insufficient). modified counts the reads
+address. A VMA may be reported twice (duplicates), but a range mapped
+throughout must never be missing (gaps); the two lines must pair as the
+modified form (or the restored VMA again) or as the original (unexpected);
+in split both lines change or neither (unison); and the query must find what
+the case allows (query_gaps, query_wrong). All five must be 0; the exit
+status is 1 if not, or if a case made no read (insufficient). The
+calibration, with the modifier stopped, checks that the modification shows:
+split and remap change both lines, resize only the last. modified counts the reads
 that saw the change, showing that the race ran. Each case runs for
 --duration or --reads reads, whichever ends first.
 --file smaps reads /proc/PID/smaps instead (each VMA's line is followed by
 its counters), the other variant of proc-maps-race.c; the query is the same.
 --pin keeps the reader on CPU 0 and the modifier on CPU 1, so they overlap.
+--verbose prints the three lines on each side of the boundary at each
+calibration step and at the first failed checks of a case (VERBOSE=1).
 The live target needs Linux 6.11+ (PROCMAP_QUERY).
 `,
 	Variants:   procfs.Variants,
@@ -184,10 +202,10 @@ The live target needs Linux 6.11+ (PROCMAP_QUERY).
 func Table(w io.Writer, _ *Options, rs []Result) {
 	fmt.Fprintf(w, "maptear: /proc/PID/maps tearing check (%s)\n", report.ThisMachine().Kernel)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tvariant\tfile\tcase\treads\tmodified\tduplicates\tgaps\tunexpected\tqueries\tquery_gaps\tquery_wrong\tverdict\t\n")
+	fmt.Fprintf(tw, "target\tvariant\tfile\tcase\treads\tmodified\tduplicates\tgaps\tunexpected\tunison\tqueries\tquery_gaps\tquery_wrong\tverdict\t\n")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Target, r.Variant, r.File, r.Case,
-			r.Reads, r.Modified, r.Duplicates, r.Gaps, r.Unexpected, r.Queries, r.QueryGaps, r.QueryWrong, r.Judgement())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Target, r.Variant, r.File, r.Case,
+			r.Reads, r.Modified, r.Duplicates, r.Gaps, r.Unexpected, r.Unison, r.Queries, r.QueryGaps, r.QueryWrong, r.Judgement())
 	}
 	tw.Flush()
 }

@@ -29,19 +29,17 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		if err != nil {
 			return err
 		}
-		if err := Check(ctx, s, o, experiment.Row{Target: experiment.Model, Variant: name}, emit); err != nil {
+		if err := Check(ctx, s, o, experiment.Row{Target: experiment.Model, Variant: name}, env.Progress, emit); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// The model's layout: the pieces at base, and the spare page of the remap
-// case above them, in address order after both chunks read.
+// The model's layout: the pieces at base.
 const (
-	page  = 4096
-	base  = 0x200000000
-	spare = base + (NPieces+16)*PiecePages*page
+	page = 4096
+	base = 0x200000000
 )
 
 // ModelSpace is a model address space holding the pieces, read through one
@@ -52,10 +50,10 @@ type ModelSpace struct {
 	mod Mod
 	ops modelMapper
 
-	stop    chan struct{} // closed by Stop
-	done    sync.WaitGroup
-	runErr  error // the modifier's, written before done
-	spareIn bool  // the spare page is mapped (remap)
+	stop   chan struct{} // closed by Stop
+	done   sync.WaitGroup
+	runErr error  // the modifier's, written before done
+	before []byte // the end of the first chunk of the last observation
 }
 
 // NewModelSpace maps the pieces in a new model address space read with the
@@ -83,27 +81,31 @@ func (s *ModelSpace) Pieces() (Span, uint64) {
 
 // Observe reads the last line of the first chunk and the first line of the
 // second: the model's pieces start in the first chunk.
-func (s *ModelSpace) Observe() (last, first Span, err error) {
+func (s *ModelSpace) Observe() (Boundary, error) {
+	var b Boundary
 	s.f.Rewind()
 	c, err := s.f.Read()
 	if err != nil {
-		return last, first, err
+		return b, err
 	}
 	if len(c) == 0 {
-		return last, first, errors.New("empty maps")
+		return b, errors.New("empty maps")
 	}
+	s.before = append(s.before[:0], LastLines(c, BoundaryLines)...)
+	b.Before = s.before
 	c = c[:len(c)-1]
-	if last, err = lineSpan(c[bytes.LastIndexByte(c, '\n')+1:]); err != nil {
-		return last, first, err
+	if b.Last, err = lineSpan(c[bytes.LastIndexByte(c, '\n')+1:]); err != nil {
+		return b, err
 	}
 	if c, err = s.f.Read(); err != nil {
-		return last, first, err
+		return b, err
 	}
 	if len(c) == 0 {
-		return last, first, errors.New("maps ends at the first chunk")
+		return b, errors.New("maps ends at the first chunk")
 	}
-	first, err = lineSpan(c[:bytes.IndexByte(c, '\n')])
-	return last, first, err
+	b.After = FirstLines(c, BoundaryLines)
+	b.First, err = lineSpan(c[:bytes.IndexByte(c, '\n')])
+	return b, err
 }
 
 func lineSpan(line []byte) (Span, error) {
@@ -127,25 +129,10 @@ func (s *ModelSpace) Query(addr uint64) (Span, bool, error) {
 	return Span{Start: q.VMAStart, End: q.VMAEnd, Perm: uapi.Perm(q.VMAFlags)}, true, nil
 }
 
-// Begin chooses c; for remap it maps the spare page, of the other
-// protection than the boundary VMA's so that it does not merge into it.
+// Begin chooses c.
 func (s *ModelSpace) Begin(c Mod) error {
 	s.mod = c
-	s.ops.spareProt = mm.PROT_READ
-	if c.Prot == mm.PROT_READ {
-		s.ops.spareProt = mm.PROT_READ | mm.PROT_WRITE
-	}
-	if s.spareIn {
-		if err := s.m.Munmap(nil, spare, page); err != nil {
-			return err
-		}
-		s.spareIn = false
-	}
-	if c.Case != "remap" {
-		return nil
-	}
-	s.spareIn = true
-	return s.ops.MapAnon(spare, page, s.ops.spareProt)
+	return nil
 }
 
 func (s *ModelSpace) Modify() error  { return s.mod.Modify(s.ops) }
@@ -182,10 +169,7 @@ func (s *ModelSpace) Stop() error {
 }
 
 // modelMapper makes the modifications on the model's mm.
-type modelMapper struct {
-	m         *mm.MM
-	spareProt int // of the spare page (remap)
-}
+type modelMapper struct{ m *mm.MM }
 
 func (o modelMapper) MapAnon(addr, length uint64, prot int) error {
 	_, err := o.m.Mmap(nil, addr, length, prot, anonFixed, nil, 0)
@@ -201,13 +185,9 @@ func (o modelMapper) Mprotect(addr, length uint64, prot int) error {
 	return o.m.Mprotect(nil, addr, length, prot)
 }
 
-// MovePage moves the spare page onto dst and maps a new spare page. The
-// live child moves the next VMA's last page with MREMAP_DONTUNMAP, which
-// the model's mremap lacks; a spare page far from the boundary leaves the
-// next VMA unchanged in the same way.
-func (o modelMapper) MovePage(dst, _ uint64) error {
-	if _, err := o.m.Mremap(nil, spare, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, dst); err != nil {
-		return err
-	}
-	return o.MapAnon(spare, page, o.spareProt)
+// MovePage moves the last page of the VMA at next onto dst, leaving that
+// VMA as it is (MREMAP_DONTUNMAP).
+func (o modelMapper) MovePage(dst, next uint64) error {
+	_, err := o.m.Mremap(nil, next+(PiecePages-1)*page, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED|mm.MREMAP_DONTUNMAP, dst)
+	return err
 }

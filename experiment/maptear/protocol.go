@@ -1,6 +1,7 @@
 package maptear
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,9 +55,9 @@ type Mapper interface {
 	Resize(addr, oldLen, newLen uint64) error
 	// Mprotect is mprotect(2).
 	Mprotect(addr, length uint64, prot int) error
-	// MovePage moves one page of another protection than the VMA before
-	// next onto dst (mremap MREMAP_MAYMOVE | MREMAP_FIXED), leaving the VMA
-	// at next as it is.
+	// MovePage moves the last page of the VMA at next (a piece of the
+	// other protection) onto dst with mremap(MREMAP_MAYMOVE | MREMAP_FIXED
+	// | MREMAP_DONTUNMAP), which leaves the VMA at next as it is.
 	MovePage(dst, next uint64) error
 }
 
@@ -77,11 +78,11 @@ type Mod struct {
 func (c *Mod) Modify(m Mapper) error {
 	p := c.Page
 	switch c.Case {
-	case "split": // the first page anew with PROT_NONE: [addr,+1P) [addr+1P,+3P)
-		return m.MapAnon(c.Addr, p, protNone)
+	case "split": // the first page anew, also executable: [addr,+1P) [addr+1P,+3P)
+		return m.MapAnon(c.Addr, p, c.Prot|protExec)
 	case "resize": // shrink in place to one page
 		return m.Resize(c.Addr, PiecePages*p, p)
-	case "remap": // a page of the other protection onto the middle page
+	case "remap": // the next VMA's last page onto the middle page
 		return m.MovePage(c.Addr+p, c.Next)
 	}
 	return fmt.Errorf("%w %q", ErrUnknownCase, c.Case)
@@ -111,8 +112,9 @@ type Space interface {
 	Pieces() (pieces Span, page uint64)
 	// Observe reads the maps text the way proc-maps-race.c does and
 	// returns the last line of the chunk that ends inside the pieces and
-	// the first line of the next chunk, each chunk from its own read().
-	Observe() (last, first Span, err error)
+	// the first line of the next chunk, each chunk from its own read(),
+	// with the text around them.
+	Observe() (Boundary, error)
 	// Query asks PROCMAP_QUERY for the VMA covering addr; found is false
 	// when the answer is ENOENT.
 	Query(addr uint64) (v Span, found bool, err error)
@@ -131,14 +133,18 @@ type Space interface {
 
 // Check runs the tearing check of each of o.Cases on s, in order, and emits
 // each case's result (with row) when it is complete, until ctx is cancelled
-// or a case cannot run.
-func Check(ctx context.Context, s Space, o *Options, row experiment.Row, emit func(Result)) error {
+// or a case cannot run. With o.Verbose, log (nil: none) gets the lines
+// around the boundary at each calibration step and when a check fails.
+func Check(ctx context.Context, s Space, o *Options, row experiment.Row, log func(format string, args ...any), emit func(Result)) error {
+	if !o.Verbose {
+		log = nil
+	}
 	for _, name := range o.Cases {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		res := Result{Row: row, Case: name, File: o.File}
-		err := checkCase(ctx, s, o, &res)
+		err := checkCase(ctx, s, o, log, &res)
 		if ctx.Err() != nil { // interrupted: the case so far
 			emit(res)
 			return ctx.Err()
@@ -151,31 +157,46 @@ func Check(ctx context.Context, s Space, o *Options, row experiment.Row, emit fu
 	return nil
 }
 
-// boundary is one calibration reading: the two lines at the chunk
-// boundary and the VMA at the changing address.
-type boundary struct {
-	last, first, query Span
-	found              bool
+// maxReports is how many failed reads of a case the verbose mode prints.
+const maxReports = 3
+
+// printBoundary is proc-maps-race.c's print_boundaries: the title, the last
+// lines of the first chunk and the first lines of the second.
+func printBoundary(log func(string, ...any), title string, b Boundary) {
+	if log == nil {
+		return
+	}
+	log("%s", title)
+	for line := range bytes.Lines(b.Before) {
+		log("%s", bytes.TrimSuffix(line, []byte("\n")))
+	}
+	log("-----------------page boundary-----------------")
+	for line := range bytes.Lines(b.After) {
+		log("%s", bytes.TrimSuffix(line, []byte("\n")))
+	}
 }
 
-// probe reads the boundary and queries addr.
-func probe(s Space, addr uint64) (b boundary, err error) {
-	if b.last, b.first, err = s.Observe(); err != nil {
-		return b, err
+// probe observes the boundary and queries addr (the original, modified and
+// restored readings of capture_mod_pattern).
+func probe(s Space, addr uint64) (b Boundary, q Span, found bool, err error) {
+	if b, err = s.Observe(); err != nil {
+		return b, q, false, err
 	}
-	b.query, b.found, err = s.Query(addr)
-	return b, err
+	q, found, err = s.Query(addr)
+	return b, q, found, err
 }
 
 // checkCase calibrates the case with the modifier stopped (the boundary
-// original, modified, restored), then lets the modifier run free while it
-// observes, counting into res.
-func checkCase(ctx context.Context, s Space, o *Options, res *Result) error {
+// original, modified, restored: capture_mod_pattern and the case's
+// vma_mod_check), then lets the modifier run free while it observes,
+// counting into res.
+func checkCase(ctx context.Context, s Space, o *Options, log func(string, ...any), res *Result) error {
 	pieces, page := s.Pieces()
-	last, first, err := s.Observe()
+	b, err := s.Observe()
 	if err != nil {
 		return err
 	}
+	last, first := b.Last, b.First
 	inPieces := func(v Span) bool { return v.Start >= pieces.Start && v.End <= pieces.End }
 	if !inPieces(last) || !inPieces(first) || last.End-last.Start != PiecePages*page || first.Start != last.End {
 		return fmt.Errorf("the chunk boundary is not between two pieces: %+v | %+v", last, first)
@@ -190,27 +211,38 @@ func checkCase(ctx context.Context, s Space, o *Options, res *Result) error {
 	if err := s.Begin(mod); err != nil {
 		return err
 	}
-	var cal [3]boundary // restored, modified, restored again
+	var cal [3]Boundary // original, modified, restored
+	var found [3]bool
+	titles := [...]string{"Before modification", "After modification", "After restore"}
 	for i, step := range []func() error{func() error { return nil }, s.Modify, s.Restore} {
 		if err := step(); err != nil {
 			return err
 		}
-		if cal[i], err = probe(s, qaddr); err != nil {
+		if cal[i], _, found[i], err = probe(s, qaddr); err != nil {
 			return err
 		}
+		printBoundary(log, titles[i], cal[i])
 	}
-	b0, bM := cal[0], cal[1]
-	if cal[2] != b0 || b0.last != last || b0.first != first {
-		return fmt.Errorf("restoring did not bring back the boundary: %+v, was %+v", cal[2], b0)
+	b0, bM, bR := cal[0], cal[1], cal[2]
+	if bR.Last != b0.Last || bR.First != b0.First || b0.Last != last || b0.First != first {
+		return fmt.Errorf("restoring did not bring back the boundary: %+v | %+v, was %+v | %+v", bR.Last, bR.First, b0.Last, b0.First)
 	}
-	if bM.last == b0.last || !b0.found || !bM.found {
-		return fmt.Errorf("the modification did not show at the boundary (%+v) or the query found nothing", bM)
+	if !found[0] || !found[1] || !found[2] {
+		return errors.New("the query found nothing with the modifier stopped")
+	}
+	// The case's vma_mod_check: split and remap change both boundary
+	// lines; resize changes only the last ("first line unchanged").
+	if bM.Last == b0.Last {
+		return fmt.Errorf("the modification did not change the last line (%+v)", bM.Last)
+	}
+	if firstChanged := bM.First != b0.First; firstChanged != (res.Case != "resize") {
+		return fmt.Errorf("the modification changed the first line: %v, want %v (%+v, was %+v)", firstChanged, res.Case != "resize", bM.First, b0.First)
 	}
 	c := Checker{
-		LastRestored: b0.last, LastModified: bM.last,
-		FirstRestored: b0.first, FirstModified: bM.first,
-		QueryRestored: b0.query, QueryModified: bM.query,
-		Mapped: Span{Start: b0.last.Start, End: b0.first.End},
+		Case: res.Case, Page: page,
+		Last: b0.Last, First: b0.First,
+		LastModified: bM.Last, FirstModified: bM.First,
+		Mapped: Span{Start: b0.Last.Start, End: b0.First.End},
 		Hole:   hole,
 	}
 
@@ -219,22 +251,29 @@ func checkCase(ctx context.Context, s Space, o *Options, res *Result) error {
 	}
 	deadline := time.Now().Add(o.Duration)
 	var runErr error
+	reports := 0
 	for o.Reads == 0 || res.Reads < o.Reads {
 		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && time.Now().After(deadline)) {
 			break
 		}
-		last, first, err := s.Observe()
+		b, err := s.Observe()
 		if err != nil {
 			runErr = err
 			break
 		}
-		c.Observe(res, last, first)
+		title := c.Observe(res, b)
 		v, found, err := s.Query(qaddr)
 		if err != nil {
 			runErr = err
 			break
 		}
-		c.ObserveQuery(res, v, found)
+		if !c.ObserveQuery(res, v, found) && title == "" {
+			title = fmt.Sprintf("query of %#x: %+v (found %v) invalid", qaddr, v, found)
+		}
+		if title != "" && reports < maxReports {
+			reports++
+			printBoundary(log, title, b)
+		}
 	}
 	if err := s.Stop(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("modifier: %w", err)

@@ -28,12 +28,13 @@ const (
 	roleBusy    = "mapscan-busy"
 	pidEnv      = "MMLAB_MAPSCAN_PID"
 	kindEnv     = "MMLAB_MAPSCAN_KIND"
+	busyEnv     = "MMLAB_MAPSCAN_BUSY_NS" // the busy-waiter's spin in ns (0: for ever)
 )
 
 func init() {
 	live.RegisterRole(roleMapper, helper(mapperMain))
 	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv)) }))
-	live.RegisterRole(roleBusy, helper(busyMain))
+	live.RegisterRole(roleBusy, helper(func() error { return busyMain(os.Getenv(busyEnv)) }))
 }
 
 // helper returns the role main of a helper: on error it prints "err ..."
@@ -69,14 +70,14 @@ func nanosleep(d time.Duration) {
 	}
 }
 
-// mapperMain maps the region, says "ready", waits for "go DURATION_NS SEED",
+// mapperMain maps the region (populated, as mapper.c does), says "ready", waits for "go DURATION_NS SEED",
 // fragments the region with the warm-up operations, runs, prints its Stats
 // as one JSON line, and exits at the next line or EOF on stdin.
 func mapperMain() error {
 	if err := pinThread(0, 0); err != nil {
 		return err
 	}
-	region, _, e := unix.Syscall6(unix.SYS_MMAP, 0, mapscan.RegionSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
+	region, _, e := unix.Syscall6(unix.SYS_MMAP, 0, mapscan.RegionSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE, ^uintptr(0), 0)
 	if e != 0 {
 		return fmt.Errorf("mmap of the region: %s", unix.ErrnoName(e))
 	}
@@ -192,16 +193,20 @@ func scannerMain(pidStr, kind string) error {
 	}
 }
 
-// busyMain spins 2 ms and sleeps 1 ms on CPU 1 at normal priority until
-// killed.
-func busyMain() error {
+// busyMain is busywait.c: on CPU 1 at normal priority it spins for the
+// duration in ns busyNS (for ever if 0), then sleeps 1 ms, until killed.
+func busyMain(busyNS string) error {
+	ns, err := strconv.ParseInt(busyNS, 10, 64)
+	if err != nil || ns < 0 {
+		return fmt.Errorf("bad busy duration %q", busyNS)
+	}
 	if err := pinThread(1, 0); err != nil {
 		return err
 	}
 	fmt.Println("ready")
 	for {
 		t0 := time.Now()
-		for time.Since(t0) < mapscan.BusySpin {
+		for ns == 0 || time.Since(t0) < time.Duration(ns) {
 		}
 		nanosleep(mapscan.BusySleep)
 	}

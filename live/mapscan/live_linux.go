@@ -100,11 +100,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	helpers = append(helpers, mapper)
 	var scanners []*helperProc
 	if o.Scanners != "none" {
-		busy, err := startHelper(ctx, roleBusy)
-		if err != nil {
-			return mapscan.Stats{}, err
-		}
-		helpers = append(helpers, busy)
+		// As proc-vs-map.sh: the scanners first, then their busy-waiters.
 		for range mapscan.NumScanners {
 			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.cmd.Process.Pid), kindEnv+"="+o.Scanners)
 			if err != nil {
@@ -112,6 +108,13 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 			}
 			helpers = append(helpers, s)
 			scanners = append(scanners, s)
+		}
+		for range mapscan.NumScanners {
+			busy, err := startHelper(ctx, roleBusy, busyEnv+"="+strconv.FormatInt(o.BusyDuration.Nanoseconds(), 10))
+			if err != nil {
+				return mapscan.Stats{}, err
+			}
+			helpers = append(helpers, busy)
 		}
 	}
 	if _, err := fmt.Fprintf(mapper.in, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {

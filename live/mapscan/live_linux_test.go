@@ -25,7 +25,9 @@ func TestRunLive(t *testing.T) {
 		t.Skip("the helpers use CPUs 0 and 1: this machine has one")
 	}
 	var rs []mapscan.Result
-	if err := Run(context.Background(), &mapscan.Options{Runs: 1, Duration: 200 * time.Millisecond}, experiment.Env{}, func(r mapscan.Result) { rs = append(rs, r) }); err != nil {
+	o := mapscan.NewOptions()
+	o.Runs, o.Duration = 1, 200*time.Millisecond
+	if err := Run(context.Background(), o, experiment.Env{}, func(r mapscan.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != len(mapscan.Cases) {

@@ -50,7 +50,7 @@ func Run(ctx context.Context, o *maptear.Options, env experiment.Env, emit func(
 		return err
 	}
 	defer s.close()
-	return maptear.Check(ctx, s, o, experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, emit)
+	return maptear.Check(ctx, s, o, experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, env.Progress, emit)
 }
 
 // pinThread locks the calling goroutine to its thread and the thread to
@@ -89,8 +89,9 @@ type childSpace struct {
 	maps    *procmaps.Reader // for PROCMAP_QUERY
 	smaps   bool             // reading smaps, not maps
 	buf     []byte
-	skip    int  // chunks before the boundary's
-	running bool // between Start and Stop
+	before  []byte // the end of the first chunk of the last observation
+	skip    int    // chunks before the boundary's
+	running bool   // between Start and Stop
 }
 
 func startChild(ctx context.Context, pin bool, file string) (*childSpace, error) {
@@ -237,34 +238,38 @@ func (s *childSpace) readChunk() ([]byte, error) {
 
 // Observe reads the boundary: the last line of chunk skip and the first
 // line of chunk skip+1, each chunk from its own read().
-func (s *childSpace) Observe() (last, first maptear.Span, err error) {
+func (s *childSpace) Observe() (maptear.Boundary, error) {
+	var b maptear.Boundary
 	if _, err := unix.Seek(s.fd, 0, 0); err != nil {
-		return last, first, fmt.Errorf("lseek: %w", err)
+		return b, fmt.Errorf("lseek: %w", err)
 	}
 	for range s.skip {
 		if _, err := s.readChunk(); err != nil {
-			return last, first, err
+			return b, err
 		}
 	}
 	chunk, err := s.readChunk()
 	if err != nil {
-		return last, first, err
+		return b, err
 	}
-	last, ok := s.header(chunk, -1)
-	if !ok {
-		return last, first, fmt.Errorf("no VMA line at the end of chunk %d: %q", s.skip, lastLine(chunk))
+	var ok bool
+	if b.Last, ok = s.header(chunk, -1); !ok {
+		return b, fmt.Errorf("no VMA line at the end of chunk %d: %q", s.skip, lastLine(chunk))
 	}
+	s.before = append(s.before[:0], maptear.LastLines(chunk, maptear.BoundaryLines)...)
+	b.Before = s.before
 	if chunk, err = s.readChunk(); err != nil {
-		return last, first, err
+		return b, err
 	}
 	n := 0
 	if hooks.dropNext && s.running {
 		n = 1
 	}
-	if first, ok = s.header(chunk, n); !ok {
-		return last, first, fmt.Errorf("no VMA line %d in chunk %d: %q", n, s.skip+1, chunk)
+	if b.First, ok = s.header(chunk, n); !ok {
+		return b, fmt.Errorf("no VMA line %d in chunk %d: %q", n, s.skip+1, chunk)
 	}
-	return last, first, nil
+	b.After = maptear.FirstLines(chunk, maptear.BoundaryLines)
+	return b, nil
 }
 
 // header finds the VMA line number n of chunk (-1: the last). In maps every
