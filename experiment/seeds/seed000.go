@@ -9,6 +9,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/experiment/explore"
 	"mmlab/experiment/forkstall"
 	"mmlab/experiment/redzone"
 	"mmlab/report"
@@ -36,6 +37,11 @@ func seed000() *Seed {
 				Full:     []string{"--calls", "100000", "--samples", "10"},
 				Smoke:    []string{"--calls", "200", "--samples", "5", "--attach", "uprobe_multi"},
 				EstQuick: 5 * time.Second, EstFull: time.Minute},
+			{Experiment: "explore",
+				Quick:    []string{"--schedules", "2000"},
+				Full:     []string{"--schedules", "100000"},
+				Smoke:    []string{"--schedules", "100"},
+				EstQuick: 10 * time.Second, EstFull: 20 * time.Minute},
 		},
 		section: section000,
 	}
@@ -54,17 +60,46 @@ var forkModeTitles = map[string]string{
 	forkstall.ModePerf4:  "perf_event, 4 uprobes",
 }
 
+// explorePart is the explorer's table: each seed-000 scenario's schedules
+// in both designs, and the property that failed, if one did.
+func explorePart(doc *report.Document[explore.Result]) (report.Part, string) {
+	part := report.Part{Experiment: "explore", Title: "Interleavings searched on the deterministic scheduler (mmlab explore)"}
+	t := report.Table{Columns: []string{"scenario", "design", "schedules", "property failed", "shrunk steps"}}
+	var before, after, nb, na int
+	for _, r := range doc.Results {
+		p, steps := "none", "-"
+		if r.Failures > 0 {
+			p, steps = r.Property, fmt.Sprint(r.ShrunkSteps)
+		}
+		t.Rows = append(t.Rows, []string{r.Scenario, r.Variant, fmt.Sprint(r.Schedules), p, steps})
+		if r.Variant == "after" {
+			na++
+			after += r.Failures
+		} else {
+			nb++
+			before += r.Failures
+		}
+	}
+	part.Tables = append(part.Tables, t)
+	return part, fmt.Sprintf("the explorer finds a failing kernel property in %d of %d scenarios before the patches, %d of %d after", before, nb, after, na)
+}
+
 // section000 is the fork-stall part and its verdict, then the red-zone
 // part, whose live verdict is added to the line.
 func section000(s *Seed, docs Docs) report.Seed {
 	sec := forkstallSection(s, docs)
 	var doc report.Document[redzone.Result]
-	if !decode(docs, "redzone", &doc) {
-		return sec
+	if decode(docs, "redzone", &doc) {
+		part, line := redzonePart(&doc)
+		sec.Parts = append(sec.Parts, part)
+		sec.Verdict += "; " + line
 	}
-	part, line := redzonePart(&doc)
-	sec.Parts = append(sec.Parts, part)
-	sec.Verdict += "; " + line
+	var ex report.Document[explore.Result]
+	if decode(docs, "explore", &ex) {
+		part, line := explorePart(&ex)
+		sec.Parts = append(sec.Parts, part)
+		sec.Verdict += "; " + line
+	}
 	return sec
 }
 
