@@ -6,7 +6,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
-	"mmlab/experiment/explore"
+	"mmlab/experiment/explorer"
 	"mmlab/experiment/forkstall"
 	"mmlab/experiment/mapscan"
 	"mmlab/experiment/mapslock"
@@ -31,7 +31,7 @@ import (
 var boundExperiments = []experiment.Experiment{
 	experiment.Bind(forkstall.Def, liveforkstall.Run),
 	experiment.Bind(redzone.Def, liveredzone.Run),
-	experiment.Bind(explore.Def, nil), // the model alone: interleavings
+	experiment.Bind(explorer.Def, nil), // the model alone: interleavings
 	experiment.Bind(mapslock.Def, livemapslock.Run),
 	experiment.Bind(mapscan.Def, livemapscan.Run),
 	experiment.Bind(maptear.Def, livemaptear.Run),

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	expexplore "mmlab/experiment/explore"
+	"mmlab/experiment"
+	"mmlab/experiment/explorer"
 	"mmlab/explore"
 	"mmlab/report"
 )
@@ -101,17 +102,17 @@ func exploreMain(args []string, out, errw io.Writer) int {
 	if err != nil {
 		return usageErr("--design %q: want before or after", *design)
 	}
-	if err := validStrategy(*strategy); err != nil {
+	if err := experiment.OneOf("strategy", *strategy, explore.Strategies...); err != nil {
 		return usageErr("%v", err)
 	}
-	if *schedules < 1 || *schedules > expexplore.MaxSchedules {
-		return usageErr("--schedules %d: want 1 to %d", *schedules, expexplore.MaxSchedules)
+	if *schedules < 1 || *schedules > explorer.MaxSchedules {
+		return usageErr("--schedules %d: want 1 to %d", *schedules, explorer.MaxSchedules)
 	}
 	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed,
 		Progress: func(done int, el time.Duration) {
 			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
 		}})
-	res := expexplore.ResultOf(rep)
+	res := explorer.ResultOf(rep)
 	f := rep.Failure
 	path := *outFile
 	if f != nil {
@@ -124,7 +125,7 @@ func exploreMain(args []string, out, errw io.Writer) int {
 		}
 	}
 	if *asJSON {
-		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
+		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
 			"strategy": *strategy, "schedules": *schedules, "seed": *seed})
 		doc.Results = append(doc.Results, res)
 		if err := doc.WriteJSON(out); err != nil {
@@ -132,21 +133,14 @@ func exploreMain(args []string, out, errw io.Writer) int {
 			return 1
 		}
 	} else {
-		printExplore(out, errw, rep, path)
+		fmt.Fprintf(errw, "explore %s %s: %d schedules in %.2fs, %.0f/s\n", rep.Scenario, rep.Design, rep.Schedules,
+			rep.Elapsed.Seconds(), float64(rep.Schedules)/rep.Elapsed.Seconds())
+		explore.WriteReport(out, rep, path)
 	}
 	if f != nil {
 		return 1
 	}
 	return 0
-}
-
-func validStrategy(s string) error {
-	for _, x := range explore.Strategies {
-		if s == x {
-			return nil
-		}
-	}
-	return fmt.Errorf("--strategy %q: want one of %s", s, strings.Join(explore.Strategies, ", "))
 }
 
 func scenarioNames() []string {
@@ -167,27 +161,6 @@ func writeReplayFile(path string, p explore.Pinned) error {
 		return err
 	}
 	return f.Close()
-}
-
-// printExplore prints what Explore did and, for a failure, the shrunk
-// interleaving, the replay command and the Go test that pins it: the same
-// for the same seed. The timing goes to errw.
-func printExplore(w, errw io.Writer, rep explore.Report, path string) {
-	fmt.Fprintf(errw, "explore %s %s: %d schedules in %.2fs, %.0f/s\n", rep.Scenario, rep.Design, rep.Schedules,
-		rep.Elapsed.Seconds(), float64(rep.Schedules)/rep.Elapsed.Seconds())
-	f := rep.Failure
-	if f == nil {
-		fmt.Fprintf(w, "%s (%s): %d %s schedules of seed %d, no property failed\n",
-			rep.Scenario, rep.Design, rep.Schedules, rep.Strategy, rep.Seed)
-		return
-	}
-	steps := explore.Steps(f.Outcome.Record, f.Outcome.Final)
-	fmt.Fprintf(w, "%s (%s): %s failed in %s schedule %d of seed %d\n",
-		rep.Scenario, rep.Design, f.Violation.Property, rep.Strategy, f.Schedule, rep.Seed)
-	fmt.Fprintf(w, "shrunk from %d deviations to %d (%s), %d steps:\n", f.Found, len(f.Deviations), explore.FormatDeviations(f.Deviations), len(steps))
-	explore.WriteInterleaving(w, steps, f.Violation)
-	fmt.Fprintf(w, "\nreplay: mmlab explore --replay %s\n\nGo test that pins it:\n\n%s", path,
-		explore.GoTest(explore.Pinned{Scenario: rep.Scenario, Design: rep.Design, Property: f.Violation.Property, Deviations: f.Deviations}))
 }
 
 // replayExplore runs a replay file's interleaving again.
@@ -214,8 +187,8 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		rep.Failure = &explore.Failure{Violation: o.Violation, Found: len(p.Deviations), Deviations: o.Deviations, Outcome: o}
 	}
 	if asJSON {
-		doc := report.NewDocument[expexplore.Result]("explore", map[string]any{"replay": path})
-		doc.Results = append(doc.Results, expexplore.ResultOf(rep))
+		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"replay": path})
+		doc.Results = append(doc.Results, explorer.ResultOf(rep))
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	expexplore "mmlab/experiment/explore"
+	"mmlab/experiment/explorer"
 	"mmlab/explore"
 	"mmlab/report"
 )
@@ -100,7 +100,7 @@ func TestExploreJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	var doc report.Document[expexplore.Result]
+	var doc report.Document[explorer.Result]
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}

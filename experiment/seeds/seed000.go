@@ -9,7 +9,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/experiment"
-	"mmlab/experiment/explore"
+	"mmlab/experiment/explorer"
 	"mmlab/experiment/forkstall"
 	"mmlab/experiment/redzone"
 	"mmlab/report"
@@ -62,7 +62,7 @@ var forkModeTitles = map[string]string{
 
 // explorePart is the explorer's table: each seed-000 scenario's schedules
 // in both designs, and the property that failed, if one did.
-func explorePart(doc *report.Document[explore.Result]) (report.Part, string) {
+func explorePart(doc *report.Document[explorer.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "explore", Title: "Interleavings searched on the deterministic scheduler (mmlab explore)"}
 	t := report.Table{Columns: []string{"scenario", "design", "schedules", "property failed", "shrunk steps"}}
 	var before, after, nb, na int
@@ -94,7 +94,7 @@ func section000(s *Seed, docs Docs) report.Seed {
 		sec.Parts = append(sec.Parts, part)
 		sec.Verdict += "; " + line
 	}
-	var ex report.Document[explore.Result]
+	var ex report.Document[explorer.Result]
 	if decode(docs, "explore", &ex) {
 		part, line := explorePart(&ex)
 		sec.Parts = append(sec.Parts, part)

@@ -4,7 +4,7 @@
 // ran, which property failed, and how short the shrunk interleaving is.
 // Before the seed's patches each seed-000 scenario should fail its
 // property; after them none should.
-package explore
+package explorer
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 
 	"mmlab/experiment"
-	explorer "mmlab/explore"
+	"mmlab/explore"
 )
 
 // Options of a run.
@@ -33,7 +33,7 @@ const MaxSchedules = 10_000_000
 // Seed000 are the names of seed 000's scenarios, the default.
 func Seed000() []string {
 	var ns []string
-	for _, sc := range explorer.Scenarios {
+	for _, sc := range explore.Scenarios {
 		if sc.Seed == "000" {
 			ns = append(ns, sc.Name)
 		}
@@ -43,7 +43,7 @@ func Seed000() []string {
 
 func names() []string {
 	var ns []string
-	for _, sc := range explorer.Scenarios {
+	for _, sc := range explore.Scenarios {
 		ns = append(ns, sc.Name)
 	}
 	return ns
@@ -52,7 +52,7 @@ func names() []string {
 func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.scenarios, "scenarios", strings.Join(o.Scenarios, ","), "comma-separated scenarios of "+strings.Join(names(), ", "))
 	fs.IntVar(&o.Schedules, "schedules", o.Schedules, "schedules per scenario and design, at most")
-	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "how schedules choose: "+strings.Join(explorer.Strategies, " or "))
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "how schedules choose: "+strings.Join(explore.Strategies, " or "))
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the schedules (the same seed gives the same runs)")
 }
 
@@ -60,7 +60,7 @@ func (o *Options) Validate() error {
 	if o.Schedules < 1 || o.Schedules > MaxSchedules {
 		return fmt.Errorf("--schedules %d: want 1 to %d", o.Schedules, MaxSchedules)
 	}
-	if err := experiment.OneOf("strategy", o.Strategy, explorer.Strategies...); err != nil {
+	if err := experiment.OneOf("strategy", o.Strategy, explore.Strategies...); err != nil {
 		return err
 	}
 	if o.scenarios != "" {
@@ -96,8 +96,8 @@ type Result struct {
 }
 
 // ResultOf turns an explorer's report into a Result.
-func ResultOf(rep explorer.Report) Result {
-	sc := explorer.Lookup(rep.Scenario)
+func ResultOf(rep explore.Report) Result {
+	sc := explore.Lookup(rep.Scenario)
 	r := Result{Row: experiment.Row{Target: experiment.Model, Variant: rep.Design.String()},
 		Scenario: rep.Scenario, ScenarioSeed: sc.Seed, Strategy: rep.Strategy, Seed: rep.Seed,
 		Schedules: rep.Schedules, Seconds: rep.Elapsed.Seconds()}
@@ -110,17 +110,17 @@ func ResultOf(rep explorer.Report) Result {
 		r.FoundAt = f.Schedule
 		r.Deviations = f.Found
 		r.ShrunkDeviations = len(f.Deviations)
-		r.ShrunkSteps = len(explorer.Steps(f.Outcome.Record, f.Outcome.Final))
-		r.Replay = explorer.FormatDeviations(f.Deviations)
+		r.ShrunkSteps = len(explore.Steps(f.Outcome.Record, f.Outcome.Final))
+		r.Replay = explore.FormatDeviations(f.Deviations)
 	}
 	return r
 }
 
 func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	for _, name := range o.Scenarios {
-		sc := explorer.Lookup(name)
+		sc := explore.Lookup(name)
 		for _, v := range env.Variants {
-			d, err := explorer.ParseDesign(v)
+			d, err := explore.ParseDesign(v)
 			if err != nil {
 				return err
 			}
@@ -128,7 +128,7 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				return ctx.Err()
 			}
 			env.Progress("explore %s %s: %d schedules", name, v, o.Schedules)
-			emit(ResultOf(explorer.Explore(sc, explorer.Options{Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed})))
+			emit(ResultOf(explore.Explore(sc, explore.Options{Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed})))
 		}
 	}
 	return nil
