@@ -106,7 +106,7 @@ func TestAfterFindings(t *testing.T) {
 		{"exit-during-register", []Deviation{{Choice: 6, Thread: 2}}, PropTeardown, "T1(tracer) at exit_mmap", false},
 		{"failed-fork", []Deviation{{Choice: 10, Thread: 2}, {Choice: 11, Thread: 1}, {Choice: 12, Thread: 2}, {Choice: 13, Thread: 1}, {Choice: 15, Thread: 1}, {Choice: 20, Thread: 2}},
 			PropTeardown, "T1(tracer) at exit_mmap", false},
-		{"query-vs-modify", []Deviation{{Choice: 0, Thread: 2}, {Choice: 4, Thread: 1}, {Choice: 5, Thread: 2}, {Choice: 6, Thread: 1}, {Choice: 8, Thread: 2}, {Choice: 9, Thread: 1}, {Choice: 10, Thread: 2}, {Choice: 16, Thread: 1}, {Choice: 19, Thread: 2}, {Choice: 20, Thread: 1}, {Choice: 22, Thread: 2}, {Choice: 23, Thread: 1}, {Choice: 24, Thread: 2}, {Choice: 32, Thread: 1}, {Choice: 36, Thread: 2}, {Choice: 37, Thread: 1}, {Choice: 38, Thread: 2}, {Choice: 40, Thread: 1}, {Choice: 41, Thread: 2}, {Choice: 42, Thread: 1}, {Choice: 46, Thread: 2}},
+		{"query-vs-modify", []Deviation{{Choice: 0, Thread: 2}, {Choice: 2, Thread: 1}, {Choice: 5, Thread: 2}, {Choice: 14, Thread: 1}, {Choice: 16, Thread: 2}, {Choice: 20, Thread: 1}, {Choice: 26, Thread: 2}, {Choice: 27, Thread: 1}, {Choice: 30, Thread: 2}, {Choice: 37, Thread: 1}, {Choice: 41, Thread: 2}},
 			PropQueryGap, "PROCMAP_QUERY(0x10003000): ENOENT", true},
 	} {
 		out := Replay(Lookup(c.scenario), After, c.devs)
