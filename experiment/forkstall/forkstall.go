@@ -84,9 +84,9 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 				emit(r)
 				f := r.ModelFigures
 				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
-					d, c, m, fmtMs(r.ForkMaxMs), fmtMs(f.ForkSemMs), fmtMs(f.ForkMmapMs),
-					fmtMs(r.BaselineMs), fmtMs(f.BaseSemMs), fmtMs(f.BaseMmapMs),
-					fmtMs(r.AttachMs), fmtMs(f.AttachMmapMs), fmtMs(r.DetachMs), fmtMs(f.BusyHoldMs), f.Passes)
+					d, c, m, experiment.Ms(r.ForkMaxMs), experiment.Ms(f.ForkSemMs), experiment.Ms(f.ForkMmapMs),
+					experiment.Ms(r.BaselineMs), experiment.Ms(f.BaseSemMs), experiment.Ms(f.BaseMmapMs),
+					experiment.Ms(r.AttachMs), experiment.Ms(f.AttachMmapMs), experiment.Ms(r.DetachMs), experiment.Ms(f.BusyHoldMs), f.Passes)
 			}
 		}
 	}

@@ -70,29 +70,16 @@ func Table(w io.Writer, o *Options, rs []Result) {
 					if i := slices.IndexFunc(rs, func(x Result) bool {
 						return x.Target == target && x.Variant == v && x.Case == r.Case && x.Mode == r.Mode
 					}); i >= 0 {
-						cell = fmtMs(metric(rs[i]))
+						cell = experiment.Ms(metric(rs[i]))
 					}
 					line += fmt.Sprintf("%-9s", cell)
 				}
 				line += "  "
 			}
 			if target == experiment.Live {
-				line += fmtMs(r.BaselineMs)
+				line += experiment.Ms(r.BaselineMs)
 			}
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
 		}
 	}
-}
-
-// fmtMs prints a millisecond figure with three significant digits.
-func fmtMs(x float64) string {
-	switch {
-	case x >= 100:
-		return fmt.Sprintf("%.0f", x)
-	case x >= 10:
-		return fmt.Sprintf("%.1f", x)
-	case x >= 1:
-		return fmt.Sprintf("%.2f", x)
-	}
-	return fmt.Sprintf("%.3f", x)
 }

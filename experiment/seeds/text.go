@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"mmlab/experiment"
 	"mmlab/report"
 )
 
@@ -38,19 +39,10 @@ func WriteTable(w io.Writer, t report.Table) {
 	tw.Flush()
 }
 
-// ms prints a millisecond figure with three significant digits, "-" for a
-// missing one.
+// ms prints a millisecond figure (experiment.Ms), "-" for a missing one.
 func ms(x float64, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	switch {
-	case x >= 100:
-		return fmt.Sprintf("%.0f", x)
-	case x >= 10:
-		return fmt.Sprintf("%.1f", x)
-	case x >= 1:
-		return fmt.Sprintf("%.2f", x)
-	}
-	return fmt.Sprintf("%.3f", x)
+	return experiment.Ms(x)
 }
