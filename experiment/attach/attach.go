@@ -6,7 +6,6 @@
 package attach
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -103,21 +102,6 @@ func NewResult(row experiment.Row, mode string, n int, attachMs, detachMs []floa
 	return Result{Row: row, Attach: mode, N: n,
 		AttachMs: report.Median(attachMs), AttachMsRuns: attachMs,
 		DetachMs: report.Median(detachMs), DetachMsRuns: detachMs}
-}
-
-// Sleep waits d, the pause before an attach, or until ctx is done.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Ms converts d to milliseconds.

@@ -75,7 +75,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 					return out, err
 				}
 				for i, k := range ks {
-					if err := Sleep(ctx, c.Gap); err != nil {
+					if err := experiment.Sleep(ctx, c.Gap); err != nil {
 						return out, err
 					}
 					k.run(true)

@@ -321,17 +321,6 @@ func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (fun
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // runCase runs o.Runs cycles of one case and mode in one design on a fresh
 // model kernel. Every task it starts has ended when it returns.
 func runCase(ctx context.Context, o caseRun) ([]Run, error) {
@@ -432,7 +421,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attach: %w", err)
 		}
-		holdErr := sleepCtx(ctx, o.Hold)
+		holdErr := experiment.Sleep(ctx, o.Hold)
 		runtime.GC()
 		g0 = gcCycles()
 		d0 := time.Now()
@@ -448,7 +437,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		passes := u.Passes() - p0
 		runtime.GC()
 		b0 := time.Now()
-		if err := sleepCtx(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
+		if err := experiment.Sleep(ctx, a1.Sub(a0)+d1.Sub(d0)); err != nil {
 			return nil, err
 		}
 		b1 := time.Now()
@@ -460,7 +449,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 				return nil, err
 			default:
 			}
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			if err := experiment.Sleep(ctx, time.Millisecond); err != nil {
 				return nil, err
 			}
 		}

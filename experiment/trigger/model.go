@@ -141,7 +141,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 		runners = append(runners, k.mach.Start(t, i, 0, func(r *kernel.Runner) {
 			sp := triggerStack - uint64(i)*16*pgtable.PageSize - 64
 			n := int64(0)
-			t0, ok := threadCPUTime()
+			t0, ok := experiment.ThreadCPUTime()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				r.Regs = cpu.Regs{RIP: k.entry}
 				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = sp, triggerBatch
@@ -151,7 +151,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 				}
 				n += triggerBatch
 			}
-			if t1, _ := threadCPUTime(); ok {
+			if t1, _ := experiment.ThreadCPUTime(); ok {
 				cpuNs.Add(int64(t1 - t0))
 			}
 			total.Add(n)

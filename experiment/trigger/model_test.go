@@ -147,9 +147,9 @@ func BenchmarkHit(b *testing.B) {
 				r := k.mach.Start(k.leader, 0, 0, func(r *kernel.Runner) {
 					r.Regs.RIP = k.entry
 					r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, uint64(b.N)
-					t0, _ := threadCPUTime()
+					t0, _ := experiment.ThreadCPUTime()
 					s = r.Run()
-					t1, _ := threadCPUTime()
+					t1, _ := experiment.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})
 				<-r.Done()

@@ -37,7 +37,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 		for _, n := range o.N {
 			for _, m := range o.Attach {
 				mode, _ := uprobe.ParseMode(m)
-				if err := attach.Sleep(ctx, o.Gap); err != nil {
+				if err := experiment.Sleep(ctx, o.Gap); err != nil {
 					return err
 				}
 				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})

@@ -473,15 +473,6 @@ func firstCycle(ctx context.Context, r *recorder) error {
 	return r.waitPast(ctx, 0)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 // endWindow ends the window that began at from: with hooks.forkInEveryWindow
 // it first waits for a fork that started inside it to be recorded. It
 // returns the window's end.
@@ -507,7 +498,7 @@ func oneRun(ctx context.Context, o *caseRun, path string, offsets []uint64, fork
 	if err != nil {
 		return run, errors.Join(err, detach())
 	}
-	holdErr := sleepCtx(ctx, o.Hold)
+	holdErr := experiment.Sleep(ctx, o.Hold)
 	d0 := monotonicNs()
 	detErr := detach()
 	d1, err := endWindow(ctx, forks, d0)
@@ -520,11 +511,11 @@ func oneRun(ctx context.Context, o *caseRun, path string, offsets []uint64, fork
 	if detErr != nil {
 		return run, fmt.Errorf("detach: %w", detErr)
 	}
-	if err := sleepCtx(ctx, o.Gap); err != nil {
+	if err := experiment.Sleep(ctx, o.Gap); err != nil {
 		return run, err
 	}
 	b0 := monotonicNs()
-	if err := sleepCtx(ctx, time.Duration((a1-a0)+(d1-d0))); err != nil {
+	if err := experiment.Sleep(ctx, time.Duration((a1-a0)+(d1-d0))); err != nil {
 		return run, err
 	}
 	b1, err := endWindow(ctx, forks, b0)
@@ -541,7 +532,7 @@ func oneRun(ctx context.Context, o *caseRun, path string, offsets []uint64, fork
 		ForkMaxMs: float64(fmax) / 1e6, BaselineMs: float64(bmax) / 1e6,
 		AttachMs: float64(a1-a0) / 1e6, DetachMs: float64(d1-d0) / 1e6, Forks: n,
 	}
-	return run, sleepCtx(ctx, o.Gap)
+	return run, experiment.Sleep(ctx, o.Gap)
 }
 
 // forkRecord is one fork() the forker timed, on CLOCK_MONOTONIC.
