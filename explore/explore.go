@@ -266,6 +266,9 @@ type Options struct {
 	Progress func(done int, elapsed time.Duration)
 	// ShrinkRuns bounds the replays of shrinking (0: 4000).
 	ShrinkRuns int
+	// Done, if set, stops the search when it is closed (a context's
+	// Done): the schedule running ends first, and the report says Stopped.
+	Done <-chan struct{}
 }
 
 // Failure is a property that failed in Explore: the schedule that found
@@ -287,6 +290,7 @@ type Report struct {
 	Schedules int // run
 	Elapsed   time.Duration
 	Failure   *Failure // nil if every schedule passed
+	Stopped   bool     // Options.Done closed before Options.Schedules were run
 }
 
 // Explore runs schedules of sc until a property fails or o.Schedules are
@@ -300,6 +304,14 @@ func Explore(sc *Scenario, o Options) Report {
 	last := t0
 	choices := 100 // PCT's estimate of a run's decisions with a choice
 	for i := range o.Schedules {
+		select {
+		case <-o.Done:
+			rep.Stopped = true
+		default:
+		}
+		if rep.Stopped {
+			break
+		}
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
 		var ch chooser = &random{rng}
 		if rep.Strategy == "pct" {

@@ -239,3 +239,16 @@ func TestPropertiesCanFail(t *testing.T) {
 		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
 	}
 }
+
+// A closed Done stops the search before the next schedule and says so.
+func TestExploreDone(t *testing.T) {
+	done := make(chan struct{})
+	close(done)
+	rep := Explore(Lookup("reg-vs-fork"), Options{Design: Before, Schedules: 1000, Seed: 1, Done: done})
+	if !rep.Stopped || rep.Schedules != 0 || rep.Failure != nil {
+		t.Errorf("Stopped %v after %d schedules (failure %v), want stopped after 0", rep.Stopped, rep.Schedules, rep.Failure)
+	}
+	if rep := Explore(Lookup("reg-vs-fork"), Options{Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
+		t.Errorf("open Done: Stopped %v after %d schedules, want 3 run", rep.Stopped, rep.Schedules)
+	}
+}

@@ -36,15 +36,19 @@ fails, printed one line per step (the task, where it went in kernel terms,
 what it held), written to --out for --replay, and printed as a Go test that
 pins it. Schedule i runs on seed (S, i): the same seed gives the same output.
 
-Exit status: 0 no property failed, 1 a property failed, 2 bad usage.
+Exit status: 0 no property failed, 1 a property failed, 2 bad usage, 130
+(143) interrupted by SIGINT (SIGTERM) between two schedules.
 
 flags:
 `
 
-func runExplore(_ context.Context, args []string) int { return exploreMain(args, os.Stdout, os.Stderr) }
+func runExplore(ctx context.Context, args []string) int {
+	return exploreMain(ctx, args, os.Stdout, os.Stderr)
+}
 
-// exploreMain is the command, writing to out and errw.
-func exploreMain(args []string, out, errw io.Writer) int {
+// exploreMain is the command, writing to out and errw; cancelling ctx
+// stops the search after the schedule running.
+func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	list := fs.Bool("list", false, "print the scenarios, one a line: name, seed, what it checks")
@@ -108,10 +112,15 @@ func exploreMain(args []string, out, errw io.Writer) int {
 	if *schedules < 1 || *schedules > explorer.MaxSchedules {
 		return usageErr("--schedules %d: want 1 to %d", *schedules, explorer.MaxSchedules)
 	}
-	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed,
+	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed, Done: ctx.Done(),
 		Progress: func(done int, el time.Duration) {
 			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
 		}})
+	if rep.Stopped {
+		fmt.Fprintf(errw, "mmlab explore: interrupted after %d of %d schedules of %s %s, no property failed in them\n",
+			rep.Schedules, *schedules, name, d)
+		return 130
+	}
 	res := explorer.ResultOf(rep)
 	f := rep.Failure
 	path := *outFile

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,9 +16,28 @@ import (
 
 func explore1(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return exploreCtx(t.Context(), args...)
+}
+
+func exploreCtx(ctx context.Context, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := exploreMain(args, &out, &errb)
+	code := exploreMain(ctx, args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// An interrupt (a cancelled context) ends the search with 130 and says how
+// far it got; nothing is written.
+func TestExploreInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	out := filepath.Join(t.TempDir(), "x.replay")
+	code, stdout, stderr := exploreCtx(ctx, "reg-vs-fork", "--schedules", "1000", "--out", out)
+	if code != 130 || !strings.Contains(stderr, "interrupted after 0 of 1000 schedules") || stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 130 and the schedules run", code, stdout, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written after an interrupt", out)
+	}
 }
 
 // Exit statuses: 2 for bad usage, naming the flag and value; 0 for --list,

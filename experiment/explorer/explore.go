@@ -128,7 +128,11 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				return ctx.Err()
 			}
 			env.Progress("explore %s %s: %d schedules", name, v, o.Schedules)
-			emit(ResultOf(explore.Explore(sc, explore.Options{Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed})))
+			rep := explore.Explore(sc, explore.Options{Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed, Done: ctx.Done()})
+			if rep.Stopped {
+				return ctx.Err()
+			}
+			emit(ResultOf(rep))
 		}
 	}
 	return nil
