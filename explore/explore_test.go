@@ -93,8 +93,8 @@ func TestAfterPasses(t *testing.T) {
 // They pass now, and fail in the before design. The third is a finding
 // about PROCMAP_QUERY under per-VMA locks: it returns ENOENT for a page
 // that mremap(MREMAP_FIXED) is moving a VMA onto (the destination is
-// unmapped first, and lock_next_vma's recheck finds the same gap), which
-// v6.19's code does too.
+// unmapped first, and lock_next_vma's recheck finds the same gap), as
+// v6.19's code does and the running kernel shows (TestQueryGapLive).
 func TestAfterFindings(t *testing.T) {
 	for _, c := range []struct {
 		scenario   string
