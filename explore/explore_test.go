@@ -2,6 +2,7 @@ package explore
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"slices"
 	"strings"
@@ -237,5 +238,18 @@ func TestPropertiesCanFail(t *testing.T) {
 	rep = Explore(nosync, Options{Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
 	if f := rep.Failure; f == nil || f.Violation.Property != PropSync {
 		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
+	}
+}
+
+// ParseDesign reads back each design's name and refuses any other with
+// ErrDesign.
+func TestParseDesign(t *testing.T) {
+	for _, d := range Designs {
+		if got, err := ParseDesign(d.String()); err != nil || got != d {
+			t.Errorf("ParseDesign(%q) = %v, %v", d, got, err)
+		}
+	}
+	if _, err := ParseDesign("middle"); !errors.Is(err, ErrDesign) {
+		t.Errorf(`ParseDesign("middle") = %v, want ErrDesign`, err)
 	}
 }

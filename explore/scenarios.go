@@ -79,8 +79,7 @@ func (w *World) registerCycle(t *kernel.Task, s site, n int) {
 // once, busy populating and unmapping in b's mm twice, and forker forking
 // twice (its children stay).
 func busyForkRace(w *World, b, forker *kernel.Task) {
-	w.sites = []site{siteOf("f")}
-	w.stepChecks()
+	w.probe("f")
 	w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
 	w.on(b, 1, func() { busy(b, 2) })
 	w.on(forker, 1, func() {
@@ -121,9 +120,7 @@ var perfInherit = &Scenario{
 		"while another consumer of the uprobe is removed during the fork",
 	Props: []Property{PropInherit, PropAgree, PropTeardown, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f")
 		p := w.newProc("parent")
 		targets := []*kernel.Task{p}
 		perf := consumer()
@@ -164,9 +161,7 @@ var killedUnregister = &Scenario{
 	Doc:   "the unregistering tracer is killed while a process that maps the file is busy",
 	Props: []Property{PropKilledClean, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f")
 		w.newProc("p1")
 		p2 := w.newProc("p2")
 		unregistering := newGate()
@@ -193,8 +188,7 @@ var failedFork = &Scenario{
 	Doc:   "a fork fails with ENOMEM after copying one VMA while a tracer registers",
 	Props: []Property{PropTeardown, PropStall, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
+		w.probe("f")
 		p := w.newProc("parent")
 		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
 		w.on(p, 1, func() { _, _ = w.fork(p, kernel.ForkHooks{FailAfter: 1}) })
@@ -206,8 +200,7 @@ var exitDuringRegister = &Scenario{
 	Doc:   "a process that maps the file exits while a tracer registers and unregisters",
 	Props: []Property{PropTeardown, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
+		w.probe("f")
 		w.newProc("p1")
 		p2 := w.newProc("p2")
 		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
@@ -230,9 +223,7 @@ var unoptimizeKill = &Scenario{
 		"point of the three-write removal",
 	Props: []Property{PropKilledClean, PropAgree, PropWarn, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f5")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f5")
 		p, q := w.newProc("p"), w.newProc("q")
 		registered, ran, unregistering := newGate(), [2]gate{newGate(), newGate()}, newGate()
 		hit := newGate() // p's handler ran: its first hit optimizes next
@@ -286,9 +277,7 @@ func seed004Config(d Design) uprobes.Config {
 // unregisters the consumer c and waits (sync: uprobe_unregister_sync); c's
 // handlers call consumerRan, which fails PropSync once the wait returned.
 func syncRace(w *World, c *uprobes.Consumer, synced *bool, sync func(t *kernel.Task), done func(stop cpu.Stop, rax uint64)) {
-	s := siteOf("f")
-	w.sites = []site{s}
-	w.stepChecks()
+	s := w.probe("f")
 	p := w.newProc("probed")
 	registered := newGate()
 	w.task("tracer", 0, func(t *kernel.Task) {

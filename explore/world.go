@@ -64,6 +64,15 @@ func siteOf(label string) site {
 	return site{label, program.labels[label] - textAddr, n}
 }
 
+// probe makes label the scenario's one probed site, adds the checks of its
+// properties that run at every decision, and returns the site.
+func (w *World) probe(label string) site {
+	s := siteOf(label)
+	w.sites = []site{s}
+	w.stepChecks()
+	return s
+}
+
 // World is one run's model kernel: the deterministic System, the machine,
 // uprobes in the run's design, the probed file, the processes whose mms the
 // registry checks look at, and what the tasks observed. Only the running
@@ -89,7 +98,6 @@ type World struct {
 	checks      []check
 	violation   *Violation // a completion check's failure, reported at the next decision
 	final       []sched.ThreadState
-	mapsProp    Property   // the property a seed-003 reader checks
 	props       []Property // the scenario's: a property it does not name is not checked
 }
 
