@@ -4,7 +4,6 @@ import (
 	"mmlab/cpu"
 	"mmlab/kernel"
 	"mmlab/mm"
-	"mmlab/mm/pgtable"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -28,52 +27,6 @@ func Lookup(name string) *Scenario {
 
 // forkProps are the properties of the seed-000 scenarios with forks.
 var forkProps = []Property{PropStall, PropAgree, PropInherit, PropTeardown, PropDeadlock}
-
-// consumer returns a consumer whose handler does nothing.
-func consumer() *uprobes.Consumer {
-	return &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
-}
-
-// task starts body as a task of its own (a tracer, a killer: no mm).
-func (w *World) task(name string, cpu int, body func(t *kernel.Task)) *kernel.Task {
-	t := kernel.NewTask(name)
-	w.start(t, cpu, func(*kernel.Runner) { body(t) })
-	return t
-}
-
-// on starts body on a thread of process p.
-func (w *World) on(p *kernel.Task, cpu int, body func()) {
-	w.start(p, cpu, func(*kernel.Runner) { body() })
-}
-
-// busy populates and unmaps anonymous memory in p's mm n times, holding
-// its mmap write lock for each (the seed's busy process, in small).
-func busy(p *kernel.Task, n int) {
-	for range n {
-		a, err := p.MM.Mmap(p, 0, 4*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
-			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
-		if err != nil {
-			return
-		}
-		_ = p.MM.Munmap(p, a, 4*pgtable.PageSize)
-	}
-}
-
-// registerCycle registers a consumer on s, unregisters it and waits for
-// its handlers (uprobe_unregister_sync), n times.
-func (w *World) registerCycle(t *kernel.Task, s site, n int) {
-	for range n {
-		c := consumer()
-		up, err := w.register(t, s, c)
-		if err != nil {
-			return
-		}
-		if w.unregister(t, s, up, c) != nil {
-			return
-		}
-		w.U.UnregisterSync(t)
-	}
-}
 
 // busyForkRace probes f and starts a tracer that registers and unregisters
 // once, busy populating and unmapping in b's mm twice, and forker forking
