@@ -59,13 +59,10 @@ func (d Design) String() string {
 // ErrDesign is ParseDesign's error for a name that is not a design.
 var ErrDesign = errors.New("unknown design")
 
-// ParseDesign reads "before" or "after".
+// ParseDesign reads a Design's name: "before" or "after".
 func ParseDesign(s string) (Design, error) {
-	switch s {
-	case "before":
-		return Before, nil
-	case "after":
-		return After, nil
+	if i := slices.IndexFunc(Designs, func(d Design) bool { return d.String() == s }); i >= 0 {
+		return Designs[i], nil
 	}
 	return 0, fmt.Errorf("%w %q: want before or after", ErrDesign, s)
 }

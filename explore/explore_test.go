@@ -2,6 +2,7 @@ package explore
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"slices"
 	"strings"
@@ -250,5 +251,18 @@ func TestExploreDone(t *testing.T) {
 	}
 	if rep := Explore(Lookup("reg-vs-fork"), Options{Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
 		t.Errorf("open Done: Stopped %v after %d schedules, want 3 run", rep.Stopped, rep.Schedules)
+	}
+}
+
+// ParseDesign reads back each design's name and refuses any other with
+// ErrDesign.
+func TestParseDesign(t *testing.T) {
+	for _, d := range Designs {
+		if got, err := ParseDesign(d.String()); err != nil || got != d {
+			t.Errorf("ParseDesign(%q) = %v, %v", d, got, err)
+		}
+	}
+	if _, err := ParseDesign("middle"); !errors.Is(err, ErrDesign) {
+		t.Errorf(`ParseDesign("middle") = %v, want ErrDesign`, err)
 	}
 }

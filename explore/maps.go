@@ -87,9 +87,16 @@ func procfsVariant(d Design) procfs.Variant {
 	return procfs.Before
 }
 
-// mapsRace starts the modifier of m and a reader whose read runs on the
-// reader's thread, twice.
-func mapsRace(w *World, read func(f *procfs.MapsFile) string) {
+// mapsScenario is a seed-003 race: the modifier of the arena and a reader
+// whose read runs on the reader's thread, twice; a complaint of read fails
+// prop.
+func mapsScenario(name, doc string, prop Property, read func(f *procfs.MapsFile) string) *Scenario {
+	return &Scenario{Name: name, Seed: "003", Doc: doc, Props: []Property{prop, PropDeadlock},
+		build: func(w *World) { mapsRace(w, prop, read) }}
+}
+
+// mapsRace is the build of a mapsScenario.
+func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
 	m := arena()
 	w.task("modifier", 0, func(t *kernel.Task) {
 		if err := modify(t, m); err != nil {
@@ -103,7 +110,7 @@ func mapsRace(w *World, read func(f *procfs.MapsFile) string) {
 		for range 2 {
 			f.Rewind()
 			if d := read(f); d != "" {
-				w.fail(w.mapsProp, "%s", d)
+				w.fail(prop, "%s", d)
 				return
 			}
 		}
@@ -167,22 +174,8 @@ func queryGaps(f *procfs.MapsFile) string {
 	return ""
 }
 
-var mapsVsModify = &Scenario{
-	Name: "maps-vs-modify", Seed: "003",
-	Doc:   "a /proc/PID/maps reader reads while another task splits, resizes and remaps VMAs",
-	Props: []Property{PropMapsGap, PropDeadlock},
-	build: func(w *World) {
-		w.mapsProp = PropMapsGap
-		mapsRace(w, readGaps)
-	},
-}
+var mapsVsModify = mapsScenario("maps-vs-modify",
+	"a /proc/PID/maps reader reads while another task splits, resizes and remaps VMAs", PropMapsGap, readGaps)
 
-var queryVsModify = &Scenario{
-	Name: "query-vs-modify", Seed: "003",
-	Doc:   "PROCMAP_QUERY of every page of a range while another task splits, resizes and remaps its VMAs",
-	Props: []Property{PropQueryGap, PropDeadlock},
-	build: func(w *World) {
-		w.mapsProp = PropQueryGap
-		mapsRace(w, queryGaps)
-	},
-}
+var queryVsModify = mapsScenario("query-vs-modify",
+	"PROCMAP_QUERY of every page of a range while another task splits, resizes and remaps its VMAs", PropQueryGap, queryGaps)

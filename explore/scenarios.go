@@ -4,7 +4,6 @@ import (
 	"mmlab/cpu"
 	"mmlab/kernel"
 	"mmlab/mm"
-	"mmlab/mm/pgtable"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -29,58 +28,11 @@ func Lookup(name string) *Scenario {
 // forkProps are the properties of the seed-000 scenarios with forks.
 var forkProps = []Property{PropStall, PropAgree, PropInherit, PropTeardown, PropDeadlock}
 
-// consumer returns a consumer whose handler does nothing.
-func consumer() *uprobes.Consumer {
-	return &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
-}
-
-// task starts body as a task of its own (a tracer, a killer: no mm).
-func (w *World) task(name string, cpu int, body func(t *kernel.Task)) *kernel.Task {
-	t := kernel.NewTask(name)
-	w.start(t, cpu, func(*kernel.Runner) { body(t) })
-	return t
-}
-
-// on starts body on a thread of process p.
-func (w *World) on(p *kernel.Task, cpu int, body func()) {
-	w.start(p, cpu, func(*kernel.Runner) { body() })
-}
-
-// busy populates and unmaps anonymous memory in p's mm n times, holding
-// its mmap write lock for each (the seed's busy process, in small).
-func busy(p *kernel.Task, n int) {
-	for range n {
-		a, err := p.MM.Mmap(p, 0, 4*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
-			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
-		if err != nil {
-			return
-		}
-		_ = p.MM.Munmap(p, a, 4*pgtable.PageSize)
-	}
-}
-
-// registerCycle registers a consumer on s, unregisters it and waits for
-// its handlers (uprobe_unregister_sync), n times.
-func (w *World) registerCycle(t *kernel.Task, s site, n int) {
-	for range n {
-		c := consumer()
-		up, err := w.register(t, s, c)
-		if err != nil {
-			return
-		}
-		if w.unregister(t, s, up, c) != nil {
-			return
-		}
-		w.U.UnregisterSync(t)
-	}
-}
-
 // busyForkRace probes f and starts a tracer that registers and unregisters
 // once, busy populating and unmapping in b's mm twice, and forker forking
 // twice (its children stay).
 func busyForkRace(w *World, b, forker *kernel.Task) {
-	w.sites = []site{siteOf("f")}
-	w.stepChecks()
+	w.probe("f")
 	w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
 	w.on(b, 1, func() { busy(b, 2) })
 	w.on(forker, 1, func() {
@@ -121,9 +73,7 @@ var perfInherit = &Scenario{
 		"while another consumer of the uprobe is removed during the fork",
 	Props: []Property{PropInherit, PropAgree, PropTeardown, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f")
 		p := w.newProc("parent")
 		targets := []*kernel.Task{p}
 		perf := consumer()
@@ -164,9 +114,7 @@ var killedUnregister = &Scenario{
 	Doc:   "the unregistering tracer is killed while a process that maps the file is busy",
 	Props: []Property{PropKilledClean, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f")
 		w.newProc("p1")
 		p2 := w.newProc("p2")
 		unregistering := newGate()
@@ -193,8 +141,7 @@ var failedFork = &Scenario{
 	Doc:   "a fork fails with ENOMEM after copying one VMA while a tracer registers",
 	Props: []Property{PropTeardown, PropStall, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
+		w.probe("f")
 		p := w.newProc("parent")
 		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
 		w.on(p, 1, func() { _, _ = w.fork(p, kernel.ForkHooks{FailAfter: 1}) })
@@ -206,8 +153,7 @@ var exitDuringRegister = &Scenario{
 	Doc:   "a process that maps the file exits while a tracer registers and unregisters",
 	Props: []Property{PropTeardown, PropAgree, PropDeadlock},
 	build: func(w *World) {
-		w.sites = []site{siteOf("f")}
-		w.stepChecks()
+		w.probe("f")
 		w.newProc("p1")
 		p2 := w.newProc("p2")
 		w.task("tracer", 0, func(t *kernel.Task) { w.registerCycle(t, w.sites[0], 1) })
@@ -230,9 +176,7 @@ var unoptimizeKill = &Scenario{
 		"point of the three-write removal",
 	Props: []Property{PropKilledClean, PropAgree, PropWarn, PropDeadlock},
 	build: func(w *World) {
-		s := siteOf("f5")
-		w.sites = []site{s}
-		w.stepChecks()
+		s := w.probe("f5")
 		p, q := w.newProc("p"), w.newProc("q")
 		registered, ran, unregistering := newGate(), [2]gate{newGate(), newGate()}, newGate()
 		hit := newGate() // p's handler ran: its first hit optimizes next
@@ -286,9 +230,7 @@ func seed004Config(d Design) uprobes.Config {
 // unregisters the consumer c and waits (sync: uprobe_unregister_sync); c's
 // handlers call consumerRan, which fails PropSync once the wait returned.
 func syncRace(w *World, c *uprobes.Consumer, synced *bool, sync func(t *kernel.Task), done func(stop cpu.Stop, rax uint64)) {
-	s := siteOf("f")
-	w.sites = []site{s}
-	w.stepChecks()
+	s := w.probe("f")
 	p := w.newProc("probed")
 	registered := newGate()
 	w.task("tracer", 0, func(t *kernel.Task) {

@@ -64,6 +64,15 @@ func siteOf(label string) site {
 	return site{label, program.labels[label] - textAddr, n}
 }
 
+// probe makes label the scenario's one probed site, adds the checks of its
+// properties that run at every decision, and returns the site.
+func (w *World) probe(label string) site {
+	s := siteOf(label)
+	w.sites = []site{s}
+	w.stepChecks()
+	return s
+}
+
 // World is one run's model kernel: the deterministic System, the machine,
 // uprobes in the run's design, the probed file, the processes whose mms the
 // registry checks look at, and what the tasks observed. Only the running
@@ -89,7 +98,6 @@ type World struct {
 	checks      []check
 	violation   *Violation // a completion check's failure, reported at the next decision
 	final       []sched.ThreadState
-	mapsProp    Property   // the property a seed-003 reader checks
 	props       []Property // the scenario's: a property it does not name is not checked
 }
 
@@ -166,10 +174,35 @@ func (w *World) start(t *kernel.Task, cpu int, body func(r *kernel.Runner)) *ker
 	return w.Mach.Start(t, cpu, 0, body)
 }
 
+// task starts body as a task of its own (a tracer, a killer: no mm).
+func (w *World) task(name string, cpu int, body func(t *kernel.Task)) *kernel.Task {
+	t := kernel.NewTask(name)
+	w.start(t, cpu, func(*kernel.Runner) { body(t) })
+	return t
+}
+
+// on starts body on a thread of process p.
+func (w *World) on(p *kernel.Task, cpu int, body func()) {
+	w.start(p, cpu, func(*kernel.Runner) { body() })
+}
+
 // exit ends t's mm (exit_mm) and forgets the process.
 func (w *World) exit(t *kernel.Task) {
 	w.procs = slices.DeleteFunc(w.procs, func(p *kernel.Task) bool { return p == t })
 	t.ExitMM()
+}
+
+// busy populates and unmaps anonymous memory in p's mm n times, holding
+// its mmap write lock for each (the seed's busy process, in small).
+func busy(p *kernel.Task, n int) {
+	for range n {
+		a, err := p.MM.Mmap(p, 0, 4*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
+			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
+		if err != nil {
+			return
+		}
+		_ = p.MM.Munmap(p, a, 4*pgtable.PageSize)
+	}
 }
 
 // siteBytes reads the site's bytes in m as the CPU would see them now,
@@ -236,6 +269,11 @@ func (w *World) agreement(s site) string {
 	return ""
 }
 
+// consumer returns a consumer whose handler does nothing.
+func consumer() *uprobes.Consumer {
+	return &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
+}
+
 // register is uprobe_register() by task t on site s, with the agreement
 // checked the moment it returns.
 func (w *World) register(t *kernel.Task, s site, c *uprobes.Consumer) (*uprobes.Uprobe, error) {
@@ -269,6 +307,22 @@ func (w *World) unregister(t *kernel.Task, s site, up *uprobes.Uprobe, c *uprobe
 		}
 	}
 	return err
+}
+
+// registerCycle registers a consumer on s, unregisters it and waits for
+// its handlers (uprobe_unregister_sync), n times.
+func (w *World) registerCycle(t *kernel.Task, s site, n int) {
+	for range n {
+		c := consumer()
+		up, err := w.register(t, s, c)
+		if err != nil {
+			return
+		}
+		if w.unregister(t, s, up, c) != nil {
+			return
+		}
+		w.U.UnregisterSync(t)
+	}
 }
 
 // fork forks p with h, checks the child against its parent (PropInherit)

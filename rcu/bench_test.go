@@ -29,11 +29,11 @@ func BenchmarkReadLockUnlock(b *testing.B) {
 				b.ResetTimer()
 				for c := range ncpu {
 					ths = append(ths, sys.Spawn(c, 0, func(th *sched.Thread) {
-						start, ok := threadCPUTime()
+						start, ok := sched.ThreadCPUTime()
 						for range n {
 							f.ReadUnlock(th, f.ReadLock(th))
 						}
-						end, _ := threadCPUTime()
+						end, _ := sched.ThreadCPUTime()
 						cpu[c], cpuOK[c] = end-start, ok
 					}))
 				}

@@ -325,11 +325,11 @@ func BenchmarkPointIdle(b *testing.B) {
 	var ok bool
 	b.ResetTimer()
 	th := s.Spawn(0, 0, func(t *Thread) {
-		start, _ := threadCPUTime()
+		start, _ := ThreadCPUTime()
 		for range n {
 			t.Point()
 		}
-		end, ok1 := threadCPUTime()
+		end, ok1 := ThreadCPUTime()
 		cpu, ok = end-start, ok1
 	})
 	<-th.Done()

@@ -21,6 +21,11 @@ func init() {
 		summary: "the main job: every seed's experiments, model and live, with a verdict per seed and a report",
 		run:     runAll,
 	})
+	register(&command{
+		name:    "report",
+		summary: "rebuild the report from saved results; several hosts' results add a comparison: mmlab report DIR|FILE... [-o DIR]",
+		run:     runReport,
+	})
 }
 
 const allUsage = `usage: mmlab all [--quick|--full] [--target model|live|both] [--out DIR] [--quiet]
@@ -133,7 +138,7 @@ func runAll(ctx context.Context, args []string) int {
 	page.Command = "mmlab " + strings.Join(append([]string{"all"}, args...), " ")
 	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine()}}
 	page.Interrupted = interrupted
-	if err := writeReport(filepath.Join(dir, "index.html"), &page); err != nil {
+	if err := writeFile(filepath.Join(dir, "index.html"), func(f *os.File) error { return report.WriteHTML(f, &page) }); err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
 		return experiment.ExitFailed
 	}
@@ -154,14 +159,51 @@ func findExperiment(name string) experiment.Experiment {
 	return nil
 }
 
-func writeReport(path string, p *report.Page) error {
-	f, err := os.Create(path)
+const reportUsage = `usage: mmlab report DIR|FILE... [-o DIR]
+
+Rebuilds the HTML report (DIR/index.html) from saved results: directories
+written by 'mmlab all' or 'mmlab run ... --out', or single JSON documents
+(for example collected from a fleet with 'kubectl logs'). Documents are
+grouped by the host that produced them (hostname and kernel); with more than
+one host the report starts with a comparison, one row per host with each
+seed's verdict and headline figure, and shows the seed sections of the first
+host. -o defaults to the current directory.
+
+`
+
+func runReport(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	out := fs.String("o", ".", "directory to write index.html to")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), reportUsage); fs.PrintDefaults() }
+	paths, err := parseInterleaved(fs, args)
 	if err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return experiment.ExitOK
+		}
+		return experiment.ExitUsage
 	}
-	if err := report.WriteHTML(f, p); err != nil {
-		f.Close()
-		return err
+	if len(paths) == 0 {
+		fmt.Fprintln(os.Stderr, "mmlab report: no results given (a directory or JSON file)")
+		return experiment.ExitUsage
 	}
-	return f.Close()
+	sets, err := seeds.Load(paths)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab report: %v\n", err)
+		return experiment.ExitFailed
+	}
+	page := seeds.Page(seeds.All(), sets)
+	page.Generated = time.Now().Format(time.RFC3339)
+	page.Command = "mmlab report " + strings.Join(args, " ")
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab report: -o %s: %v\n", *out, err)
+		return experiment.ExitFailed
+	}
+	path := filepath.Join(*out, "index.html")
+	if err := writeFile(path, func(f *os.File) error { return report.WriteHTML(f, page) }); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab report: %v\n", err)
+		return experiment.ExitFailed
+	}
+	fmt.Printf("report: %s (%d host(s))\n", path, len(sets))
+	return experiment.ExitOK
 }

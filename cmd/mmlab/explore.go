@@ -128,7 +128,8 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		if path == "" {
 			path = fmt.Sprintf("explore-%s-%s.replay", name, d)
 		}
-		if err := writeReplayFile(path, explore.Pinned{Scenario: name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}); err != nil {
+		pinned := explore.Pinned{Scenario: name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}
+		if err := writeFile(path, func(f *os.File) error { return explore.WriteReplay(f, pinned) }); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1
 		}
@@ -158,18 +159,6 @@ func scenarioNames() []string {
 		ns = append(ns, sc.Name)
 	}
 	return ns
-}
-
-func writeReplayFile(path string, p explore.Pinned) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := explore.WriteReplay(f, p); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // replayExplore runs a replay file's interleaving again.

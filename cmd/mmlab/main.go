@@ -15,8 +15,9 @@ import (
 	"mmlab/live"
 )
 
-// A command is one subcommand of mmlab. Each lives in its own file and adds
-// itself to commands from an init function.
+// A command is one subcommand of mmlab. Each lives in its own file (all.go
+// holds all and report, which write the same report) and adds itself to
+// commands from an init function.
 type command struct {
 	name    string
 	summary string // one line for `mmlab --help`
@@ -102,4 +103,17 @@ func interruptible() (context.Context, func() os.Signal) {
 		s, _ := got.Load().(os.Signal)
 		return s
 	}
+}
+
+// writeFile creates the file at path and writes it with write.
+func writeFile(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

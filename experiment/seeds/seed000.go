@@ -88,16 +88,10 @@ func explorePart(doc *report.Document[explorer.Result]) (report.Part, string) {
 // part, whose live verdict is added to the line.
 func section000(s *Seed, docs Docs) report.Seed {
 	sec := forkstallSection(s, docs)
-	var doc report.Document[redzone.Result]
-	if decode(docs, "redzone", &doc) {
-		part, line := redzonePart(&doc)
-		sec.Parts = append(sec.Parts, part)
+	if doc, line := addPart(&sec, docs, "redzone", redzonePart); doc != nil {
 		sec.Verdict += "; " + line
 	}
-	var ex report.Document[explorer.Result]
-	if decode(docs, "explore", &ex) {
-		part, line := explorePart(&ex)
-		sec.Parts = append(sec.Parts, part)
+	if doc, line := addPart(&sec, docs, "explore", explorePart); doc != nil {
 		sec.Verdict += "; " + line
 	}
 	return sec
@@ -271,14 +265,5 @@ func argsOf(p map[string]any) []string {
 	if v, ok := p["size_bytes"]; ok {
 		out = append(out, "--size", experiment.Bytes(uint64(toFloat(v))).String())
 	}
-	for _, k := range []string{"cases", "modes"} {
-		if l, ok := p[k].([]any); ok {
-			var ss []string
-			for _, x := range l {
-				ss = append(ss, fmt.Sprint(x))
-			}
-			out = append(out, "--"+k, strings.Join(ss, ","))
-		}
-	}
-	return out
+	return append(out, listArgs(p, "cases", "modes")...)
 }

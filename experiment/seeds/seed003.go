@@ -72,10 +72,7 @@ func section003(s *Seed, docs Docs) report.Seed {
 		lines = append(lines, skipped("mapslock", lock.Skipped)...)
 	}
 
-	var scan report.Document[mapscan.Result]
-	if decode(docs, "mapscan", &scan) {
-		part, line := mapscanPart(s, &scan)
-		sec.Parts = append(sec.Parts, part)
+	if scan, line := addPart(&sec, docs, "mapscan", s.mapscanPart); scan != nil {
 		if line != "" {
 			lines = append(lines, line)
 			if sec.Headline != "" {
@@ -135,7 +132,7 @@ func skipped(name string, sk []string) []string {
 // mapscanPart is seed 003's own figure: the mapper's mean and maximum
 // latency with two text scanners, published against model and live, and
 // the charts of every scanner case.
-func mapscanPart(s *Seed, doc *report.Document[mapscan.Result]) (report.Part, string) {
+func (s *Seed) mapscanPart(doc *report.Document[mapscan.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "mapscan", Title: "mmap/munmap latency while maps scanners run (proc-mmap_sem-test)"}
 	pub := s.Published.Mapscan
 	find := func(target experiment.Target, variant, scanners string) (mapscan.Result, bool) {

@@ -62,10 +62,7 @@ func flavourHint(kernel string) string {
 func section004(s *Seed, docs Docs) report.Seed {
 	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
 	var lines []string
-	var trig report.Document[trigger.Result]
-	if decode(docs, "trigger", &trig) {
-		part, line := triggerPart(s, &trig)
-		sec.Parts = append(sec.Parts, part)
+	if trig, line := addPart(&sec, docs, "trigger", s.triggerPart); trig != nil {
 		if line != "" {
 			lines = append(lines, line)
 			sec.Headline = line
@@ -101,7 +98,7 @@ func section004(s *Seed, docs Docs) report.Seed {
 // since rates compare only within one target. The model's srcu and
 // tasks-trace variants are the seed's era and are compared with the seed's
 // figures; v6.14+ is today's hit path, beside the live kernel.
-func triggerPart(s *Seed, doc *report.Document[trigger.Result]) (report.Part, string) {
+func (s *Seed) triggerPart(doc *report.Document[trigger.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "trigger", Title: "uprobe hits per second on 1..N CPUs (bench trig-*)"}
 	rate := func(target experiment.Target, variant, attachMode, c string, cpus int) (float64, bool) {
 		i := slices.IndexFunc(doc.Results, func(r trigger.Result) bool {
@@ -282,16 +279,7 @@ func mops(x float64, ok bool) string {
 
 // triggerArgs rebuilds trigger's command line from its params.
 func triggerArgs(p map[string]any) []string {
-	var out []string
-	for _, k := range []string{"cpus", "cases"} {
-		if l, ok := p[k].([]any); ok {
-			var ss []string
-			for _, x := range l {
-				ss = append(ss, fmt.Sprint(x))
-			}
-			out = append(out, "--"+k, strings.Join(ss, ","))
-		}
-	}
+	out := listArgs(p, "cpus", "cases")
 	for _, k := range []string{"warmup", "duration", "interval"} {
 		if v, ok := p[k+"_ms"]; ok {
 			out = append(out, "--"+k, fmt.Sprintf("%vms", v))

@@ -37,7 +37,7 @@ func TestSeed004TriggerPart(t *testing.T) {
 	if !decode(Docs{"trigger": b}, "trigger", &d) {
 		t.Fatal("document does not decode")
 	}
-	part, _ := triggerPart(s004, &d)
+	part, _ := s004.triggerPart(&d)
 	cols := part.Tables[0].Columns
 	for _, want := range []string{"model srcu (v6.12)", "model tasks-trace (v6.12)", "model v6.14+"} {
 		if !slices.Contains(cols, want) {

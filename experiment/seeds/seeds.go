@@ -143,6 +143,19 @@ func decode[R any](docs Docs, name string, doc *report.Document[R]) bool {
 	return ok && json.Unmarshal(b, doc) == nil
 }
 
+// addPart decodes the document of experiment name and, when there is one,
+// adds the part build makes of it to sec. It returns the document (nil
+// when it is missing) and build's line.
+func addPart[R any](sec *report.Seed, docs Docs, name string, build func(*report.Document[R]) (report.Part, string)) (*report.Document[R], string) {
+	var doc report.Document[R]
+	if !decode(docs, name, &doc) {
+		return nil, ""
+	}
+	part, line := build(&doc)
+	sec.Parts = append(sec.Parts, part)
+	return &doc, line
+}
+
 // All returns the seeds in order.
 func All() []*Seed {
 	var pub map[string]Published
@@ -214,6 +227,22 @@ func Plan(seeds []*Seed, setting string) []PlannedStep {
 func toFloat(v any) float64 {
 	f, _ := v.(float64)
 	return f
+}
+
+// listArgs rebuilds the flags of a document's list params, "--KEY a,b"
+// for each of keys that p holds as a list.
+func listArgs(p map[string]any, keys ...string) []string {
+	var out []string
+	for _, k := range keys {
+		if l, ok := p[k].([]any); ok {
+			var ss []string
+			for _, x := range l {
+				ss = append(ss, fmt.Sprint(x))
+			}
+			out = append(out, "--"+k, strings.Join(ss, ","))
+		}
+	}
+	return out
 }
 
 // memAvailable returns MemAvailable of /proc/meminfo in bytes, 0 when it

@@ -3,6 +3,7 @@ package seeds
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,5 +78,16 @@ func TestReportComparesHosts(t *testing.T) {
 	os.WriteFile(junk, []byte(`{"a":1}`), 0o644)
 	if _, err := Load([]string{junk}); err == nil {
 		t.Error("a JSON file that is no result was accepted")
+	}
+}
+
+// A document's list params turn back into comma-separated flags, in the
+// order of the keys asked for; a key that is missing or not a list adds
+// nothing.
+func TestListArgs(t *testing.T) {
+	p := map[string]any{"cases": []any{"a", "b"}, "cpus": []any{1.0, 2.0}, "runs": 3.0}
+	got := listArgs(p, "cpus", "cases", "runs", "modes")
+	if want := []string{"--cpus", "1,2", "--cases", "a,b"}; !slices.Equal(got, want) {
+		t.Errorf("listArgs = %q, want %q", got, want)
 	}
 }

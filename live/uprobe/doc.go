@@ -13,6 +13,7 @@ package uprobe
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -30,24 +31,24 @@ const (
 	ModePerf
 )
 
+// modeNames are the names the experiments print, by Mode.
+var modeNames = [...]string{ModeMulti: "uprobe_multi", ModePerf: "perf"}
+
 // String returns the name the experiments print: "uprobe_multi" or "perf".
 func (m Mode) String() string {
-	switch m {
-	case ModeMulti:
-		return "uprobe_multi"
-	case ModePerf:
-		return "perf"
+	if m >= 0 && int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// ParseMode accepts "uprobe_multi" (or "multi") and "perf".
+// ParseMode accepts a Mode's name, or "multi" for ModeMulti.
 func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "uprobe_multi", "multi":
+	if s == "multi" {
 		return ModeMulti, nil
-	case "perf":
-		return ModePerf, nil
+	}
+	if i := slices.Index(modeNames[:], s); i >= 0 {
+		return Mode(i), nil
 	}
 	return 0, fmt.Errorf("unknown attach mode %q (want uprobe_multi or perf)", s)
 }

@@ -1,4 +1,4 @@
-package experiment
+package sched
 
 import (
 	"time"
@@ -7,8 +7,9 @@ import (
 )
 
 // ThreadCPUTime returns the CPU time (user and system) of the calling OS
-// thread, and whether the OS gives it: the clock of a run on a locked
-// thread that a loaded machine distorts least.
+// thread (CLOCK_THREAD_CPUTIME_ID), and whether the OS gives it: the clock
+// of a benchmark or a run on a locked thread, such as a model CPU's, that a
+// loaded machine distorts least.
 func ThreadCPUTime() (time.Duration, bool) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
