@@ -31,8 +31,9 @@ type modelConfig struct {
 
 // modelResult is one variant's measurement.
 type modelResult struct {
-	Variant string
-	Samples []float64 // hits per second (calls per second without a probe), one per interval
+	Variant  string
+	Optimize uprobes.Optimize
+	Samples  []float64 // hits per second (calls per second without a probe), one per interval
 	// CPUSamples are the same rates per producer CPU-second times the
 	// producers: what CPUs producers with a host core each would do. The
 	// figure a busy host distorts least; nil where the OS has no
@@ -193,7 +194,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 			return nil, err
 		}
 		ks = append(ks, k)
-		res[i].Variant = v.Name
+		res[i].Variant, res[i].Optimize = v.Name, v.Config.Optimize
 		if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
 			return nil, err
 		}
@@ -235,14 +236,30 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 // variant when it ends (also when it fails or is interrupted: what
 // finished).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	variants, err := uprobes.ParseVariants(env.Variants)
+	named, err := uprobes.ParseVariants(env.Variants)
 	if err != nil {
 		return err
 	}
-	byVariant := map[string][]Result{}
+	// A kernel per optimization and variant.
+	var variants []uprobes.Variant
+	for _, name := range o.Optimize {
+		opt, err := uprobes.ParseOptimize(name)
+		if err != nil {
+			return err
+		}
+		for _, v := range named {
+			v.Config.Optimize = opt
+			variants = append(variants, v)
+		}
+	}
+	type kernelKey struct {
+		variant string
+		opt     uprobes.Optimize
+	}
+	byVariant := map[kernelKey][]Result{}
 	defer func() {
 		for _, v := range variants {
-			for _, r := range byVariant[v.Name] {
+			for _, r := range byVariant[kernelKey{v.Name, v.Config.Optimize}] {
 				emit(r)
 			}
 		}
@@ -255,14 +272,16 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
-			var srcu *modelResult
+			srcus := map[uprobes.Optimize]*modelResult{}
 			for i := range res {
 				if res[i].Variant == uprobes.SRCU.String() {
-					srcu = &res[i]
+					srcus[res[i].Optimize] = &res[i]
 				}
 			}
 			for _, mr := range res {
+				srcu := srcus[mr.Optimize]
 				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Variant}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
+				r.Optimize = mr.Optimize.String()
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
 					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)
@@ -279,7 +298,8 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 						r.CPUVsSRCU = cv
 					}
 				}
-				byVariant[mr.Variant] = append(byVariant[mr.Variant], r)
+				key := kernelKey{mr.Variant, mr.Optimize}
+				byVariant[key] = append(byVariant[key], r)
 			}
 		}
 	}
