@@ -399,6 +399,50 @@ func TestKilledUnoptimize(t *testing.T) {
 	}
 }
 
+// A removal of an optimized uprobe by a task killed before it reaches the
+// site, as when it is killed while it waits for the probed mm's mmap write
+// lock (register_for_each_vma's mmap_write_lock() is not killable before
+// seed 000, so a kill during that wait and one just before it leave the
+// same state): is_optimized()'s read fails first (GUP: EINTR for a killed
+// caller), so set_orig_insn() returns before swbp_unoptimize() and its
+// WARN_ON_ONCE. Before, every site keeps its call, nothing warns and the
+// uprobe leaks; after (patch 8), the removal completes. The live kernel's
+// counterpart is live/uprobe's opt-in TestLiveWarnCountKilledRemoval.
+func TestKilledBeforeUnoptimize(t *testing.T) {
+	for _, o := range optimizing {
+		for _, d := range designs {
+			t.Run(fmt.Sprintf("%v/%v", o, d), func(t *testing.T) {
+				e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+				call, _, _, _ := siteStates(e)
+				p, tracer := e.newProc(t, "p"), e.newProc(t, "tracer")
+				k := newCounter(true, false, nil)
+				up := mustRegister(t, e, "f5", &k.c)
+				for _, q := range []*kernel.Task{p, tracer} {
+					wantHalt(t, e.run(t, q, 0, "main", calls(1)))
+				}
+				tracer.Kill()
+				var err error
+				onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
+				want, wantErr := call, error(errno.EINTR)
+				if d == DesignAfter {
+					want, wantErr = nop5, nil
+				}
+				for _, q := range []*kernel.Task{p, tracer} {
+					if got := siteBytes(t, e, q.MM); !bytes.Equal(got, want) {
+						t.Errorf("%s: site % x, want % x", q.Comm, got, want)
+					}
+				}
+				if !errors.Is(err, wantErr) || e.u.Warnings() != 0 {
+					t.Errorf("unregister %v, %d warnings; want %v, no warning", err, e.u.Warnings(), wantErr)
+				}
+				if leaked := e.u.Lookup(e.inode, e.off("f5")) == up; leaked != (d == DesignBefore) {
+					t.Errorf("uprobe leaked %v", leaked)
+				}
+			})
+		}
+	}
+}
+
 // The probed task killed during its first hit's optimization: before the
 // tail write the site stays "int3 + original tail", before the head write
 // it is "int3 + the call's displacement". Either way the uprobe is never
