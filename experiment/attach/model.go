@@ -150,7 +150,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		mach.Stop()
 		return nil, err
 	}
-	in := mm.NewInode("/usr/lib/libsled.so", uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := experiment.ModelFile("/usr/lib/libsled.so", code)
 	file := mm.Open(in)
 	var stopping, running atomic.Bool
 	running.Store(true) // until every mapper has started
@@ -182,14 +182,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		mach.Stop()
 	}
 	process := func(comm string) (*kernel.Task, error) {
-		t := kernel.NewTaskMM(comm)
-		t.MM.Hooks = u
-		if _, err := t.MM.Mmap(nil, text, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, file, 0); err != nil {
-			return nil, err
-		}
-		_, err := t.MM.Mmap(nil, stackTop-16*pgtable.PageSize, 16*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
-			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0)
-		return t, err
+		return experiment.ModelProcess(comm, u, file, text, stackTop, 16*pgtable.PageSize)
 	}
 	if k.hitter, err = process("hitter"); err != nil {
 		return k, err

@@ -86,21 +86,14 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	if k.u, err = uprobes.New(k.mach, v.Config); err != nil {
 		return nil, err
 	}
-	in := mm.NewInode("/usr/bin/trigger", uint64(len(code)), func(off uint64) byte { return code[off] })
-	k.leader = kernel.NewTaskMM("trigger")
-	m := k.leader.MM
-	m.Hooks = k.u
-	if _, err := m.Mmap(nil, triggerText, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+	in := experiment.ModelFile("/usr/bin/trigger", code)
+	const stackPages = 16
+	if k.leader, err = experiment.ModelProcess("trigger", k.u, mm.Open(in), triggerText, triggerStack, uint64(c.CPUs)*stackPages*pgtable.PageSize); err != nil {
 		return nil, err
 	}
 	k.tasks = []*kernel.Task{k.leader}
 	for len(k.tasks) < c.CPUs {
 		k.tasks = append(k.tasks, k.leader.NewThread())
-	}
-	const stackPages = 16
-	if _, err := m.Mmap(nil, triggerStack-uint64(c.CPUs)*stackPages*pgtable.PageSize, uint64(c.CPUs)*stackPages*pgtable.PageSize,
-		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		return nil, err
 	}
 	label := "target"
 	k.entry, _ = a.Addr("loop")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -104,23 +105,8 @@ func TestLiveWarnCountKilledRemoval(t *testing.T) {
 		return b
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLiveHelperUnregister$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MMLAB_UPROBE_UNREGISTER="+codePath, "MMLAB_UPROBE_PID="+strconv.Itoa(os.Getpid()))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "attached\n" {
-		t.Fatalf("helper: %q, %v", line, err)
-	}
+	cmd, stdin := startHelper(t, "TestLiveHelperUnregister", "attached",
+		"MMLAB_UPROBE_UNREGISTER="+codePath, "MMLAB_UPROBE_PID="+strconv.Itoa(os.Getpid()))
 	callLoop(pc, 10)
 	if got := site(); got[0] != 0xe8 {
 		t.Fatalf("site % x after 10 hits, want it optimized into a call", got)
@@ -217,4 +203,29 @@ func waitInRemoval(t *testing.T, pid int) []byte {
 	}
 	t.Fatal("the helper never waited for this mm's mmap_lock in register_for_each_vma")
 	return nil
+}
+
+// startHelper runs test of this test binary as a helper process with env
+// added, waits for its first line, want, and returns it and a pipe to its
+// stdin. The helper is killed when the test ends.
+func startHelper(t *testing.T, test, want string, env ...string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != want+"\n" {
+		t.Fatalf("helper %s: %q, %v", test, line, err)
+	}
+	return cmd, stdin
 }
