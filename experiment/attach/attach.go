@@ -194,7 +194,8 @@ Model: the same on a file that model processes map, one running through the
 probed code, on the kernels of the trigger experiment (srcu, tasks-trace:
 the seed's era; v6.14+: today's), with dup_mmap_sem's rcu_sync and grace
 periods timed as on this kernel (HZ=250), and the same --gap before each
-attach; the nop5 probe's hits are a process of its own on model CPU 0.
+attach; the nop5 probe is on a file of its own, which one more process maps
+and calls on model CPU 0 while the others are parked.
 Live needs Linux and root.
 `,
 	Variants:   uprobes.VariantNames(),

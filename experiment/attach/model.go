@@ -110,10 +110,12 @@ type modelKernel struct {
 	u    *uprobes.Uprobes
 	in   *mm.Inode // the sled's file
 	base uint64    // the sled's offset in it
-	// hitter is a process of its own mapping the file, which alone calls
-	// the nop5 target at offset nop5 of the file through the loop at
-	// hitLoop; it runs on model CPU 0 while the mappers are parked.
+	// hitter is a process of its own that maps a file of its own, hitIn,
+	// at text and calls the nop5 target at offset nop5 of it through the
+	// loop at hitLoop; it runs on model CPU 0 while the mappers are parked.
+	// The sled's probes never visit it, nor the nop5 probe the mappers.
 	hitter        *kernel.Task
+	hitIn         *mm.Inode
 	nop5, hitLoop uint64
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
@@ -135,15 +137,20 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		a.Nop()
 	}
 	a.Ret()
-	a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
-	a.Label("nop5").Nop5().Ret()
 	code, err := a.Assemble()
 	if err != nil {
 		return nil, err
 	}
 	sled, _ := a.Addr("sled")
-	nop5, _ := a.Addr("nop5")
-	hitLoop, _ := a.Addr("hit5")
+	h := cpu.NewAsm(text)
+	h.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
+	h.Label("nop5").Nop5().Ret()
+	hitCode, err := h.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	nop5, _ := h.Addr("nop5")
+	hitLoop, _ := h.Addr("hit5")
 	mach := kernel.NewMachine(max(1, c.CPUs))
 	u, err := uprobes.New(mach, v.Config)
 	if err != nil {
@@ -158,7 +165,8 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
 	var loops atomic.Int64 // loops begun by the mappers
-	k := &modelKernel{mach: mach, u: u, in: in, base: sled - text, nop5: nop5 - text, hitLoop: hitLoop}
+	k := &modelKernel{mach: mach, u: u, in: in, base: sled - text,
+		hitIn: experiment.ModelFile("/usr/bin/hitter", hitCode), nop5: nop5 - text, hitLoop: hitLoop}
 	k.run = func(on bool) {
 		n := loops.Load()
 		running.Store(on)
@@ -181,14 +189,11 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		}
 		mach.Stop()
 	}
-	process := func(comm string) (*kernel.Task, error) {
-		return experiment.ModelProcess(comm, u, file, text, stackTop, 16*pgtable.PageSize)
-	}
-	if k.hitter, err = process("hitter"); err != nil {
+	if k.hitter, err = experiment.ModelProcess("hitter", u, mm.Open(k.hitIn), text, stackTop, 16*pgtable.PageSize); err != nil {
 		return k, err
 	}
 	for i := range c.Procs {
-		t, err := process(fmt.Sprint("mapper", i))
+		t, err := experiment.ModelProcess(fmt.Sprint("mapper", i), u, file, text, stackTop, 16*pgtable.PageSize)
 		if err != nil {
 			return k, err
 		}
@@ -270,7 +275,7 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err error) {
 	var hits atomic.Int64
 	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
-	up, err := k.u.Register(nil, k.in, k.nop5, con)
+	up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
 	if err != nil {
 		return 0, 0, false, err
 	}

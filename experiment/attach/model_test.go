@@ -51,7 +51,7 @@ func TestFirstHitOptimizesOnce(t *testing.T) {
 	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 	var tramps []uint64
 	for round := range 2 {
-		up, err := k.u.Register(nil, k.in, k.nop5, con)
+		up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
 		if err != nil {
 			t.Fatal(err)
 		}
