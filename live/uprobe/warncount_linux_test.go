@@ -70,15 +70,15 @@ func TestLiveHelperUnregister(t *testing.T) {
 // A task killed while it unregisters an optimized probe: the helper's
 // removal waits for this process's mmap_lock, which a loop of
 // mmap(MAP_POPULATE)s keeps busy; it is SIGKILLed while it waits, so
-// every GUP after it gets the lock fails with EINTR. The test reports the
-// site's bytes (the model's table of kill points: the call unchanged, cc
-// and the call's rel32, cc and the original tail) and whether
-// /sys/kernel/warn_count moved: v6.19's set_orig_insn() warns
-// (WARN_ON_ONCE) if swbp_unoptimize() fails, which seed 000's patch 4
-// removes; a kill that lands before is_optimized()'s GUP fails that read
-// instead, which does not warn (as the model's setOrigInsn, whose
-// isOptimized fails first). The leaked uprobe ("unregister, leaking
-// uprobe") stays in the kernel until reboot.
+// every GUP after it gets the lock fails with EINTR. v6.19's
+// set_orig_insn() warns (WARN_ON_ONCE, which seed 000's patch 4 removes) if
+// swbp_unoptimize() fails, but here is_optimized()'s read fails first and
+// returns before it. The test checks the site's bytes and
+// /sys/kernel/warn_count against the model's prediction for that kill
+// (uprobes.TestKilledBeforeUnoptimize: the call stays, nothing warns) and
+// names the states of the model's later kill points if the kill landed
+// later. The uprobe leaks ("failed to unregister, leaking uprobe" in the
+// kernel log) until reboot.
 func TestLiveWarnCountKilledRemoval(t *testing.T) {
 	if os.Getenv("MMLAB_WARN_COUNT") != "1" {
 		t.Skip("opt-in: MMLAB_WARN_COUNT=1 (a kernel warning taints the kernel)")
