@@ -279,11 +279,11 @@ func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err 
 	if err != nil {
 		return 0, 0, false, err
 	}
-	if first, err = k.hit(1); err == nil {
-		optimized = k.siteOptimized()
-		hit, err = k.hit(LaterHits)
-		hit /= LaterHits
-	}
+	ds, err := k.hit([]int{1, LaterHits}, func(i int) {
+		if i == 0 {
+			optimized = k.siteOptimized()
+		}
+	})
 	if err == nil && hits.Load() != 1+LaterHits {
 		err = fmt.Errorf("attach: %d hits of the nop5 probe for %d calls", hits.Load(), 1+LaterHits)
 	}
@@ -291,31 +291,42 @@ func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err 
 		err = uerr
 	}
 	k.u.UnregisterSync(nil)
-	return first, hit, optimized, err
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return ds[0], ds[1] / LaterHits, optimized, nil
 }
 
-// hit runs n calls of the nop5 target as the hitter on model CPU 0 and
-// returns how long they took.
-func (k *modelKernel) hit(n int) (time.Duration, error) {
-	var d time.Duration
+// hit runs the hitter on model CPU 0, one thread for all of ns as a live
+// process's thread would: ns[i] calls of the nop5 target, timed, then
+// after(i) on the hitter's thread between two runs of its code. It returns
+// how long each ns[i] calls took.
+func (k *modelKernel) hit(ns []int, after func(i int)) ([]time.Duration, error) {
+	var ds []time.Duration
 	var stop cpu.Stop
 	r := k.mach.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
-		r.Regs = cpu.Regs{RIP: k.hitLoop}
-		r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, uint64(n)
-		start := time.Now()
-		stop = r.Run()
-		d = time.Since(start)
+		for i, n := range ns {
+			r.Regs = cpu.Regs{RIP: k.hitLoop}
+			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, uint64(n)
+			start := time.Now()
+			stop = r.Run()
+			ds = append(ds, time.Since(start))
+			if stop.Reason != cpu.StopHalt {
+				return
+			}
+			after(i)
+		}
 	})
 	<-r.Done()
 	if stop.Reason != cpu.StopHalt {
-		return d, fmt.Errorf("attach: the hitter stopped: %v", stop)
+		return ds, fmt.Errorf("attach: the hitter stopped: %v", stop)
 	}
-	return d, nil
+	return ds, nil
 }
 
 // site returns the 5 bytes of the hitter's nop5 site, as the hitter would
 // read them (the file's where no page is mapped); called while the hitter
-// does not run, so nothing changes them meanwhile.
+// does not run its code, so nothing changes them meanwhile.
 func (k *modelKernel) site() [5]byte {
 	m := k.hitter.MM
 	var b [5]byte

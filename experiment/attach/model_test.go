@@ -58,25 +58,30 @@ func TestFirstHitOptimizesOnce(t *testing.T) {
 		if got := site(); got[0] != 0xcc {
 			t.Fatalf("round %d: site % x after register, want an int3", round, got)
 		}
+		// The checks run on the hitter's thread after each run of its
+		// code: after the first hit, then after the later ones.
 		seq, syncs := m.LockSeq().Raw(), k.mach.TextPokeSyncs()
-		if _, err := k.hit(1); err != nil {
+		var optimized []byte
+		_, err = k.hit([]int{1, LaterHits}, func(i int) {
+			if i == 0 {
+				if !k.siteOptimized() || m.LockSeq().Raw() == seq || k.mach.TextPokeSyncs()-syncs != 3 {
+					t.Errorf("round %d: first hit: site % x, mmap lock seq %d -> %d, %d syncs; want a call, a write section, 3 syncs",
+						round, site(), seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+				}
+				optimized = site()
+				seq, syncs = m.LockSeq().Raw(), k.mach.TextPokeSyncs()
+				return
+			}
+			if got := site(); !bytes.Equal(got, optimized) || m.LockSeq().Raw() != seq || k.mach.TextPokeSyncs() != syncs {
+				t.Errorf("round %d: later hits: site % x -> % x, mmap lock seq %d -> %d, %d syncs; want nothing changed",
+					round, optimized, got, seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+			}
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !k.siteOptimized() || m.LockSeq().Raw() == seq || k.mach.TextPokeSyncs()-syncs != 3 {
-			t.Fatalf("round %d: first hit: site % x, mmap lock seq %d -> %d, %d syncs; want a call, a write section, 3 syncs",
-				round, site(), seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
-		}
-		optimized := site()
 		if round == 0 {
 			tramps = k.u.Trampolines(m)
-		}
-		seq, syncs = m.LockSeq().Raw(), k.mach.TextPokeSyncs()
-		if _, err := k.hit(LaterHits); err != nil {
-			t.Fatal(err)
-		}
-		if got := site(); !bytes.Equal(got, optimized) || m.LockSeq().Raw() != seq || k.mach.TextPokeSyncs() != syncs {
-			t.Errorf("round %d: later hits: site % x -> % x, mmap lock seq %d -> %d, %d syncs; want nothing changed",
-				round, optimized, got, seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
 		}
 		if got := k.u.Trampolines(m); len(got) != 1 || !slices.Equal(got, tramps) {
 			t.Errorf("round %d: trampolines %#x, want the first round's %#x", round, got, tramps)
