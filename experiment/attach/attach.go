@@ -1,8 +1,10 @@
 // Package attach is the experiment that times attaching and detaching N
 // uprobes, the writer side of seed 004: detach waits for a grace period of
 // the hit path's protection (uprobe_unregister_sync), which RCU Tasks Trace
-// makes slower than SRCU. Its model side attaches on model kernels of both
-// flavours; its live side (mmlab/live/attach) on the running kernel.
+// makes slower than SRCU. It also times the first hit of a probe on a
+// 5-byte nop, which optimizes the site, against a later hit. Its model
+// side attaches on model kernels of both flavours; its live side
+// (mmlab/live/attach) on the running kernel.
 package attach
 
 import (
@@ -95,6 +97,34 @@ type Result struct {
 	AttachMsRuns []float64 `json:"attach_ms_runs"`
 	DetachMs     float64   `json:"detach_ms"` // median of the runs
 	DetachMsRuns []float64 `json:"detach_ms_runs"`
+	*FirstHit
+}
+
+// FirstHit is the first-hit optimization cost, measured after each attach
+// of the cell on a probe of its own on a 5-byte nop: the first call of the
+// probed function, whose int3 hit rewrites the site into a call to a
+// trampoline (x86-64 since v6.18: the mmap write lock, a trampoline found
+// or mapped, the checked text writes, each with a serializing IPI to every
+// CPU), against a later call, which takes the optimized path.
+type FirstHit struct {
+	FirstHitUs     float64   `json:"first_hit_us"` // median of the runs
+	FirstHitUsRuns []float64 `json:"first_hit_us_runs"`
+	// HitUs is a later call: the mean of LaterHits calls in each run.
+	HitUs     float64   `json:"hit_us"` // median of the runs
+	HitUsRuns []float64 `json:"hit_us_runs"`
+	// Optimized says whether every run's first hit left the site a call
+	// into a trampoline.
+	Optimized bool `json:"nop5_optimized"`
+}
+
+// LaterHits is how many calls follow the first hit in each run.
+const LaterHits = 1000
+
+// NewFirstHit summarises the first and later hits of a cell's runs (in
+// µs).
+func NewFirstHit(firstUs, hitUs []float64, optimized bool) *FirstHit {
+	return &FirstHit{FirstHitUs: report.Median(firstUs), FirstHitUsRuns: firstUs,
+		HitUs: report.Median(hitUs), HitUsRuns: hitUs, Optimized: optimized}
 }
 
 // NewResult summarises one cell's runs (in ms).
@@ -107,17 +137,27 @@ func NewResult(row experiment.Row, mode string, n int, attachMs, detachMs []floa
 // Ms converts d to milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// Us converts d to microseconds.
+func Us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
 // Table prints one line per result, median and range of the runs, under a
 // header for each target and variant.
 func Table(w io.Writer, o *Options, rs []Result) {
 	var last string
 	for _, r := range rs {
 		if key := fmt.Sprint(r.Target, r.Variant); key != last {
-			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max], ms)\n", r.Target, r.Variant, o.Runs)
-			fmt.Fprintf(w, "  %-14s %4s  %-26s %s\n", "attach", "n", "attach ms", "detach ms")
+			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it, and a later one)\n", r.Target, r.Variant, o.Runs)
+			fmt.Fprintf(w, "  %-14s %4s  %-26s %-26s %-26s %s\n", "attach", "n", "attach ms", "detach ms", "nop5 first hit us", "later hit us")
 			last = key
 		}
-		fmt.Fprintf(w, "  %-14s %4v  %-26s %s\n", r.Attach, r.N, cell(r.AttachMs, r.AttachMsRuns), cell(r.DetachMs, r.DetachMsRuns))
+		first, later := "-", "-"
+		if f := r.FirstHit; f != nil {
+			first, later = cell(f.FirstHitUs, f.FirstHitUsRuns), cell(f.HitUs, f.HitUsRuns)
+			if !f.Optimized {
+				first += " (not optimized)"
+			}
+		}
+		fmt.Fprintf(w, "  %-14s %4v  %-26s %-26s %-26s %s\n", r.Attach, r.N, cell(r.AttachMs, r.AttachMsRuns), cell(r.DetachMs, r.DetachMsRuns), first, later)
 	}
 }
 
@@ -144,11 +184,18 @@ write; when that per-CPU rwsem has been idle, percpu_down_write() first waits
 for a normal RCU grace period (rcu_sync_enter). A pause of --gap before each
 attach lets that state go idle, so every attach pays it, as an agent that
 attaches now and then does; with --gap 0 attach times are bimodal.
+After each detach, a probe of the same mode on a 5-byte nop times the
+first call of the probed function after its attach, whose hit optimizes
+the site on x86-64 since 6.18 (the mmap write lock, a trampoline found or
+mapped, three checked text writes each with a serializing IPI to every
+CPU), against a later call (the mean of 1000), which takes the optimized
+path; a process maps its trampoline once, so only its first run maps one.
 Model: the same on a file that model processes map, one running through the
 probed code, on the kernels of the trigger experiment (srcu, tasks-trace:
 the seed's era; v6.14+: today's), with dup_mmap_sem's rcu_sync and grace
 periods timed as on this kernel (HZ=250), and the same --gap before each
-attach.
+attach; the nop5 probe is on a file of its own, which one more process maps
+and calls on model CPU 0 while the others are parked.
 Live needs Linux and root.
 `,
 	Variants:   uprobes.VariantNames(),

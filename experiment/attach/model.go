@@ -2,8 +2,10 @@ package attach
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,12 +33,18 @@ type modelConfig struct {
 	Procs, CPUs int
 }
 
-// modelRun is one attach and detach.
+// modelRun is one attach and detach, and the first-hit measurement after
+// it.
 type modelRun struct {
 	Variant        string
 	Mode           string
 	N              int
 	Attach, Detach time.Duration
+	// First is the hitter's first call of the probed nop5 target, Hit its
+	// later calls' mean; Optimized says whether the first hit left the
+	// site a call into a trampoline.
+	First, Hit time.Duration
+	Optimized  bool
 }
 
 // The model's address-space layout: the sled's file mapped at text, a
@@ -84,6 +92,9 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 					if err != nil {
 						return out, err
 					}
+					if run.First, run.Hit, run.Optimized, err = k.firstHit(); err != nil {
+						return out, err
+					}
 					run.Variant = c.Variants[i].Name
 					out = append(out, run)
 				}
@@ -95,9 +106,17 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 
 // modelKernel is one variant's model kernel for measure.
 type modelKernel struct {
+	mach *kernel.Machine
 	u    *uprobes.Uprobes
 	in   *mm.Inode // the sled's file
 	base uint64    // the sled's offset in it
+	// hitter is a process of its own that maps a file of its own, hitIn,
+	// at text and calls the nop5 target at offset nop5 of it through the
+	// loop at hitLoop; it runs on model CPU 0 while the mappers are parked.
+	// The sled's probes never visit it, nor the nop5 probe the mappers.
+	hitter        *kernel.Task
+	hitIn         *mm.Inode
+	nop5, hitLoop uint64
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
 	// measured, so that the kernels measured in turn do not share the
@@ -123,13 +142,22 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		return nil, err
 	}
 	sled, _ := a.Addr("sled")
+	h := cpu.NewAsm(text)
+	h.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
+	h.Label("nop5").Nop5().Ret()
+	hitCode, err := h.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	nop5, _ := h.Addr("nop5")
+	hitLoop, _ := h.Addr("hit5")
 	mach := kernel.NewMachine(max(1, c.CPUs))
 	u, err := uprobes.New(mach, v.Config)
 	if err != nil {
 		mach.Stop()
 		return nil, err
 	}
-	in := mm.NewInode("/usr/lib/libsled.so", uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := experiment.ModelFile("/usr/lib/libsled.so", code)
 	file := mm.Open(in)
 	var stopping, running atomic.Bool
 	running.Store(true) // until every mapper has started
@@ -137,7 +165,8 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
 	var loops atomic.Int64 // loops begun by the mappers
-	k := &modelKernel{u: u, in: in, base: sled - text}
+	k := &modelKernel{mach: mach, u: u, in: in, base: sled - text,
+		hitIn: experiment.ModelFile("/usr/bin/hitter", hitCode), nop5: nop5 - text, hitLoop: hitLoop}
 	k.run = func(on bool) {
 		n := loops.Load()
 		running.Store(on)
@@ -160,14 +189,12 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		}
 		mach.Stop()
 	}
+	if k.hitter, err = experiment.ModelProcess("hitter", u, mm.Open(k.hitIn), text, stackTop, 16*pgtable.PageSize); err != nil {
+		return k, err
+	}
 	for i := range c.Procs {
-		t := kernel.NewTaskMM(fmt.Sprint("mapper", i))
-		t.MM.Hooks = u
-		if _, err := t.MM.Mmap(nil, text, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, file, 0); err != nil {
-			return k, err
-		}
-		if _, err := t.MM.Mmap(nil, stackTop-16*pgtable.PageSize, 16*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
-			mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t, err := experiment.ModelProcess(fmt.Sprint("mapper", i), u, file, text, stackTop, 16*pgtable.PageSize)
+		if err != nil {
 			return k, err
 		}
 		if i >= c.CPUs {
@@ -236,6 +263,91 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 	return run, nil
 }
 
+// firstHit registers a uprobe on the nop5 target and times the hitter's
+// first call after it, whose hit optimizes the site (arch_uprobe_optimize:
+// the mmap write lock, a trampoline found or mapped, the checked text
+// writes with their syncs), and the mean of its next LaterHits calls (the
+// optimized path: call, trampoline, uprobe syscall), then unregisters it.
+// optimized reports whether the first hit left the site a call into one
+// of the hitter's trampolines. The hitter keeps its trampoline after the
+// removal, as every mm does, so only the first measurement of a kernel
+// maps one.
+func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err error) {
+	var hits atomic.Int64
+	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+	up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	ds, err := k.hit([]int{1, LaterHits}, func(i int) {
+		if i == 0 {
+			optimized = k.siteOptimized()
+		}
+	})
+	if err == nil && hits.Load() != 1+LaterHits {
+		err = fmt.Errorf("attach: %d hits of the nop5 probe for %d calls", hits.Load(), 1+LaterHits)
+	}
+	if uerr := k.u.UnregisterNosync(nil, up, con); err == nil {
+		err = uerr
+	}
+	k.u.UnregisterSync(nil)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return ds[0], ds[1] / LaterHits, optimized, nil
+}
+
+// hit runs the hitter on model CPU 0, one thread for all of ns as a live
+// process's thread would: ns[i] calls of the nop5 target, timed, then
+// after(i) on the hitter's thread between two runs of its code. It returns
+// how long each ns[i] calls took.
+func (k *modelKernel) hit(ns []int, after func(i int)) ([]time.Duration, error) {
+	var ds []time.Duration
+	var stop cpu.Stop
+	r := k.mach.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
+		for i, n := range ns {
+			r.Regs = cpu.Regs{RIP: k.hitLoop}
+			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, uint64(n)
+			start := time.Now()
+			stop = r.Run()
+			ds = append(ds, time.Since(start))
+			if stop.Reason != cpu.StopHalt {
+				return
+			}
+			after(i)
+		}
+	})
+	<-r.Done()
+	if stop.Reason != cpu.StopHalt {
+		return ds, fmt.Errorf("attach: the hitter stopped: %v", stop)
+	}
+	return ds, nil
+}
+
+// site returns the 5 bytes of the hitter's nop5 site, as the hitter would
+// read them (the file's where no page is mapped); called while the hitter
+// does not run its code, so nothing changes them meanwhile.
+func (k *modelKernel) site() [5]byte {
+	m := k.hitter.MM
+	var b [5]byte
+	for i := range b {
+		at := text + k.nop5 + uint64(i)
+		var ok bool
+		if b[i], ok = m.PeekByte(at); !ok {
+			b[i], _ = m.FindVMA(at).FileByte(at)
+		}
+	}
+	return b
+}
+
+// siteOptimized reports whether the hitter's nop5 site is a call into one
+// of its trampolines.
+func (k *modelKernel) siteOptimized() bool {
+	b := k.site()
+	dest := text + k.nop5 + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(b[1:]))))
+	return b[0] == 0xe8 && slices.Contains(k.u.Trampolines(k.hitter.MM), dest)
+}
+
 // The model's processes: modelProcs map the sled, modelCPUs of them run
 // through it, on as many model CPUs (the host's other core stays free for
 // the attaching task).
@@ -259,13 +371,18 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, v := range variants {
 		for _, n := range o.N {
 			for _, m := range o.Attach {
-				var at, de []float64
+				var at, de, first, hit []float64
+				optimized := true
 				for _, r := range runs {
 					if r.Variant == v.Name && r.N == n && r.Mode == m {
 						at, de = append(at, Ms(r.Attach)), append(de, Ms(r.Detach))
+						first, hit = append(first, Us(r.First)), append(hit, Us(r.Hit))
+						optimized = optimized && r.Optimized
 					}
 				}
-				emit(NewResult(experiment.Row{Target: experiment.Model, Variant: v.Name}, m, n, at, de))
+				res := NewResult(experiment.Row{Target: experiment.Model, Variant: v.Name}, m, n, at, de)
+				res.FirstHit = NewFirstHit(first, hit, optimized)
+				emit(res)
 			}
 		}
 	}

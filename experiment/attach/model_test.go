@@ -1,11 +1,15 @@
 package attach
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/uprobes"
 )
 
@@ -22,9 +26,76 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("%d runs, want %d", len(runs), 2*2*2*nv)
 	}
 	for i, r := range runs {
-		if r.Variant != uprobes.Variants[i%nv].Name || r.Attach <= 0 || r.Detach <= 0 {
+		if r.Variant != uprobes.Variants[i%nv].Name || r.Attach <= 0 || r.Detach <= 0 || r.First <= 0 || r.Hit <= 0 || !r.Optimized {
 			t.Errorf("run %d: %+v", i, r)
 		}
+	}
+}
+
+// The first hit of the nop5 probe after its attach optimizes the site: it
+// takes the hitter's mmap write lock, maps a trampoline (the first time
+// only) and writes the call with three text-poke syncs; later hits take
+// the optimized path and change nothing. The removal restores the nop5,
+// and the next first hit optimizes again, into the same trampoline.
+func TestFirstHitOptimizesOnce(t *testing.T) {
+	k, err := attachKernel(modelConfig{Procs: 1, CPUs: 1}, uprobes.Variants[len(uprobes.Variants)-1])
+	if k != nil {
+		defer k.stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := k.hitter.MM
+	site := func() []byte { b := k.site(); return b[:] }
+	var hits atomic.Int64
+	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+	var tramps []uint64
+	for round := range 2 {
+		up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := site(); got[0] != 0xcc {
+			t.Fatalf("round %d: site % x after register, want an int3", round, got)
+		}
+		// The checks run on the hitter's thread after each run of its
+		// code: after the first hit, then after the later ones.
+		seq, syncs := m.LockSeq().Raw(), k.mach.TextPokeSyncs()
+		var optimized []byte
+		_, err = k.hit([]int{1, LaterHits}, func(i int) {
+			if i == 0 {
+				if !k.siteOptimized() || m.LockSeq().Raw() == seq || k.mach.TextPokeSyncs()-syncs != 3 {
+					t.Errorf("round %d: first hit: site % x, mmap lock seq %d -> %d, %d syncs; want a call, a write section, 3 syncs",
+						round, site(), seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+				}
+				optimized = site()
+				seq, syncs = m.LockSeq().Raw(), k.mach.TextPokeSyncs()
+				return
+			}
+			if got := site(); !bytes.Equal(got, optimized) || m.LockSeq().Raw() != seq || k.mach.TextPokeSyncs() != syncs {
+				t.Errorf("round %d: later hits: site % x -> % x, mmap lock seq %d -> %d, %d syncs; want nothing changed",
+					round, optimized, got, seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			tramps = k.u.Trampolines(m)
+		}
+		if got := k.u.Trampolines(m); len(got) != 1 || !slices.Equal(got, tramps) {
+			t.Errorf("round %d: trampolines %#x, want the first round's %#x", round, got, tramps)
+		}
+		if err := k.u.UnregisterNosync(nil, up, con); err != nil {
+			t.Fatal(err)
+		}
+		k.u.UnregisterSync(nil)
+		if got := site(); !bytes.Equal(got, []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}) {
+			t.Fatalf("round %d: site % x after unregister, want the nop5", round, got)
+		}
+	}
+	if want := int64(2 * (1 + LaterHits)); hits.Load() != want {
+		t.Errorf("%d hits, want %d", hits.Load(), want)
 	}
 }
 
@@ -48,13 +119,16 @@ func TestRunModel(t *testing.T) {
 		if r.Target != experiment.Model || len(r.AttachMsRuns) != 2 || r.DetachMs <= 0 {
 			t.Errorf("%+v", r)
 		}
+		if f := r.FirstHit; f == nil || len(f.FirstHitUsRuns) != 2 || len(f.HitUsRuns) != 2 || f.FirstHitUs <= 0 || f.HitUs <= 0 || !f.Optimized {
+			t.Errorf("first hit %+v", f)
+		}
 	}
 	if params["model_procs"] != modelProcs || params["model_cpus"] != modelCPUs {
 		t.Errorf("params %v", params)
 	}
 	var b strings.Builder
 	Table(&b, o, rs)
-	if !strings.HasPrefix(b.String(), "attach/detach, model srcu (median of 2 runs [min-max], ms)\n") {
+	if !strings.HasPrefix(b.String(), "attach/detach, model srcu (median of 2 runs [min-max]; a nop5 probe's first hit, which optimizes it, and a later one)\n") {
 		t.Errorf("table:\n%s", b.String())
 	}
 }

@@ -49,16 +49,8 @@ func newDesignKernel(opt uprobes.Optimize, bare bool) (*designKernel, error) {
 		k.mach.Stop()
 		return nil, err
 	}
-	in := mm.NewInode("/usr/bin/redzone", uint64(len(code)), func(off uint64) byte { return code[off] })
-	k.task = kernel.NewTaskMM("redzone")
-	m := k.task.MM
-	m.Hooks = u
-	if _, err := m.Mmap(nil, modelText, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
-		k.mach.Stop()
-		return nil, err
-	}
-	if _, err := m.Mmap(nil, modelStack-4*pgtable.PageSize, 4*pgtable.PageSize, mm.PROT_READ|mm.PROT_WRITE,
-		mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+	in := experiment.ModelFile("/usr/bin/redzone", code)
+	if k.task, err = experiment.ModelProcess("redzone", u, mm.Open(in), modelText, modelStack, 4*pgtable.PageSize); err != nil {
 		k.mach.Stop()
 		return nil, err
 	}

@@ -31,8 +31,9 @@ type modelConfig struct {
 
 // modelResult is one variant's measurement.
 type modelResult struct {
-	Variant string
-	Samples []float64 // hits per second (calls per second without a probe), one per interval
+	Variant  string
+	Optimize uprobes.Optimize
+	Samples  []float64 // hits per second (calls per second without a probe), one per interval
 	// CPUSamples are the same rates per producer CPU-second times the
 	// producers: what CPUs producers with a host core each would do. The
 	// figure a busy host distorts least; nil where the OS has no
@@ -85,21 +86,14 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	if k.u, err = uprobes.New(k.mach, v.Config); err != nil {
 		return nil, err
 	}
-	in := mm.NewInode("/usr/bin/trigger", uint64(len(code)), func(off uint64) byte { return code[off] })
-	k.leader = kernel.NewTaskMM("trigger")
-	m := k.leader.MM
-	m.Hooks = k.u
-	if _, err := m.Mmap(nil, triggerText, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+	in := experiment.ModelFile("/usr/bin/trigger", code)
+	const stackPages = 16
+	if k.leader, err = experiment.ModelProcess("trigger", k.u, mm.Open(in), triggerText, triggerStack, uint64(c.CPUs)*stackPages*pgtable.PageSize); err != nil {
 		return nil, err
 	}
 	k.tasks = []*kernel.Task{k.leader}
 	for len(k.tasks) < c.CPUs {
 		k.tasks = append(k.tasks, k.leader.NewThread())
-	}
-	const stackPages = 16
-	if _, err := m.Mmap(nil, triggerStack-uint64(c.CPUs)*stackPages*pgtable.PageSize, uint64(c.CPUs)*stackPages*pgtable.PageSize,
-		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		return nil, err
 	}
 	label := "target"
 	k.entry, _ = a.Addr("loop")
@@ -193,7 +187,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 			return nil, err
 		}
 		ks = append(ks, k)
-		res[i].Variant = v.Name
+		res[i].Variant, res[i].Optimize = v.Name, v.Config.Optimize
 		if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
 			return nil, err
 		}
@@ -235,14 +229,30 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 // variant when it ends (also when it fails or is interrupted: what
 // finished).
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	variants, err := uprobes.ParseVariants(env.Variants)
+	named, err := uprobes.ParseVariants(env.Variants)
 	if err != nil {
 		return err
 	}
-	byVariant := map[string][]Result{}
+	// A kernel per optimization and variant.
+	var variants []uprobes.Variant
+	for _, name := range o.Optimize {
+		opt, err := uprobes.ParseOptimize(name)
+		if err != nil {
+			return err
+		}
+		for _, v := range named {
+			v.Config.Optimize = opt
+			variants = append(variants, v)
+		}
+	}
+	type kernelKey struct {
+		variant string
+		opt     uprobes.Optimize
+	}
+	byVariant := map[kernelKey][]Result{}
 	defer func() {
 		for _, v := range variants {
-			for _, r := range byVariant[v.Name] {
+			for _, r := range byVariant[kernelKey{v.Name, v.Config.Optimize}] {
 				emit(r)
 			}
 		}
@@ -255,14 +265,16 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
-			var srcu *modelResult
+			srcus := map[uprobes.Optimize]*modelResult{}
 			for i := range res {
 				if res[i].Variant == uprobes.SRCU.String() {
-					srcu = &res[i]
+					srcus[res[i].Optimize] = &res[i]
 				}
 			}
 			for _, mr := range res {
+				srcu := srcus[mr.Optimize]
 				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Variant}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
+				r.Optimize = mr.Optimize.String()
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
 					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)
@@ -279,7 +291,8 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 						r.CPUVsSRCU = cv
 					}
 				}
-				byVariant[mr.Variant] = append(byVariant[mr.Variant], r)
+				key := kernelKey{mr.Variant, mr.Optimize}
+				byVariant[key] = append(byVariant[key], r)
 			}
 		}
 	}

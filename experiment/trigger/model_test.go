@@ -87,6 +87,64 @@ func TestRunModel(t *testing.T) {
 	}
 }
 
+// --optimize gives every variant a kernel per optimization, sampled in
+// turn: one result each, the srcu ratio within the same optimization, and
+// the table names the optimization.
+func TestRunModelOptimize(t *testing.T) {
+	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", "call,off", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
+	var rs []Result
+	env := experiment.Env{Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"srcu", "call"}, {"v6.14+", "call"}, {"srcu", "off"}, {"v6.14+", "off"}}
+	if len(rs) != len(want) {
+		t.Fatalf("%d results, want %d", len(rs), len(want))
+	}
+	for i, r := range rs {
+		if r.Variant != want[i][0] || r.Optimize != want[i][1] || r.Hits != r.Calls || (r.VsSRCU != nil) != (r.Variant != "srcu") {
+			t.Errorf("result %d: %+v, want %v", i, r, want[i])
+		}
+	}
+	var b strings.Builder
+	Table(&b, o, rs)
+	for _, want := range []string{"model srcu (nop5 optimization call):\n", "model v6.14+ (nop5 optimization off):\n", "v6.14+ (nop5 optimization off)/srcu ratio"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The optimization switch is the kernel's: with call, the producers' hits
+// on the nop5 turned it into a call to a trampoline of their mm; with off,
+// it stays an int3 and no trampoline is mapped.
+func TestOptimizeSwitch(t *testing.T) {
+	c, _ := LookupCase("uprobe-nop5")
+	for _, opt := range []uprobes.Optimize{uprobes.OptimizeCall, uprobes.OptimizeOff} {
+		v := uprobes.Variants[len(uprobes.Variants)-1]
+		v.Config.Optimize = opt
+		k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s cpu.Stop
+		r := k.mach.Start(k.leader, 0, 0, func(r *kernel.Runner) {
+			r.Regs.RIP = k.entry
+			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, 100
+			s = r.Run()
+		})
+		<-r.Done()
+		k.mach.Stop()
+		if s.Reason != cpu.StopHalt || k.totalHits() != 100 {
+			t.Fatalf("%v: %v, %d hits for 100 calls", opt, s, k.totalHits())
+		}
+		tramps := k.u.Trampolines(k.leader.MM)
+		if (len(tramps) == 1) != (opt == uprobes.OptimizeCall) || len(tramps) > 1 {
+			t.Errorf("%v: trampolines %#x", opt, tramps)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -97,6 +155,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--cpus", ""}, `--cpus`},
 		{[]string{"--cases", "uprobe-foo"}, `--cases: unknown "uprobe-foo"`},
 		{[]string{"--attach", "kprobe"}, `--attach: unknown "kprobe"`},
+		{[]string{"--optimize", "on"}, `--optimize: unknown "on"`},
 		{[]string{"--warmup", "-1s"}, `--warmup -1s`},
 		{[]string{"--interval", "0s"}, `--interval 0s`},
 		{[]string{"--duration", "1s", "--interval", "2s"}, `--duration 1s`},

@@ -80,6 +80,9 @@ type Options struct {
 	CPUs   []int    `json:"cpus"`   // producer counts
 	Cases  []string `json:"cases"`  // case names
 	Attach []string `json:"attach"` // live: attach modes (package attach)
+	// Optimize are the model's nop5 optimizations (uprobes.Optimize
+	// names): each gives every variant a kernel of its own.
+	Optimize []string `json:"optimize"`
 	// Warmup runs before the first sample; then one sample per Interval
 	// until Duration is covered.
 	Warmup     time.Duration `json:"-"`
@@ -89,13 +92,13 @@ type Options struct {
 	DurationMs int64         `json:"duration_ms"`
 	IntervalMs int64         `json:"interval_ms"`
 
-	cpus, cases, attach string // the flags, parsed by Validate
+	cpus, cases, attach, optimize string // the flags, parsed by Validate
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{cpus: "1,2", cases: strings.Join(DefaultCases, ","), attach: "uprobe_multi,perf",
-		Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
+		optimize: uprobes.OptimizeCall.String(), Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
 }
 
 // Flags registers the options on fs.
@@ -103,6 +106,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpus, "cpus", o.cpus, fmt.Sprintf("comma-separated producer counts, 1 to %d; producer i pinned to CPU i", MaxProducers))
 	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases of "+strings.Join(caseNames(), ","))
 	fs.StringVar(&o.attach, "attach", o.attach, "live: comma-separated attach modes, uprobe_multi and/or perf")
+	fs.StringVar(&o.optimize, "optimize", o.optimize, "model: comma-separated nop5 optimizations, call (x86-64 since 6.18), off (an int3 at every hit, as before) and/or jmp-slot; each a kernel of every variant, sampled in turn")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before the first sample")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured time after warm-up: one sample per interval")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sample length")
@@ -118,6 +122,13 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if o.Attach, err = attach.ParseModes("attach", o.attach); err != nil {
+		return err
+	}
+	var opts []string
+	for _, opt := range uprobes.Optimizations {
+		opts = append(opts, opt.String())
+	}
+	if o.Optimize, err = experiment.List("optimize", o.optimize, opts...); err != nil {
 		return err
 	}
 	switch {
@@ -149,6 +160,8 @@ type Result struct {
 	Attach string `json:"attach"`
 	Case   string `json:"case"`
 	CPUs   int    `json:"cpus"`
+	// Optimize is the model kernel's nop5 optimization (empty live).
+	Optimize string `json:"optimize,omitempty"`
 	// Mops is the mean rate over the samples in million hits per second
 	// (calls per second for the case without a probe).
 	Mops       float64   `json:"mops"`
@@ -240,10 +253,10 @@ func Table(w io.Writer, o *Options, rs []Result) {
 					continue
 				}
 				if r.PerCPU != nil {
-					fmt.Fprintf(w, "  %-11s per CPU-second: %s\n", r.Variant, FormatLine(c, n, r.MopsCPU, r.MopsCPUStddev))
+					fmt.Fprintf(w, "  %-11s per CPU-second: %s\n", modelName(o, r), FormatLine(c, n, r.MopsCPU, r.MopsCPUStddev))
 				}
 				if r.VsSRCU != nil {
-					line := fmt.Sprintf("  %s/srcu ratio: wall %.3f ± %.3f", r.Variant, r.RatioVsSRCU, r.RatioVsSRCUStddev)
+					line := fmt.Sprintf("  %s/srcu ratio: wall %.3f ± %.3f", modelName(o, r), r.RatioVsSRCU, r.RatioVsSRCUStddev)
 					if r.CPUVsSRCU != nil {
 						line += fmt.Sprintf(", per CPU-second %.3f ± %.3f", r.RatioCPUVsSRCU, r.RatioCPUVsSRCUStddev)
 					}
@@ -254,19 +267,28 @@ func Table(w io.Writer, o *Options, rs []Result) {
 	}
 	var last string
 	for _, r := range rs {
-		if key := fmt.Sprint(r.Target, r.Variant, r.Attach); key != last {
+		if key := fmt.Sprint(r.Target, r.Variant, r.Attach, r.Optimize); key != last {
 			switch {
 			case r.Target == experiment.Live && r.Attach == AttachNone:
 				fmt.Fprintf(w, "live kernel (%s), no probe: calls of the target\n", report.ThisMachine().Kernel)
 			case r.Target == experiment.Live:
 				fmt.Fprintf(w, "live kernel, BPF counter on a %s link: hits, each call checked counted\n", r.Attach)
 			default:
-				fmt.Fprintf(w, "%s %s:\n", r.Target, r.Variant)
+				fmt.Fprintf(w, "%s %s:\n", r.Target, modelName(o, r))
 			}
 			last = key
 		}
 		fmt.Fprintln(w, FormatLine(r.Case, r.CPUs, r.Mops, r.MopsStddev))
 	}
+}
+
+// modelName is a model result's variant, with its nop5 optimization
+// unless that is the only one and the kernel's.
+func modelName(o *Options, r Result) string {
+	if r.Optimize == "" || (len(o.Optimize) == 1 && r.Optimize == uprobes.OptimizeCall.String()) {
+		return r.Variant
+	}
+	return fmt.Sprintf("%s (nop5 optimization %s)", r.Variant, r.Optimize)
 }
 
 // NoteLoad records the one-minute load average at the end of a run in the
@@ -292,7 +314,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "trigger",
 	Seed:    "004",
 	Summary: "uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
-	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--cpus 1,2] [--duration D] [--json]
+	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--optimize call,off] [--cases ...] [--cpus 1,2] [--duration D] [--json]
 
 N producers, each pinned to its own CPU, call a target function in a tight
 loop; a probe on it counts hits. Cases: nop (no probe: the loop's own speed),
@@ -306,7 +328,11 @@ Model: the variants are kernels, sampled in turn on model CPUs: srcu and
 tasks-trace are the seed's era (v6.12's hit path: the mmap read lock on
 every hit, a uprobe reference per return instance) under each protection,
 v6.14+ is today's (lockless VMA lookup, leased and pooled return
-instances) under Tasks Trace.
+instances) under Tasks Trace. --optimize call,off gives every variant a
+kernel that optimizes a uprobe on a 5-byte nop into a call to a trampoline
+(x86-64 since 6.18, the default) and one that leaves it an int3, sampled
+in turn: what the optimization buys on uprobe-nop5 (jmp-slot is the
+proposed design of the redzone experiment).
 Live: the targets are Go-assembly leaves in this binary, the counter a BPF
 program on a uprobe_multi link or a perf-event uprobe; every call must be
 counted. Live needs Linux and root.

@@ -9,7 +9,9 @@ import (
 	"mmlab/live/uprobe"
 )
 
-// One result per (n, mode), each with every run's times.
+// One result per (n, mode), each with every run's times, and the first hit
+// of a nop5 probe after the attach optimized the site where the kernel has
+// optimized uprobes.
 func TestRun(t *testing.T) {
 	if err := uprobe.Supported(); err != nil {
 		t.Skip(err)
@@ -31,6 +33,10 @@ func TestRun(t *testing.T) {
 		if r.Target != experiment.Live || r.N != []int{1, 1, 2, 2}[i] || r.Attach != o.Attach[i%2] ||
 			len(r.AttachMsRuns) != 2 || len(r.DetachMsRuns) != 2 || r.AttachMs <= 0 || r.DetachMs <= 0 {
 			t.Errorf("result %d: %+v", i, r)
+		}
+		if f := r.FirstHit; f == nil || len(f.FirstHitUsRuns) != 2 || len(f.HitUsRuns) != 2 || f.FirstHitUs <= 0 || f.HitUs <= 0 ||
+			f.Optimized != uprobe.HasOptimizedUprobes() {
+			t.Errorf("result %d: first hit %+v, want the site optimized: %v", i, f, uprobe.HasOptimizedUprobes())
 		}
 	}
 	if params["probed"] == nil {

@@ -42,3 +42,8 @@ func LookupTarget(name string) (Target, error) { return Target{}, errNotLinux }
 
 // SledOffsets returns ErrNotSupported off Linux.
 func SledOffsets(n int) (string, []uint64, error) { return "", nil, errNotLinux }
+
+// FirstHit returns ErrNotSupported off Linux.
+func FirstHit(ctx context.Context, m Mode, later int) (FirstHitResult, error) {
+	return FirstHitResult{}, errNotLinux
+}

@@ -425,19 +425,7 @@ func TestLiveRemoteUnregisterRestores(t *testing.T) {
 		}
 	}
 	codePath := writeCodeFile(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLiveHelperCallLoop$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MMLAB_UPROBE_CODE="+codePath)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("helper: %q, %v", line, err)
-	}
+	cmd, _ := startHelper(t, "TestLiveHelperCallLoop", "ready", "MMLAB_UPROBE_CODE="+codePath)
 	pid := cmd.Process.Pid
 	p, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: ModeMulti, Pid: pid})
 	if err != nil {
