@@ -86,11 +86,12 @@ type Variant struct {
 
 // Variants are the kernels the experiments of seed 004 compare: the seed's
 // era under both flavours (named after the flavour, as the seed's tables
-// are) and today's hit path (named after its kernel), all with grace
-// periods timed as on the live kernel.
+// are; no nop5 optimization, which came in v6.18) and today's hit path
+// (named after its kernel), all with grace periods timed as on the live
+// kernel.
 var Variants = []Variant{
-	{"srcu", Config{Flavor: SRCU, HitPath: HitPathV612, GP: rcu.ThisKernel}},
-	{"tasks-trace", Config{Flavor: TasksTrace, HitPath: HitPathV612, GP: rcu.ThisKernel}},
+	{"srcu", Config{Flavor: SRCU, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
+	{"tasks-trace", Config{Flavor: TasksTrace, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
 	{"v6.14+", Config{Flavor: TasksTrace, HitPath: HitPathToday, GP: rcu.ThisKernel}},
 }
 

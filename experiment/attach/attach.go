@@ -146,7 +146,7 @@ func Table(w io.Writer, o *Options, rs []Result) {
 	var last string
 	for _, r := range rs {
 		if key := fmt.Sprint(r.Target, r.Variant); key != last {
-			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it, and a later one)\n", r.Target, r.Variant, o.Runs)
+			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it where the kernel does, and a later one)\n", r.Target, r.Variant, o.Runs)
 			fmt.Fprintf(w, "  %-14s %4s  %-26s %-26s %-26s %s\n", "attach", "n", "attach ms", "detach ms", "nop5 first hit us", "later hit us")
 			last = key
 		}

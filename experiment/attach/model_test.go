@@ -26,8 +26,9 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("%d runs, want %d", len(runs), 2*2*2*nv)
 	}
 	for i, r := range runs {
-		if r.Variant != uprobes.Variants[i%nv].Name || r.Attach <= 0 || r.Detach <= 0 || r.First <= 0 || r.Hit <= 0 || !r.Optimized {
-			t.Errorf("run %d: %+v", i, r)
+		v := uprobes.Variants[i%nv]
+		if r.Variant != v.Name || r.Attach <= 0 || r.Detach <= 0 || r.First <= 0 || r.Hit <= 0 || r.Optimized != (v.Config.Optimize != uprobes.OptimizeOff) {
+			t.Errorf("run %d: %+v (optimization %v)", i, r, v.Config.Optimize)
 		}
 	}
 }
@@ -119,8 +120,11 @@ func TestRunModel(t *testing.T) {
 		if r.Target != experiment.Model || len(r.AttachMsRuns) != 2 || r.DetachMs <= 0 {
 			t.Errorf("%+v", r)
 		}
-		if f := r.FirstHit; f == nil || len(f.FirstHitUsRuns) != 2 || len(f.HitUsRuns) != 2 || f.FirstHitUs <= 0 || f.HitUs <= 0 || !f.Optimized {
-			t.Errorf("first hit %+v", f)
+		// The seed's era (v6.12) has no nop5 optimization.
+		vs, _ := uprobes.ParseVariants([]string{r.Variant})
+		optimizes := len(vs) == 1 && vs[0].Config.Optimize != uprobes.OptimizeOff
+		if f := r.FirstHit; f == nil || len(f.FirstHitUsRuns) != 2 || len(f.HitUsRuns) != 2 || f.FirstHitUs <= 0 || f.HitUs <= 0 || f.Optimized != optimizes {
+			t.Errorf("%s: first hit %+v, want optimized %v", r.Variant, f, optimizes)
 		}
 	}
 	if params["model_procs"] != modelProcs || params["model_cpus"] != modelCPUs {
@@ -128,7 +132,7 @@ func TestRunModel(t *testing.T) {
 	}
 	var b strings.Builder
 	Table(&b, o, rs)
-	if !strings.HasPrefix(b.String(), "attach/detach, model srcu (median of 2 runs [min-max]; a nop5 probe's first hit, which optimizes it, and a later one)\n") {
+	if !strings.HasPrefix(b.String(), "attach/detach, model srcu (median of 2 runs [min-max]; a nop5 probe's first hit, which optimizes it where the kernel does, and a later one)\n") {
 		t.Errorf("table:\n%s", b.String())
 	}
 }

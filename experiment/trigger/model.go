@@ -3,6 +3,7 @@ package trigger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -236,13 +237,15 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	// A kernel per optimization and variant.
 	var variants []uprobes.Variant
 	for _, name := range o.Optimize {
-		opt, err := uprobes.ParseOptimize(name)
-		if err != nil {
-			return err
-		}
 		for _, v := range named {
-			v.Config.Optimize = opt
-			variants = append(variants, v)
+			if name != OptimizeKernel {
+				if v.Config.Optimize, err = uprobes.ParseOptimize(name); err != nil {
+					return err
+				}
+			}
+			if !slices.ContainsFunc(variants, func(w uprobes.Variant) bool { return w.Name == v.Name && w.Config.Optimize == v.Config.Optimize }) {
+				variants = append(variants, v)
+			}
 		}
 	}
 	type kernelKey struct {
@@ -272,7 +275,14 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				}
 			}
 			for _, mr := range res {
+				// The srcu kernel of the same optimization, or the one
+				// srcu kernel (--optimize kernel: v6.12 has none).
 				srcu := srcus[mr.Optimize]
+				if srcu == nil && len(srcus) == 1 {
+					for _, s := range srcus {
+						srcu = s
+					}
+				}
 				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Variant}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
 				r.Optimize = mr.Optimize.String()
 				if len(mr.CPUSamples) > 0 {

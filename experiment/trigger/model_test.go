@@ -87,23 +87,42 @@ func TestRunModel(t *testing.T) {
 	}
 }
 
-// --optimize gives every variant a kernel per optimization, sampled in
-// turn: one result each, the srcu ratio within the same optimization, and
-// the table names the optimization.
-func TestRunModelOptimize(t *testing.T) {
-	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", "call,off", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
+// runOptimize runs uprobe-nop5 on srcu and v6.14+ with --optimize opt
+// and checks the kernels' variants and optimizations, in order.
+func runOptimize(t *testing.T, opt string, want [][2]string) (*Options, []Result) {
+	t.Helper()
+	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", opt, "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
 	env := experiment.Env{Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
-	want := [][2]string{{"srcu", "call"}, {"v6.14+", "call"}, {"srcu", "off"}, {"v6.14+", "off"}}
 	if len(rs) != len(want) {
-		t.Fatalf("%d results, want %d", len(rs), len(want))
+		t.Fatalf("--optimize %s: %d results, want %d", opt, len(rs), len(want))
 	}
 	for i, r := range rs {
-		if r.Variant != want[i][0] || r.Optimize != want[i][1] || r.Hits != r.Calls || (r.VsSRCU != nil) != (r.Variant != "srcu") {
-			t.Errorf("result %d: %+v, want %v", i, r, want[i])
+		if r.Variant != want[i][0] || r.Optimize != want[i][1] || r.Hits != r.Calls {
+			t.Errorf("--optimize %s: result %d: %+v, want %v", opt, i, r, want[i])
+		}
+	}
+	return o, rs
+}
+
+// By default each variant keeps its kernel's optimization: none in the
+// seed's era, a call in v6.14+; naming it again adds no kernel.
+func TestRunModelOptimizeKernel(t *testing.T) {
+	runOptimize(t, "kernel", [][2]string{{"srcu", "off"}, {"v6.14+", "call"}})
+	runOptimize(t, "kernel,off", [][2]string{{"srcu", "off"}, {"v6.14+", "call"}, {"v6.14+", "off"}})
+}
+
+// --optimize gives every variant a kernel per optimization, sampled in
+// turn: one result each, the srcu ratio within the same optimization, and
+// the table names the optimization.
+func TestRunModelOptimize(t *testing.T) {
+	o, rs := runOptimize(t, "call,off", [][2]string{{"srcu", "call"}, {"v6.14+", "call"}, {"srcu", "off"}, {"v6.14+", "off"}})
+	for i, r := range rs {
+		if (r.VsSRCU != nil) != (r.Variant != "srcu") {
+			t.Errorf("result %d: VsSRCU %v", i, r.VsSRCU)
 		}
 	}
 	var b strings.Builder

@@ -81,7 +81,8 @@ type Options struct {
 	Cases  []string `json:"cases"`  // case names
 	Attach []string `json:"attach"` // live: attach modes (package attach)
 	// Optimize are the model's nop5 optimizations (uprobes.Optimize
-	// names): each gives every variant a kernel of its own.
+	// names, or OptimizeKernel): each gives every variant a kernel of its
+	// own.
 	Optimize []string `json:"optimize"`
 	// Warmup runs before the first sample; then one sample per Interval
 	// until Duration is covered.
@@ -95,10 +96,15 @@ type Options struct {
 	cpus, cases, attach, optimize string // the flags, parsed by Validate
 }
 
+// OptimizeKernel, as an --optimize value, keeps each variant's own: none in
+// the seed's era (v6.12), a call to the trampoline in v6.14+ (x86-64 since
+// v6.18).
+const OptimizeKernel = "kernel"
+
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{cpus: "1,2", cases: strings.Join(DefaultCases, ","), attach: "uprobe_multi,perf",
-		optimize: uprobes.OptimizeCall.String(), Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
+		optimize: OptimizeKernel, Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
 }
 
 // Flags registers the options on fs.
@@ -106,7 +112,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpus, "cpus", o.cpus, fmt.Sprintf("comma-separated producer counts, 1 to %d; producer i pinned to CPU i", MaxProducers))
 	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases of "+strings.Join(caseNames(), ","))
 	fs.StringVar(&o.attach, "attach", o.attach, "live: comma-separated attach modes, uprobe_multi and/or perf")
-	fs.StringVar(&o.optimize, "optimize", o.optimize, "model: comma-separated nop5 optimizations, call (x86-64 since 6.18), off (an int3 at every hit, as before) and/or jmp-slot; each a kernel of every variant, sampled in turn")
+	fs.StringVar(&o.optimize, "optimize", o.optimize, "model: comma-separated nop5 optimizations, kernel (each variant's own: off in v6.12, call in v6.14+), call (x86-64 since 6.18), off (an int3 at every hit) and/or jmp-slot; each a kernel of every variant, sampled in turn")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before the first sample")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured time after warm-up: one sample per interval")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sample length")
@@ -124,7 +130,7 @@ func (o *Options) Validate() error {
 	if o.Attach, err = attach.ParseModes("attach", o.attach); err != nil {
 		return err
 	}
-	var opts []string
+	opts := []string{OptimizeKernel}
 	for _, opt := range uprobes.Optimizations {
 		opts = append(opts, opt.String())
 	}
@@ -283,9 +289,9 @@ func Table(w io.Writer, o *Options, rs []Result) {
 }
 
 // modelName is a model result's variant, with its nop5 optimization
-// unless that is the only one and the kernel's.
+// unless every variant runs its kernel's own.
 func modelName(o *Options, r Result) string {
-	if r.Optimize == "" || (len(o.Optimize) == 1 && r.Optimize == uprobes.OptimizeCall.String()) {
+	if r.Optimize == "" || slices.Equal(o.Optimize, []string{OptimizeKernel}) {
 		return r.Variant
 	}
 	return fmt.Sprintf("%s (nop5 optimization %s)", r.Variant, r.Optimize)
@@ -328,9 +334,10 @@ Model: the variants are kernels, sampled in turn on model CPUs: srcu and
 tasks-trace are the seed's era (v6.12's hit path: the mmap read lock on
 every hit, a uprobe reference per return instance) under each protection,
 v6.14+ is today's (lockless VMA lookup, leased and pooled return
-instances) under Tasks Trace. --optimize call,off gives every variant a
-kernel that optimizes a uprobe on a 5-byte nop into a call to a trampoline
-(x86-64 since 6.18, the default) and one that leaves it an int3, sampled
+instances) under Tasks Trace. A uprobe on a 5-byte nop stays an int3 in
+the seed's era and becomes a call to a trampoline in v6.14+ (x86-64 since
+6.18): --optimize kernel, the default. --optimize call,off gives every
+variant a kernel that optimizes it and one that leaves it an int3, sampled
 in turn: what the optimization buys on uprobe-nop5 (jmp-slot is the
 proposed design of the redzone experiment).
 Live: the targets are Go-assembly leaves in this binary, the counter a BPF
