@@ -95,8 +95,9 @@ Cases: busy-maps (the busy process maps the probed file), busy-forks (a second
 thread of the busy process forks; it does not map the file), idle-1000 and
 idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
 (one uprobe_multi link with 1 or 4 uprobes), perf-4 (4 perf-event uprobes).
-The model sizes its busy process itself: one populate holds the mmap lock
-for at least 300 ms.
+The model's busy process holds its mmap lock for read 300 ms per populate
+(a time on the model's clock, not work), and the tracer starts each attach
+as a populate starts.
 The live run ends with "verdict: stalls|ok": stalls when the longest fork
 exceeds 10x the quiet baseline (busy running, nothing attaching, same window
 length) and 50 ms. Live needs Linux and root.
