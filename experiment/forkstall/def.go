@@ -187,7 +187,7 @@ type Run struct {
 	// mmap locks.
 	AttachSemMs, AttachMmapMs float64
 	// BusyHoldMs is the longest populate of the busy process that started
-	// during the run: how long it held its mmap lock under this run's load.
+	// during the run: how long it held its mmap lock for read.
 	BusyHoldMs float64
 }
 
@@ -197,7 +197,7 @@ type Result struct {
 	experiment.Row
 	Case      string `json:"case"`
 	Mode      string `json:"mode"`
-	SizeBytes uint64 `json:"size_bytes"` // the busy process's populate; 0 in the idle cases
+	SizeBytes uint64 `json:"size_bytes"` // the busy process's region (the model's populate is a time); 0 in the idle cases
 
 	ForkMaxMs      float64   `json:"fork_max_ms"`
 	ForkMaxMsRuns  []float64 `json:"fork_max_ms_runs"`

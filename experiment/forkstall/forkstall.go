@@ -4,12 +4,12 @@ package forkstall
 // are wall-clock times of the host, and the blocked times are exact
 // (kernel.Task accounting). The busy process's populate holds its mmap lock
 // for read for modelHold on the sched clock (populate). The tracer starts
-// each attach as a populate starts (model choice: a tracer of the seed
-// arrives at a random point of the busy process's cycle, whose median over
-// 15-45 runs is steady; over 9 runs it is not, and an arrival the run's own
-// timing decides differs between the designs, so both arrive at the same
-// point, that of every registration after the first in the seed's 4-uprobe
-// cases). The tracer attaches through the same registration paths as BPF
+// each attach as a populate starts. Model choice: the seed's tracer arrives
+// at a random point of the busy process's cycle, and the median of 15-45
+// runs evens that out; 9 runs do not, and the point would otherwise follow
+// from the timing of the run before, which differs between the designs.
+// Every registration after the first in the seed's 4-uprobe cases arrives
+// there too. The tracer attaches through the same registration paths as BPF
 // uprobe_multi (multi-1, multi-4: one register per probe, then N
 // unregister_nosync and one sync) and perf (perf-4: per probe
 // uprobe_register then uprobe_apply; detach apply(remove),
@@ -132,15 +132,15 @@ func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
 // populate is one cycle of the busy process's loop, mmap(size, PROT_READ,
 // MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE) then munmap, in the locks of
 // mm/util.c:vm_mmap_pgoff() and __vm_munmap(): do_mmap under the write
-// lock; __mm_populate's read lock, held for hold; then munmap's zap and free
-// of the populated pages, which run after the write lock is downgraded,
-// held for hold*modelZapShare; then the munmap of the model's VMA, which has
-// no pages to zap. Model choice: the page work is a time on the sched clock,
-// not work. On the seed's 32-CPU VM the busy process has a CPU of its own,
-// and its hold does not depend on who else runs; as work on this host's
-// CPUs, shared with the forker and the tracer, it would run longer in the
-// design whose forker is not stalled. started is called once the populate's
-// read lock is held, with the time. It returns how long that lock was held.
+// lock; __mm_populate's read lock, held for hold; munmap's write lock,
+// downgraded for the zap and free of the populated pages, held for
+// hold*modelZapShare; then the model's munmap of the VMA, which has no pages
+// to zap. Model choice: the page work is a time on the sched clock, not
+// work. On the seed's 32-CPU VM the busy process has a CPU of its own, and
+// its hold does not depend on who else runs; as work on this host's CPUs,
+// shared with the forker and the tracer, it would run longer in the design
+// whose forker is not stalled. started is called once the populate's read
+// lock is held, with the time. It returns how long that lock was held.
 func populate(t *kernel.Task, size uint64, hold time.Duration, started func(time.Time)) (time.Duration, error) {
 	a, err := t.MM.Mmap(t, 0, size, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS, nil, 0)
 	if err != nil {
