@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/uprobes"
 )
 
@@ -88,5 +89,43 @@ func TestModelResultsAndTable(t *testing.T) {
 	Table(&out, o, rs)
 	if !strings.Contains(out.String(), "before   after") || !strings.Contains(out.String(), "1000 processes map the file") {
 		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// A populate holds the busy mm's mmap lock for read when it says it
+// started (a writer cannot get in, a reader can), and leaves the lock free
+// and the region unmapped.
+func TestPopulateLocks(t *testing.T) {
+	b := kernel.NewTaskMM("busy")
+	defer b.ExitMM()
+	vmas := len(b.MM.VMAs())
+	calls := 0
+	_, err := populate(b, 1<<20, time.Millisecond, func(time.Time) {
+		calls++
+		if b.MM.MmapWriteTrylock() {
+			b.MM.MmapWriteUnlock()
+			t.Error("write trylock succeeded during the populate")
+		}
+		if !b.MM.MmapReadTrylock() {
+			t.Error("read trylock failed during the populate")
+		} else {
+			b.MM.MmapReadUnlock()
+		}
+		if len(b.MM.VMAs()) != vmas+1 {
+			t.Errorf("%d VMAs during the populate, want %d", len(b.MM.VMAs()), vmas+1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("started called %d times, want 1", calls)
+	}
+	if !b.MM.MmapWriteTrylock() {
+		t.Fatal("mmap lock still held after the populate")
+	}
+	b.MM.MmapWriteUnlock()
+	if len(b.MM.VMAs()) != vmas {
+		t.Errorf("%d VMAs after the populate, want %d", len(b.MM.VMAs()), vmas)
 	}
 }
