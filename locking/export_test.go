@@ -3,6 +3,7 @@ package locking
 import (
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // HookEvent is where a sleeping writer of an RWSem pauses under a test hook.
@@ -12,6 +13,13 @@ const (
 	WriterSleeps = writerSleeps // failed to take the lock, about to sleep
 	WriterWoken  = writerWoken  // woken, about to retry
 )
+
+// RWSemOwnerDistance is how many bytes an RWSem's owner word lies past its
+// count word.
+func RWSemOwnerDistance() uintptr {
+	var s RWSem
+	return unsafe.Offsetof(s.owner) - unsafe.Offsetof(s.count)
+}
 
 // SetClock replaces the clock of the handoff timeout.
 func (s *RWSem) SetClock(now func() time.Time) { s.now = now }

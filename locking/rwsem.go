@@ -78,9 +78,16 @@ type rwsemWaiter struct {
 //
 // The zero value is an unlocked semaphore named "rwsem".
 type RWSem struct {
-	count        atomic.Int64  // the kernel's sem->count (bits above)
-	acquisitions atomic.Int64  // LockStats.Acquisitions
-	owner        atomic.Uint32 // ownerReader hint, or 0 (the kernel's sem->owner flags)
+	count        atomic.Int64 // the kernel's sem->count (bits above)
+	acquisitions atomic.Int64 // LockStats.Acquisitions
+	// owner is the ownerReader hint, or 0 (the kernel's sem->owner
+	// flags). It sits on a cache line of its own, away from count, as
+	// mmap_lock's two hot fields do in struct mm_struct
+	// (include/linux/mm_types.h: "its two hot fields 'count' and 'owner'
+	// sit in 2 different cachelines"); other rwsems of the kernel have
+	// them on one line (model choice: one layout for all).
+	_     [64 - 16]byte
+	owner atomic.Uint32
 
 	name string // set before the lock is shared; never changes afterwards
 
@@ -125,21 +132,14 @@ func (s *RWSem) clock() time.Time {
 	return sched.Now()
 }
 
-// setReaderOwned mirrors rwsem_set_reader_owned(). It writes the shared
-// owner word only when the hint changes.
-func (s *RWSem) setReaderOwned() {
-	if s.owner.Load() != ownerReader {
-		s.owner.Store(ownerReader)
-	}
-}
+// setReaderOwned mirrors rwsem_set_reader_owned(): every reader stores the
+// owner word (the kernel stores current | RWSEM_READER_OWNED), so each
+// read acquisition writes its cache line, on every CPU.
+func (s *RWSem) setReaderOwned() { s.owner.Store(ownerReader) }
 
-// setOwner mirrors rwsem_set_owner() and rwsem_clear_owner(): the hint
-// records only "not reader-owned".
-func (s *RWSem) setOwner() {
-	if s.owner.Load() != 0 {
-		s.owner.Store(0)
-	}
-}
+// setOwner mirrors rwsem_set_owner() and rwsem_clear_owner(), which store
+// the owner word each time: the hint records only "not reader-owned".
+func (s *RWSem) setOwner() { s.owner.Store(0) }
 
 // DownRead takes the lock for reading, sleeping uninterruptibly (D state)
 // while a writer holds it or, mostly, while anyone waits. w may be nil (no

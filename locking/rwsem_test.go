@@ -492,3 +492,11 @@ func mustBeFree(t *testing.T, s *locking.RWSem) {
 		t.Fatalf("count %#x at the end, want 0", s.Count())
 	}
 }
+
+// The owner word every reader stores lies on another cache line than the
+// count word, as mmap_lock's do in struct mm_struct.
+func TestRWSemOwnerOffCountLine(t *testing.T) {
+	if d := locking.RWSemOwnerDistance(); d < 64 {
+		t.Errorf("owner %d bytes past count, want at least a 64-byte cache line", d)
+	}
+}

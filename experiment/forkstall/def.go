@@ -95,8 +95,9 @@ Cases: busy-maps (the busy process maps the probed file), busy-forks (a second
 thread of the busy process forks; it does not map the file), idle-1000 and
 idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
 (one uprobe_multi link with 1 or 4 uprobes), perf-4 (4 perf-event uprobes).
-The model sizes its busy process itself: one populate holds the mmap lock
-for at least 300 ms.
+The model's busy process holds its mmap lock for read 300 ms per populate
+(a time on the model's clock, not work), and the tracer starts each attach
+as a populate starts.
 The live run ends with "verdict: stalls|ok": stalls when the longest fork
 exceeds 10x the quiet baseline (busy running, nothing attaching, same window
 length) and 50 ms. Live needs Linux and root.
@@ -186,7 +187,7 @@ type Run struct {
 	// mmap locks.
 	AttachSemMs, AttachMmapMs float64
 	// BusyHoldMs is the longest populate of the busy process that started
-	// during the run: how long it held its mmap lock under this run's load.
+	// during the run: how long it held its mmap lock for read.
 	BusyHoldMs float64
 }
 
@@ -196,7 +197,7 @@ type Result struct {
 	experiment.Row
 	Case      string `json:"case"`
 	Mode      string `json:"mode"`
-	SizeBytes uint64 `json:"size_bytes"` // the busy process's populate; 0 in the idle cases
+	SizeBytes uint64 `json:"size_bytes"` // the busy process's region (the model's populate is a time); 0 in the idle cases
 
 	ForkMaxMs      float64   `json:"fork_max_ms"`
 	ForkMaxMsRuns  []float64 `json:"fork_max_ms_runs"`

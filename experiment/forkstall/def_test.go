@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -90,12 +91,7 @@ func keys(t *testing.T, v any) []string {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
+	return slices.Sorted(maps.Keys(m))
 }
 
 // The results carry every key of the schema-1 documents of both targets

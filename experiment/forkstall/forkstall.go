@@ -3,21 +3,24 @@ package forkstall
 // The model runner: every task is a goroutine (no model CPU), so the figures
 // are wall-clock times of the host, and the blocked times are exact
 // (kernel.Task accounting). The busy process's populate holds its mmap lock
-// for read for SIZE's worth of page faults, real work of package mm; SIZE is
-// calibrated first so that one populate holds it for at least modelHold. The
-// tracer attaches through the same registration paths as BPF uprobe_multi
-// (multi-1, multi-4: one register per probe, then N unregister_nosync and one
-// sync) and perf (perf-4: per probe uprobe_register then uprobe_apply; detach
-// apply(remove), unregister_nosync and sync each).
+// for read for modelHold on the sched clock (populate). The tracer starts
+// each attach as a populate starts. Model choice: the seed's tracer arrives
+// at a random point of the busy process's cycle, and the median of 15-45
+// runs evens that out; 9 runs do not, and the point would otherwise follow
+// from the timing of the run before, which differs between the designs.
+// Every registration after the first in the seed's 4-uprobe cases arrives
+// there too. The tracer attaches through the same registration paths as BPF
+// uprobe_multi (multi-1, multi-4: one register per probe, then N
+// unregister_nosync and one sync) and perf (perf-4: per probe
+// uprobe_register then uprobe_apply; detach apply(remove),
+// unregister_nosync and sync each).
 //
-// The busy process's page tables (and the model's per-fault garbage) are
-// garbage after each munmap; so that Go's garbage collector (whose mark
-// assists park allocating goroutines, the forker among them) is not what the
-// windows measure, collection is off while the experiment runs (with a
-// memory limit as the safety net) and a collection runs before each window
-// (attach, detach, baseline), outside it. The host's own scheduling noise
-// (other processes on its cores) stays in the wall-clock figures, not in the
-// blocked times.
+// So that Go's garbage collector (whose mark assists park allocating
+// goroutines, the forker among them) is not what the windows measure,
+// collection is off while the experiment runs (with a memory limit as the
+// safety net) and a collection runs before each window (attach, detach,
+// baseline), outside it. The host's own scheduling noise (other processes on
+// its cores) stays in the wall-clock figures, not in the blocked times.
 
 import (
 	"context"
@@ -36,6 +39,7 @@ import (
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -45,8 +49,8 @@ const (
 	lockMmap    = "mmap_lock"
 )
 
-// modelHold is how long one populate of the busy process holds the mmap
-// lock at least (Calibrate).
+// modelHold is how long one populate of the busy process holds its mmap
+// lock for read.
 const modelHold = 300 * time.Millisecond
 
 // Model runs the experiment on the model: each case and mode in each design
@@ -60,27 +64,18 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		}
 		designs = append(designs, d)
 	}
-	var pages uint64
 	if slices.ContainsFunc(o.Cases, Busy) {
-		var hold time.Duration
-		var err error
-		if pages, hold, err = Calibrate(ctx, modelHold); err != nil {
-			return err
-		}
-		env.Progress("busy SIZE %d pages (%.1f GiB of model memory): one populate holds mmap_lock %.0f ms (target >= %.0f ms)",
-			pages, float64(pages)*pgtable.PageSize/(1<<30), ms(hold), ms(modelHold))
-		env.Param("model_size_bytes", pages*pgtable.PageSize)
-		env.Param("model_populate_hold_ms", ms(hold))
+		env.Param("model_populate_hold_ms", ms(modelHold))
 	}
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
 			for _, d := range designs {
-				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Pages: pages,
-					Hold: 20 * time.Millisecond, Progress: env.Progress})
+				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress})
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
 				}
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, pages*pgtable.PageSize, runs)
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, o.Size, runs)
 				emit(r)
 				f := r.ModelFigures
 				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
@@ -98,7 +93,8 @@ type caseRun struct {
 	Design     uprobes.Design
 	Case, Mode string
 	Runs       int           // attach/hold/detach cycles
-	Pages      uint64        // pages the busy process populates each time (Calibrate)
+	Size       uint64        // bytes the busy process maps each time
+	BusyHold   time.Duration // how long each populate holds the busy mmap lock
 	Hold       time.Duration // how long the probes stay attached
 	// Progress, if set, is told about each run as it ends.
 	Progress func(format string, args ...any)
@@ -133,24 +129,44 @@ func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
 	return t, nil
 }
 
-// populate is one cycle of the busy process: mmap(pages, PROT_READ,
-// MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE), every page faulted in under the
-// mmap read lock (each mapping the zero page, as the kernel does for
-// read-only anonymous memory), and munmap. It returns how long the
-// populate took.
-func populate(t *kernel.Task, pages uint64) (time.Duration, error) {
-	n := pages * pgtable.PageSize
-	start := time.Now()
-	a, err := t.MM.Mmap(t, 0, n, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_POPULATE, nil, 0)
-	d := time.Since(start)
+// populate is one cycle of the busy process's loop, mmap(size, PROT_READ,
+// MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE) then munmap, in the locks of
+// mm/util.c:vm_mmap_pgoff() and __vm_munmap(): do_mmap under the write
+// lock; __mm_populate's read lock, held for hold; munmap's write lock,
+// downgraded for the zap and free of the populated pages, held for
+// hold*modelZapShare; then the model's munmap of the VMA, which has no pages
+// to zap. Model choice: the page work is a time on the sched clock, not
+// work. On the seed's 32-CPU VM the busy process has a CPU of its own, and
+// its hold does not depend on who else runs; as work on this host's CPUs,
+// shared with the forker and the tracer, it would run longer in the design
+// whose forker is not stalled. started is called once the populate's read
+// lock is held, with the time. It returns how long that lock was held.
+func populate(t *kernel.Task, size uint64, hold time.Duration, started func(time.Time)) (time.Duration, error) {
+	a, err := t.MM.Mmap(t, 0, size, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS, nil, 0)
 	if err != nil {
-		return d, fmt.Errorf("busy mmap: %w", err)
+		return 0, fmt.Errorf("busy mmap: %w", err)
 	}
-	if err := t.MM.Munmap(t, a, n); err != nil {
+	t.MM.MmapReadLock(t)
+	start := sched.Now()
+	started(start)
+	sched.Sleep(hold)
+	d := sched.Since(start)
+	t.MM.MmapReadUnlock()
+
+	t.MM.MmapWriteLock(t)
+	t.MM.MmapWriteDowngrade()
+	sched.Sleep(time.Duration(float64(hold) * modelZapShare))
+	t.MM.MmapReadUnlock()
+	if err := t.MM.Munmap(t, a, size); err != nil {
 		return d, fmt.Errorf("busy munmap: %w", err)
 	}
 	return d, nil
 }
+
+// modelZapShare is munmap's time over the populate's for a populated
+// anonymous region, on this machine's kernel: 0.17-0.24 for mmap(1 GiB,
+// PROT_READ|PROT_WRITE, MAP_POPULATE) then munmap (5 runs).
+const modelZapShare = 0.2
 
 // gcCycles returns the number of completed garbage collections.
 func gcCycles() uint64 {
@@ -180,35 +196,6 @@ func quietGC() func() {
 		debug.SetMemoryLimit(lim)
 		debug.SetGCPercent(pct)
 	}
-}
-
-// Calibrate returns the number of pages whose populate holds the mmap lock
-// for at least target on this host, and the hold measured with it.
-func Calibrate(ctx context.Context, target time.Duration) (uint64, time.Duration, error) {
-	defer quietGC()()
-	t := kernel.NewTaskMM("calibrate")
-	defer t.ExitMM()
-	pages := uint64(1 << 16)
-	for range 10 {
-		if err := ctx.Err(); err != nil {
-			return 0, 0, err
-		}
-		d, err := populate(t, pages)
-		if err != nil {
-			return 0, 0, err
-		}
-		if d >= target {
-			return pages, d, nil
-		}
-		// Aim 10% above the target; at least +25% while short.
-		next := uint64(float64(pages) * 1.1 * float64(target) / float64(max(d, time.Microsecond)))
-		pages = max(pages*5/4, next)
-		pages = (pages + 511) &^ 511 // 2 MiB multiples
-		if pages > 1<<24 {
-			return 0, 0, fmt.Errorf("calibrate: %d pages still populate in %v < %v", pages, d, target)
-		}
-	}
-	return 0, 0, fmt.Errorf("calibrate: no size reaches %v", target)
 }
 
 // forkRec is one timed fork of the forker.
@@ -324,8 +311,8 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // runCase runs o.Runs cycles of one case and mode in one design on a fresh
 // model kernel. Every task it starts has ended when it returns.
 func runCase(ctx context.Context, o caseRun) ([]Run, error) {
-	if Busy(o.Case) && o.Pages == 0 {
-		return nil, errors.New("no busy size: call Calibrate")
+	if Busy(o.Case) && (o.Size == 0 || o.BusyHold <= 0) {
+		return nil, errors.New("busy case without a size and a hold")
 	}
 	defer quietGC()()
 	mach := kernel.NewMachine(1)
@@ -348,20 +335,23 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f() }()
 	}
-	started := make(chan struct{}, 1)
-	var holds recorder // the busy process's populates: start and length
+	started := make(chan struct{}, 1) // a populate started since the last receive
+	var holds recorder                // the busy process's populates: start and length
 	busyLoop := func(b *kernel.Task) {
-		for first := true; !stop.Load(); first = false {
-			start := time.Now()
-			d, err := populate(b, o.Pages)
+		for !stop.Load() {
+			var start time.Time
+			d, err := populate(b, o.Size, o.BusyHold, func(t time.Time) {
+				start = t
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			})
 			if err != nil {
 				errs <- err
 				return
 			}
 			holds.add(forkRec{start: start, dur: d})
-			if first {
-				started <- struct{}{}
-			}
 		}
 	}
 
@@ -410,6 +400,20 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 			return nil, err
 		}
 		runtime.GC() // outside the windows
+		if Busy(o.Case) {
+			// Arrive as a populate starts (see the top of the file).
+			select {
+			case <-started:
+			default:
+			}
+			select {
+			case <-started:
+			case err := <-errs:
+				return nil, err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		p0 := u.Passes()
 		g0 := gcCycles()
 		tr.TakeBlocked()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/uprobes"
 )
 
@@ -22,7 +23,7 @@ func TestRunModelShort(t *testing.T) {
 			for _, m := range []string{ModeMulti1, ModePerf4} {
 				t.Run(d.String()+"/"+c+"/"+m, func(t *testing.T) {
 					runs, err := runCase(context.Background(), caseRun{Design: d, Case: c, Mode: m, Runs: 2,
-						Pages: 1 << 12, Hold: time.Millisecond})
+						Size: 1 << 20, BusyHold: 2 * time.Millisecond, Hold: time.Millisecond})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -46,16 +47,19 @@ func TestRunModelShort(t *testing.T) {
 	}
 }
 
-// A busy case without a calibrated size is refused.
+// A busy case without a size or a hold is refused.
 func TestRunCaseNeedsSize(t *testing.T) {
-	if _, err := runCase(context.Background(), caseRun{Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1}); err == nil {
-		t.Error("busy case without pages ran")
+	for _, o := range []caseRun{{Size: 1 << 20}, {BusyHold: time.Millisecond}} {
+		o.Case, o.Mode, o.Runs = CaseBusyMaps, ModeMulti1, 1
+		if _, err := runCase(context.Background(), o); err == nil {
+			t.Errorf("busy case with size %d, hold %v ran", o.Size, o.BusyHold)
+		}
 	}
 }
 
 // The model runner emits one result per (case, mode, design), the designs
 // innermost, before and after side by side in the seed's table; the idle
-// cases need no calibration and record no size.
+// cases record no size and no busy hold.
 func TestModelResultsAndTable(t *testing.T) {
 	o := parse(t, "--runs", "1", "--cases", "idle-1000", "--modes", "multi-1,perf-4")
 	params := map[string]any{}
@@ -79,7 +83,7 @@ func TestModelResultsAndTable(t *testing.T) {
 		}
 	}
 	if len(params) != 0 {
-		t.Errorf("idle cases calibrated: %v", params)
+		t.Errorf("idle cases recorded %v", params)
 	}
 	var out strings.Builder
 	Table(&out, o, rs)
@@ -88,14 +92,40 @@ func TestModelResultsAndTable(t *testing.T) {
 	}
 }
 
-// Calibrate returns a size whose populate held the lock at least as long as
-// asked.
-func TestCalibrate(t *testing.T) {
-	pages, hold, err := Calibrate(context.Background(), 5*time.Millisecond)
+// A populate holds the busy mm's mmap lock for read when it says it
+// started (a writer cannot get in, a reader can), and leaves the lock free
+// and the region unmapped.
+func TestPopulateLocks(t *testing.T) {
+	b := kernel.NewTaskMM("busy")
+	defer b.ExitMM()
+	vmas := len(b.MM.VMAs())
+	calls := 0
+	_, err := populate(b, 1<<20, time.Millisecond, func(time.Time) {
+		calls++
+		if b.MM.MmapWriteTrylock() {
+			b.MM.MmapWriteUnlock()
+			t.Error("write trylock succeeded during the populate")
+		}
+		if !b.MM.MmapReadTrylock() {
+			t.Error("read trylock failed during the populate")
+		} else {
+			b.MM.MmapReadUnlock()
+		}
+		if len(b.MM.VMAs()) != vmas+1 {
+			t.Errorf("%d VMAs during the populate, want %d", len(b.MM.VMAs()), vmas+1)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pages == 0 || hold < 5*time.Millisecond {
-		t.Fatalf("pages %d hold %v", pages, hold)
+	if calls != 1 {
+		t.Errorf("started called %d times, want 1", calls)
+	}
+	if !b.MM.MmapWriteTrylock() {
+		t.Fatal("mmap lock still held after the populate")
+	}
+	b.MM.MmapWriteUnlock()
+	if len(b.MM.VMAs()) != vmas {
+		t.Errorf("%d VMAs after the populate, want %d", len(b.MM.VMAs()), vmas)
 	}
 }

@@ -163,10 +163,9 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 			}
 		}
 	}
-	modelSize := experiment.Bytes(uint64(toFloat(doc.Params["model_size_bytes"])))
 	t := report.Table{
-		Title: fmt.Sprintf("longest fork() during uprobe attach/detach, ms. published: %s; model: %s busy region calibrated to a %.0f ms populate, median of %v runs; live: %s",
-			s.Published.Setting, modelSize, toFloat(doc.Params["model_populate_hold_ms"]), doc.Params["runs"], settingLine(doc.Machine, fmt.Sprintf("%s busy region", experiment.Bytes(uint64(toFloat(doc.Params["size_bytes"])))))),
+		Title: fmt.Sprintf("longest fork() during uprobe attach/detach, ms. published: %s; model: each populate holds mmap_lock %.0f ms, each attach starts with one, median of %v runs; live: %s",
+			s.Published.Setting, toFloat(doc.Params["model_populate_hold_ms"]), doc.Params["runs"], settingLine(doc.Machine, fmt.Sprintf("%s busy region", experiment.Bytes(uint64(toFloat(doc.Params["size_bytes"])))))),
 		Columns: []string{"case", "published before", "published after", "model before", "model after", "live kernel", "live quiet"},
 	}
 	att := report.Table{Title: "time to attach, ms (same settings)",
