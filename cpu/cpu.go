@@ -458,6 +458,26 @@ func (c *CPU) dpage(addr uint64, write bool) *[PageSize]byte {
 	return nil
 }
 
+// load reads the 8 bytes at addr for the instruction at rip: from the data
+// TLB's page, else by loadSlow. On a fault it sets c.fault and returns
+// false. It is small enough to be inlined, as is store.
+func (c *CPU) load(mem Memory, rip, addr uint64) (uint64, bool) {
+	if p := c.dpage(addr, false); p != nil {
+		return binary.LittleEndian.Uint64(p[addr%PageSize:]), true
+	}
+	return c.loadSlow(mem, rip, addr)
+}
+
+// store writes v to the 8 bytes at addr for the instruction at rip, as load
+// reads them.
+func (c *CPU) store(mem Memory, rip, addr, v uint64) bool {
+	if p := c.dpage(addr, true); p != nil {
+		binary.LittleEndian.PutUint64(p[addr%PageSize:], v)
+		return true
+	}
+	return c.storeSlow(mem, rip, addr, v)
+}
+
 func (c *CPU) loadSlow(mem Memory, rip, addr uint64) (uint64, bool) {
 	v, a, err := c.load64(mem, addr)
 	if err != nil {
