@@ -52,6 +52,8 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
+
+	"mmlab/errno"
 )
 
 // Page geometry: 4 KiB pages, as on x86-64.
@@ -96,7 +98,7 @@ type Memory interface {
 	// if needed: Exec needs an executable mapping, Read a readable one and
 	// Write a writable one, whose copy-on-write Page breaks, so the page it
 	// returns for Write is the task's private copy. A non-nil error is the
-	// fault to deliver; SIGSEGV or SIGBUS (type Signal) says which, any
+	// fault to deliver; SIGSEGV or SIGBUS (an errno.Signal) says which, any
 	// other error means SIGSEGV.
 	Page(addr uint64, access Access) (Page, error)
 }
@@ -434,13 +436,13 @@ func (c *CPU) fetchCross(r *Regs, mem Memory) *Insn {
 
 //go:noinline
 func (c *CPU) setUD(rip uint64) {
-	c.fault = Fault{Vector: VectorUD, Signal: SIGILL, RIP: rip, Addr: rip, Access: Exec}
+	c.fault = Fault{Vector: VectorUD, Signal: errno.SIGILL, RIP: rip, Addr: rip, Access: Exec}
 }
 
 //go:noinline
 func (c *CPU) setPF(rip, addr uint64, acc Access, err error) {
-	sig := SIGSEGV
-	if s, ok := err.(Signal); ok {
+	sig := errno.SIGSEGV
+	if s, ok := err.(errno.Signal); ok {
 		sig = s
 	}
 	c.fault = Fault{Vector: VectorPF, Signal: sig, RIP: rip, Addr: addr, Access: acc, Err: err}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"maps"
 	"testing"
+
+	"mmlab/errno"
 )
 
 // fakePage is a Page over a plain array.
@@ -28,8 +30,8 @@ type fakeMem struct {
 	cow       map[uint64]bool // the next Write access copies the page
 	calls     [3]int          // Page calls by Access
 	copies    int             // COW copies made
-	denyWrite bool            // every Write access fails with SIGSEGV
-	err       error           // if set, every access to a missing page fails with it (else SIGSEGV)
+	denyWrite bool            // every Write access fails with errno.SIGSEGV
+	err       error           // if set, every access to a missing page fails with it (else errno.SIGSEGV)
 }
 
 func newMem() *fakeMem {
@@ -44,7 +46,7 @@ func (m *fakeMem) Page(addr uint64, acc Access) (Page, error) {
 		if m.err != nil {
 			return nil, m.err
 		}
-		return nil, SIGSEGV
+		return nil, errno.SIGSEGV
 	}
 	need := pR
 	switch acc {
@@ -54,7 +56,7 @@ func (m *fakeMem) Page(addr uint64, acc Access) (Page, error) {
 		need = pW
 	}
 	if m.prot[vpn]&need == 0 || acc == Write && m.denyWrite {
-		return nil, SIGSEGV
+		return nil, errno.SIGSEGV
 	}
 	if acc == Write && m.cow[vpn] {
 		np := *p
