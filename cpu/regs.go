@@ -93,10 +93,10 @@ func (v Vector) String() string {
 type Fault struct {
 	Vector Vector
 	Signal errno.Signal // what the kernel would deliver: SIGILL for #UD, SIGSEGV or SIGBUS for #PF
-	RIP    uint64 // the faulting instruction
-	Addr   uint64 // #PF: the address that faulted (CR2)
-	Access Access // #PF: the access that faulted
-	Err    error  // #PF: the Memory's error
+	RIP    uint64       // the faulting instruction
+	Addr   uint64       // #PF: the address that faulted (CR2)
+	Access Access       // #PF: the access that faulted
+	Err    error        // #PF: the Memory's error
 }
 
 func (f *Fault) Error() string {
