@@ -87,6 +87,15 @@ func (s *sem) take() {
 	}
 }
 
+// forDesigns runs body in each design, in each mode of forModes.
+func forDesigns(t *testing.T, body func(t *testing.T, d Design, e *env)) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			forModes(t, d, func(t *testing.T, e *env) { body(t, d, e) })
+		})
+	}
+}
+
 // forModes runs body on real goroutines, then as the "test" thread of
 // deterministic runs under -det.seeds seeds; a failing deterministic run
 // prints its seed and decisions.
