@@ -3,7 +3,6 @@ package mm
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,16 +33,11 @@ func mapPieces(t *testing.T, m *MM, n int) []*VMA {
 	return vs
 }
 
-// waitFor spins (yielding, or in a deterministic run passing a preemption
-// point) until cond holds: the other task has reached the state the test
-// drives it to. No timing is involved.
+// waitFor spins (sched.Relax) until cond holds: the other task has reached
+// the state the test drives it to. No timing is involved.
 func waitFor(cond func() bool) {
 	for !cond() {
-		if sched.Current() != nil {
-			sched.At("wait for", "")
-		} else {
-			runtime.Gosched()
-		}
+		sched.Relax("wait for")
 	}
 }
 

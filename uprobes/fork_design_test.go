@@ -2,7 +2,6 @@ package uprobes
 
 import (
 	"errors"
-	"runtime"
 	"testing"
 
 	"mmlab/cpu"
@@ -26,16 +25,11 @@ func designEnv(t *testing.T, d Design) *env {
 	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
 }
 
-// until spins (yielding, or in a deterministic run passing a preemption
-// point) until cond holds: used only to learn that another task is now
-// queued on a lock.
+// until spins (sched.Relax) until cond holds: used only to learn that
+// another task is now queued on a lock.
 func until(cond func() bool) {
 	for !cond() {
-		if sched.Current() != nil {
-			sched.At("until", "")
-		} else {
-			runtime.Gosched()
-		}
+		sched.Relax("until")
 	}
 }
 
