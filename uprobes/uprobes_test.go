@@ -389,6 +389,26 @@ func TestRegisterErrors(t *testing.T) {
 	}
 }
 
+// loopOnCPUs starts a process on each of e's two CPUs, named prefix0 and
+// prefix1, whose task runs batch(r, n) for n = 0, 1, ... until stop is set
+// or batch returns false.
+func loopOnCPUs(t *testing.T, e *env, prefix string, stop *atomic.Bool, batch func(r *kernel.Runner, n int) bool) ([]*kernel.Task, []*kernel.Runner) {
+	var procs []*kernel.Task
+	var runners []*kernel.Runner
+	for i := range 2 {
+		p := e.newProc(t, fmt.Sprint(prefix, i))
+		procs = append(procs, p)
+		runners = append(runners, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
+			for n := 0; !stop.Load(); n++ {
+				if !batch(r, n) {
+					return
+				}
+			}
+		}))
+	}
+	return procs, runners
+}
+
 // Stress for the race detector: tasks on two CPUs call probed functions in
 // a loop while probes are registered and unregistered; after each completed
 // register or unregister, every mm that maps the file agrees with the
@@ -400,31 +420,23 @@ func TestStressRegisterWhileHitting(t *testing.T) {
 			var stop atomic.Bool
 			var hits atomic.Int64
 			errs := make(chan error, 2)
-			var procs []*kernel.Task
-			var runners []*kernel.Runner
-			for i := range 2 {
-				p := e.newProc(t, fmt.Sprint("p", i))
-				procs = append(procs, p)
-				runners = append(runners, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
-					for n := 0; !stop.Load(); n++ {
-						entry := "main"
-						if n%2 == 1 {
-							entry = "main_g"
-						}
-						r.Regs = cpu.Regs{RIP: e.addr(entry)}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.RBP] = stackTop-64, 50, 7
-						s := r.Run()
-						ok := s.Reason == cpu.StopHalt && r.Regs.R[cpu.RSP] == stackTop-64 && r.Regs.R[cpu.RBP] == 7
-						if entry == "main" && r.Regs.R[cpu.RAX] != 50 {
-							ok = false
-						}
-						if !ok {
-							errs <- fmt.Errorf("%v batch %d (%s): %v, regs %v, signals %v", r.Task, n, entry, s, &r.Regs, r.Task.PendingSignals())
-							return
-						}
-					}
-				}))
-			}
+			procs, runners := loopOnCPUs(t, e, "p", &stop, func(r *kernel.Runner, n int) bool {
+				entry := "main"
+				if n%2 == 1 {
+					entry = "main_g"
+				}
+				r.Regs = cpu.Regs{RIP: e.addr(entry)}
+				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.RBP] = stackTop-64, 50, 7
+				s := r.Run()
+				ok := s.Reason == cpu.StopHalt && r.Regs.R[cpu.RSP] == stackTop-64 && r.Regs.R[cpu.RBP] == 7
+				if entry == "main" && r.Regs.R[cpu.RAX] != 50 {
+					ok = false
+				}
+				if !ok {
+					errs <- fmt.Errorf("%v batch %d (%s): %v, regs %v, signals %v", r.Task, n, entry, s, &r.Regs, r.Task.PendingSignals())
+				}
+				return ok
+			})
 			labels := []string{"f", "f_ret", "g_pop", "g_ret"}
 			registered := map[string]bool{}
 			check := func(when string) {
@@ -531,21 +543,16 @@ func TestTracerIsModelTask(t *testing.T) {
 			e := newEnvConfig(t, 2, kc, loopProg)
 			var stop atomic.Bool
 			var hits atomic.Int64
-			var hitters []*kernel.Runner
-			for i := range 2 {
-				p := e.newProc(t, fmt.Sprint("hitter", i))
-				hitters = append(hitters, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
-					for !stop.Load() {
-						r.Regs = cpu.Regs{RIP: e.addr("main")}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 20
-						if s := r.Run(); s.Reason != cpu.StopHalt || r.Regs.R[cpu.RAX] != 20 {
-							t.Errorf("%v: %v rax %d", r, s, r.Regs.R[cpu.RAX])
-							return
-						}
-						r.Thread().Yield() // share CPU 0 with the tracer
-					}
-				}))
-			}
+			_, hitters := loopOnCPUs(t, e, "hitter", &stop, func(r *kernel.Runner, _ int) bool {
+				r.Regs = cpu.Regs{RIP: e.addr("main")}
+				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 20
+				if s := r.Run(); s.Reason != cpu.StopHalt || r.Regs.R[cpu.RAX] != 20 {
+					t.Errorf("%v: %v rax %d", r, s, r.Regs.R[cpu.RAX])
+					return false
+				}
+				r.Thread().Yield() // share CPU 0 with the tracer
+				return true
+			})
 			var terr error
 			tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
 				for range 5 {
