@@ -43,14 +43,7 @@ func (o *outcome) wait() error {
 }
 
 // finished reports whether the task returned.
-func (o *outcome) finished() bool {
-	select {
-	case <-o.done:
-		return true
-	default:
-		return false
-	}
-}
+func (o *outcome) finished() bool { return sched.TryRecv(o.done) }
 
 // spawn runs fn as a task of e: a goroutine, or in a deterministic env a
 // thread of its run.
