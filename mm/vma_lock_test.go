@@ -127,7 +127,7 @@ func TestWriterWaitsForVMAReader(t *testing.T) {
 		if v.Flags&VM_WRITE == 0 || v.End-v.Start != 2*pg {
 			t.Fatal("the VMA changed under its reader")
 		}
-		if finished(done) {
+		if sched.TryRecv(done) {
 			t.Fatalf("mprotect finished while a reader held the VMA (%v)", err)
 		}
 		// A second reader cannot enter while the writer waits.
@@ -172,7 +172,7 @@ func TestForkWriteLocksEveryVMA(t *testing.T) {
 		}
 		faulted := k.spawn("fault", func() { faultErr = m.StoreByte(nil, a.Start, 1) })
 		waitFor(func() bool { return m.MmapLock.Waiters() == 1 })
-		if finished(faulted) {
+		if sched.TryRecv(faulted) {
 			t.Fatal("a fault on a copied VMA finished during fork")
 		}
 		m.VMAEndRead(b)
