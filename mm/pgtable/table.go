@@ -1,6 +1,7 @@
 package pgtable
 
 import (
+	"iter"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -354,6 +355,20 @@ func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) boo
 	}
 }
 
+// presentPages iterates, in address order, over the present PTEs of pt in
+// [s,e) (within pt's range): each one's address and page. It stops once pt
+// has no present PTE left, so the loop may clear the entries it is given.
+// Caller holds pt.ptl.
+func (pt *pteTable) presentPages(s, e uint64) iter.Seq2[uint64, *Page] {
+	return func(yield func(uint64, *Page) bool) {
+		for a := s; a < e && pt.present > 0; a += PageSize {
+			if p := pt.page[pteIndex(a)].Load(); p != nil && !yield(a, p) {
+				return
+			}
+		}
+	}
+}
+
 // next returns the first address above a aligned to 1<<shift.
 func next(a uint64, shift uint) uint64 { return (a>>shift + 1) << shift }
 
@@ -385,12 +400,8 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 		pt.ptl.Lock()
 		if pt.present > 0 {
 			pt.writeBegin()
-			for a := s; a < e && pt.present > 0; a += PageSize {
+			for a, p := range pt.presentPages(s, e) {
 				i := pteIndex(a)
-				p := pt.page[i].Load()
-				if p == nil {
-					continue
-				}
 				var f uint32
 				if fn != nil {
 					f = pt.flagsOf(i)
@@ -430,12 +441,8 @@ func (t *Table) ChangeProtection(start, end uint64, write bool, upgrade func(PTE
 		pt.ptl.Lock()
 		if pt.present > 0 {
 			pt.writeBegin()
-			for a := s; a < e; a += PageSize {
+			for a, p := range pt.presentPages(s, e) {
 				i := pteIndex(a)
-				p := pt.page[i].Load()
-				if p == nil {
-					continue
-				}
 				f := pt.flagsOf(i)
 				nf := f &^ flagWrite
 				if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
@@ -546,12 +553,8 @@ func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
 			if dst != src {
 				dst.writeBegin()
 			}
-			for a := s; a < ce && src.present > 0; a += PageSize {
+			for a, p := range src.presentPages(s, ce) {
 				i := pteIndex(a)
-				p := src.page[i].Load()
-				if p == nil {
-					continue
-				}
 				_, f := src.set(i, nil, 0)
 				dst.set(pteIndex(d+(a-s)), p, f)
 			}
