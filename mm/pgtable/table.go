@@ -396,36 +396,46 @@ func (t *Table) Walk(start, end uint64, fn func(addr uint64, pte PTE) bool) {
 // empty, and upper tables left empty by that, are freed.
 func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	zapped := int64(0)
+	t.writePresentTables(start, end, func(pt *pteTable, s, e uint64) {
+		for a, p := range pt.presentPages(s, e) {
+			i := pteIndex(a)
+			var f uint32
+			if fn != nil {
+				f = pt.flagsOf(i)
+			}
+			pt.page[i].Store(nil)
+			pt.present--
+			p.mapcount.Add(-1)
+			zapped++
+			if fn != nil {
+				fn(a, mkPTE(p, f))
+			}
+		}
+		var none [nflags]uint64
+		from, to := pteIndex(s), pteIndex(e-1)+1
+		for w := from / 64; w*64 < to; w++ {
+			pt.updateFlags(w, wordMask(w, from, to), &none)
+		}
+	})
+	t.resident.Add(-zapped)
+	t.freeTables(start, end)
+}
+
+// writePresentTables calls fn for each leaf table of [start,end) that has
+// present PTEs, with the part of the range it covers, holding the table's
+// ptl and inside its write section: the frame of the kernel's PTE-range
+// loops (pte_offset_map_lock ... pte_unmap_unlock).
+func (t *Table) writePresentTables(start, end uint64, fn func(pt *pteTable, s, e uint64)) {
 	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
 		pt.ptl.Lock()
 		if pt.present > 0 {
 			pt.writeBegin()
-			for a, p := range pt.presentPages(s, e) {
-				i := pteIndex(a)
-				var f uint32
-				if fn != nil {
-					f = pt.flagsOf(i)
-				}
-				pt.page[i].Store(nil)
-				pt.present--
-				p.mapcount.Add(-1)
-				zapped++
-				if fn != nil {
-					fn(a, mkPTE(p, f))
-				}
-			}
-			var none [nflags]uint64
-			from, to := pteIndex(s), pteIndex(e-1)+1
-			for w := from / 64; w*64 < to; w++ {
-				pt.updateFlags(w, wordMask(w, from, to), &none)
-			}
+			fn(pt, s, e)
 			pt.writeEnd()
 		}
 		pt.ptl.Unlock()
 		return true
 	})
-	t.resident.Add(-zapped)
-	t.freeTables(start, end)
 }
 
 // ChangeProtection sets the write bit of every present PTE in [start,end):
@@ -437,26 +447,19 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 // can_change_pte_writable(). fn must not call methods of t.
 func (t *Table) ChangeProtection(start, end uint64, write bool, upgrade func(PTE) bool) int {
 	changed := 0
-	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
-		pt.ptl.Lock()
-		if pt.present > 0 {
-			pt.writeBegin()
-			for a, p := range pt.presentPages(s, e) {
-				i := pteIndex(a)
-				f := pt.flagsOf(i)
-				nf := f &^ flagWrite
-				if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
-					nf |= flagWrite
-				}
-				if nf != f {
-					pt.setFlags(i, nf)
-					changed++
-				}
+	t.writePresentTables(start, end, func(pt *pteTable, s, e uint64) {
+		for a, p := range pt.presentPages(s, e) {
+			i := pteIndex(a)
+			f := pt.flagsOf(i)
+			nf := f &^ flagWrite
+			if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
+				nf |= flagWrite
 			}
-			pt.writeEnd()
+			if nf != f {
+				pt.setFlags(i, nf)
+				changed++
+			}
 		}
-		pt.ptl.Unlock()
-		return true
 	})
 	return changed
 }
