@@ -462,7 +462,8 @@ func (c *CPU) dpage(addr uint64, write bool) *[PageSize]byte {
 
 // load reads the 8 bytes at addr for the instruction at rip: from the data
 // TLB's page, else by loadSlow. On a fault it sets c.fault and returns
-// false. It is small enough to be inlined, as is store.
+// false. The fast path and the call of the slow one exceed the inliner's
+// budget, so load and store are one call per data access of the loop.
 func (c *CPU) load(mem Memory, rip, addr uint64) (uint64, bool) {
 	if p := c.dpage(addr, false); p != nil {
 		return binary.LittleEndian.Uint64(p[addr%PageSize:]), true

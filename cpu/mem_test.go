@@ -30,8 +30,8 @@ type fakeMem struct {
 	cow       map[uint64]bool // the next Write access copies the page
 	calls     [3]int          // Page calls by Access
 	copies    int             // COW copies made
-	denyWrite bool            // every Write access fails with errno.SIGSEGV
-	err       error           // if set, every access to a missing page fails with it (else errno.SIGSEGV)
+	denyWrite bool            // every Write access fails with SIGSEGV
+	err       error           // if set, every access to a missing page fails with it (else SIGSEGV)
 }
 
 func newMem() *fakeMem {
