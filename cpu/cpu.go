@@ -52,6 +52,8 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
+
+	"mmlab/errno"
 )
 
 // Page geometry: 4 KiB pages, as on x86-64.
@@ -96,7 +98,7 @@ type Memory interface {
 	// if needed: Exec needs an executable mapping, Read a readable one and
 	// Write a writable one, whose copy-on-write Page breaks, so the page it
 	// returns for Write is the task's private copy. A non-nil error is the
-	// fault to deliver; SIGSEGV or SIGBUS (type Signal) says which, any
+	// fault to deliver; SIGSEGV or SIGBUS (an errno.Signal) says which, any
 	// other error means SIGSEGV.
 	Page(addr uint64, access Access) (Page, error)
 }
@@ -434,13 +436,13 @@ func (c *CPU) fetchCross(r *Regs, mem Memory) *Insn {
 
 //go:noinline
 func (c *CPU) setUD(rip uint64) {
-	c.fault = Fault{Vector: VectorUD, Signal: SIGILL, RIP: rip, Addr: rip, Access: Exec}
+	c.fault = Fault{Vector: VectorUD, Signal: errno.SIGILL, RIP: rip, Addr: rip, Access: Exec}
 }
 
 //go:noinline
 func (c *CPU) setPF(rip, addr uint64, acc Access, err error) {
-	sig := SIGSEGV
-	if s, ok := err.(Signal); ok {
+	sig := errno.SIGSEGV
+	if s, ok := err.(errno.Signal); ok {
 		sig = s
 	}
 	c.fault = Fault{Vector: VectorPF, Signal: sig, RIP: rip, Addr: addr, Access: acc, Err: err}
@@ -456,6 +458,27 @@ func (c *CPU) dpage(addr uint64, write bool) *[PageSize]byte {
 		return e.mem
 	}
 	return nil
+}
+
+// load reads the 8 bytes at addr for the instruction at rip: from the data
+// TLB's page, else by loadSlow. On a fault it sets c.fault and returns
+// false. The fast path and the call of the slow one exceed the inliner's
+// budget, so load and store are one call per data access of the loop.
+func (c *CPU) load(mem Memory, rip, addr uint64) (uint64, bool) {
+	if p := c.dpage(addr, false); p != nil {
+		return binary.LittleEndian.Uint64(p[addr%PageSize:]), true
+	}
+	return c.loadSlow(mem, rip, addr)
+}
+
+// store writes v to the 8 bytes at addr for the instruction at rip, as load
+// reads them.
+func (c *CPU) store(mem Memory, rip, addr, v uint64) bool {
+	if p := c.dpage(addr, true); p != nil {
+		binary.LittleEndian.PutUint64(p[addr%PageSize:], v)
+		return true
+	}
+	return c.storeSlow(mem, rip, addr, v)
 }
 
 func (c *CPU) loadSlow(mem Memory, rip, addr uint64) (uint64, bool) {

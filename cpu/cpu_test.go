@@ -3,6 +3,8 @@ package cpu
 import (
 	"errors"
 	"testing"
+
+	"mmlab/errno"
 )
 
 // hooks is a scriptable Hooks.
@@ -349,7 +351,7 @@ func TestStackFaults(t *testing.T) {
 			t.Fatalf("Run = %v, regs %v; want a fault and unchanged regs", s, r)
 		}
 		f := s.Fault
-		if f.Vector != VectorPF || f.Signal != SIGSEGV || f.Access != Write || f.Addr != stackTop-8 || f.RIP != textBase {
+		if f.Vector != VectorPF || f.Signal != errno.SIGSEGV || f.Access != Write || f.Addr != stackTop-8 || f.RIP != textBase {
 			t.Errorf("fault %+v", f)
 		}
 		if len(h.faults) != 1 || h.faults[0] != f {
@@ -380,12 +382,12 @@ func TestStackFaults(t *testing.T) {
 	t.Run("ret from an unmapped stack: SIGBUS passes through", func(t *testing.T) {
 		m, r := newTask(t, []byte{0xc3})
 		r.R[RSP] = 0x10000
-		m.err = SIGBUS
+		m.err = errno.SIGBUS
 		s := new(CPU).Run(r, m, NoHooks{})
-		if s.Reason != StopFault || s.Fault.Signal != SIGBUS || s.Fault.Access != Read || r.RIP != textBase {
+		if s.Reason != StopFault || s.Fault.Signal != errno.SIGBUS || s.Fault.Access != Read || r.RIP != textBase {
 			t.Errorf("Run = %v (%+v)", s, s.Fault)
 		}
-		if !errors.Is(&s.Fault, SIGBUS) {
+		if !errors.Is(&s.Fault, errno.SIGBUS) {
 			t.Errorf("fault does not wrap the Memory's error")
 		}
 	})
@@ -560,10 +562,10 @@ func TestLoad64Store64(t *testing.T) {
 	if v, err := c.Load64(m, addr); err != nil || v != 0x7fffffffe000 {
 		t.Errorf("Load after Store = %#x, %v: the read used a stale translation", v, err)
 	}
-	if _, err := c.Load64(m, 0x1000); err != SIGSEGV {
+	if _, err := c.Load64(m, 0x1000); err != errno.SIGSEGV {
 		t.Errorf("Load of an unmapped address: %v", err)
 	}
-	if err := c.Store64(m, textBase, 1); err != SIGSEGV {
+	if err := c.Store64(m, textBase, 1); err != errno.SIGSEGV {
 		t.Errorf("Store into text: %v", err)
 	}
 }

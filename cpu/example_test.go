@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"mmlab/cpu"
+	"mmlab/errno"
 )
 
 // page and space are a minimal Memory: pages by virtual page number.
@@ -17,7 +18,7 @@ func (s space) Page(addr uint64, _ cpu.Access) (cpu.Page, error) {
 	if p, ok := s[addr>>cpu.PageShift]; ok {
 		return p, nil
 	}
-	return nil, cpu.SIGSEGV
+	return nil, errno.SIGSEGV
 }
 
 // probes is the uprobe side of the example: the original instructions under

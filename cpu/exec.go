@@ -1,9 +1,6 @@
 package cpu
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "math/bits"
 
 // event is how an executed instruction ended.
 type event uint8
@@ -48,24 +45,15 @@ func (c *CPU) run(r *Regs, mem Memory, h Hooks, once bool, given *Insn) (Reason,
 			switch in.Op {
 			case OpNop:
 			case OpPush:
-				sp := r.R[RSP] - 8
-				if p := c.dpage(sp, true); p != nil {
-					binary.LittleEndian.PutUint64(p[sp%PageSize:], r.R[in.Reg])
-				} else if !c.storeSlow(mem, r.RIP, sp, r.R[in.Reg]) {
+				if !c.push(r, mem, r.R[in.Reg]) {
 					ev = evFault
-					break
 				}
-				r.R[RSP] = sp
 			case OpPop:
-				v, ok := uint64(0), true
-				if p := c.dpage(r.R[RSP], false); p != nil {
-					v = binary.LittleEndian.Uint64(p[r.R[RSP]%PageSize:])
-				} else if v, ok = c.loadSlow(mem, r.RIP, r.R[RSP]); !ok {
+				if v, ok := c.pop(r, mem); ok {
+					r.R[in.Reg] = v // after the increment: pop %rsp loads the value
+				} else {
 					ev = evFault
-					break
 				}
-				r.R[RSP] += 8
-				r.R[in.Reg] = v // after the increment: pop %rsp loads the value
 			case OpMov:
 				v := r.R[in.Src]
 				if !in.Wide {
@@ -78,25 +66,17 @@ func (c *CPU) run(r *Regs, mem Memory, h Hooks, once bool, given *Insn) (Reason,
 					r.R[in.Reg] = uint64(uint32(in.Imm))
 				}
 			case OpCall:
-				sp := r.R[RSP] - 8
-				if p := c.dpage(sp, true); p != nil {
-					binary.LittleEndian.PutUint64(p[sp%PageSize:], next)
-				} else if !c.storeSlow(mem, r.RIP, sp, next) {
+				if c.push(r, mem, next) {
+					next += uint64(in.Imm)
+				} else {
 					ev = evFault
-					break
 				}
-				r.R[RSP] = sp
-				next += uint64(in.Imm)
 			case OpRet:
-				v, ok := uint64(0), true
-				if p := c.dpage(r.R[RSP], false); p != nil {
-					v = binary.LittleEndian.Uint64(p[r.R[RSP]%PageSize:])
-				} else if v, ok = c.loadSlow(mem, r.RIP, r.R[RSP]); !ok {
+				if v, ok := c.pop(r, mem); ok {
+					next = v
+				} else {
 					ev = evFault
-					break
 				}
-				r.R[RSP] += 8
-				next = v
 			case OpJmp:
 				next += uint64(in.Imm)
 			case OpJcc:
@@ -111,21 +91,16 @@ func (c *CPU) run(r *Regs, mem Memory, h Hooks, once bool, given *Insn) (Reason,
 			case OpInc, OpDec:
 				r.R[in.Reg], r.Flags = incDec(in.Op == OpDec, in.Wide, r.R[in.Reg], r.Flags)
 			case OpStore:
-				sp := r.R[RSP] + uint64(in.Imm)
-				if p := c.dpage(sp, true); p != nil {
-					binary.LittleEndian.PutUint64(p[sp%PageSize:], r.R[in.Src])
-				} else if !c.storeSlow(mem, r.RIP, sp, r.R[in.Src]) {
+				if !c.store(mem, r.RIP, r.R[RSP]+uint64(in.Imm), r.R[in.Src]) {
 					ev = evFault
 				}
 			case OpLea:
 				r.R[in.Reg] = r.R[RSP] + uint64(in.Imm)
 			case OpCmp:
-				a, ok := r.R[in.Reg], true
+				a := r.R[in.Reg]
 				if in.Mem {
-					at := r.R[RSP] + uint64(in.Imm)
-					if p := c.dpage(at, false); p != nil {
-						a = binary.LittleEndian.Uint64(p[at%PageSize:])
-					} else if a, ok = c.loadSlow(mem, r.RIP, at); !ok {
+					var ok bool
+					if a, ok = c.load(mem, r.RIP, r.R[RSP]+uint64(in.Imm)); !ok {
 						ev = evFault
 						break
 					}
@@ -168,6 +143,27 @@ func (c *CPU) run(r *Regs, mem Memory, h Hooks, once bool, given *Insn) (Reason,
 			return Stepped, ev
 		}
 	}
+}
+
+// push stores v in the 8 bytes below r's stack pointer and moves it down to
+// them, for the instruction at r.RIP; on a fault it sets c.fault, leaves r
+// as it was and returns false.
+func (c *CPU) push(r *Regs, mem Memory, v uint64) bool {
+	if c.store(mem, r.RIP, r.R[RSP]-8, v) {
+		r.R[RSP] -= 8
+		return true
+	}
+	return false
+}
+
+// pop loads the 8 bytes at r's stack pointer and moves it up past them, and
+// faults as push does. Both are within the inliner's budget, so the loop
+// pays one call (load or store) per stack access, as for OpStore and OpCmp.
+func (c *CPU) pop(r *Regs, mem Memory) (v uint64, ok bool) {
+	if v, ok = c.load(mem, r.RIP, r.R[RSP]); ok {
+		r.R[RSP] += 8
+	}
+	return v, ok
 }
 
 // incDec returns v+1 or v-1 at 32 or 64 bits (a 32-bit result zero-extends)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -93,18 +92,7 @@ func TestLiveClasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "targets.c"), filepath.Join(dir, "targets")
-	if err := os.WriteFile(src, []byte(liveTargets), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildC(t, "targets", liveTargets)
 	syms, text := elfSymbols(t, bin)
 
 	tests := []struct{ fn, at string }{

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"maps"
 	"testing"
+
+	"mmlab/errno"
 )
 
 // fakePage is a Page over a plain array.
@@ -44,7 +46,7 @@ func (m *fakeMem) Page(addr uint64, acc Access) (Page, error) {
 		if m.err != nil {
 			return nil, m.err
 		}
-		return nil, SIGSEGV
+		return nil, errno.SIGSEGV
 	}
 	need := pR
 	switch acc {
@@ -54,7 +56,7 @@ func (m *fakeMem) Page(addr uint64, acc Access) (Page, error) {
 		need = pW
 	}
 	if m.prot[vpn]&need == 0 || acc == Write && m.denyWrite {
-		return nil, SIGSEGV
+		return nil, errno.SIGSEGV
 	}
 	if acc == Write && m.cow[vpn] {
 		np := *p

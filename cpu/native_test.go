@@ -59,25 +59,33 @@ int main(void) {
 }
 `
 
+// buildC compiles the C program src with gcc -O1 into an executable named
+// name in a temporary directory and returns its path. It skips the test if
+// gcc is not installed.
+func buildC(t *testing.T, name, src string) string {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed")
+	}
+	dir := t.TempDir()
+	srcPath, bin := filepath.Join(dir, name+".c"), filepath.Join(dir, name)
+	if err := os.WriteFile(srcPath, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O1", "-o", bin, srcPath).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestAgainstNativeCPU compares inc/dec results and flags and every jcc
 // condition with what this machine's x86-64 CPU computes.
 func TestAgainstNativeCPU(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("needs an x86-64 Linux machine to compare with")
 	}
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed")
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "flags.c"), filepath.Join(dir, "flags")
-	if err := os.WriteFile(src, []byte(nativeFlags), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
+	out, err := exec.Command(buildC(t, "flags", nativeFlags)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

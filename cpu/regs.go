@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"strconv"
+
+	"mmlab/errno"
 )
 
 // General-purpose register numbers, as x86 encodes them in opcodes, ModRM and
@@ -60,34 +62,6 @@ func (r *Regs) String() string {
 		r.RIP, r.R[RSP], r.R[RBP], r.R[RAX], r.R[RCX], r.Flags)
 }
 
-// A Signal is a Linux (x86-64) signal number. It implements error, so a
-// Memory can return SIGBUS or SIGSEGV as the reason a page is unavailable.
-type Signal int
-
-// The signals the CPU's faults turn into.
-const (
-	SIGILL  Signal = 4
-	SIGTRAP Signal = 5
-	SIGBUS  Signal = 7
-	SIGSEGV Signal = 11
-)
-
-func (s Signal) String() string {
-	switch s {
-	case SIGILL:
-		return "SIGILL"
-	case SIGTRAP:
-		return "SIGTRAP"
-	case SIGBUS:
-		return "SIGBUS"
-	case SIGSEGV:
-		return "SIGSEGV"
-	}
-	return "signal " + strconv.Itoa(int(s))
-}
-
-func (s Signal) Error() string { return s.String() }
-
 // A Vector is an x86 exception vector.
 type Vector uint8
 
@@ -118,11 +92,11 @@ func (v Vector) String() string {
 // so the instruction can be restarted, as on x86.
 type Fault struct {
 	Vector Vector
-	Signal Signal // what the kernel would deliver: SIGILL for #UD, SIGSEGV or SIGBUS for #PF
-	RIP    uint64 // the faulting instruction
-	Addr   uint64 // #PF: the address that faulted (CR2)
-	Access Access // #PF: the access that faulted
-	Err    error  // #PF: the Memory's error
+	Signal errno.Signal // what the kernel would deliver: SIGILL for #UD, SIGSEGV or SIGBUS for #PF
+	RIP    uint64       // the faulting instruction
+	Addr   uint64       // #PF: the address that faulted (CR2)
+	Access Access       // #PF: the access that faulted
+	Err    error        // #PF: the Memory's error
 }
 
 func (f *Fault) Error() string {

@@ -4,6 +4,10 @@
 //
 // The table is generated from golang.org/x/sys/unix on Linux; errno_test.go
 // checks it against unix.ErrnoName there.
+//
+// It also has the signal numbers the model raises (Signal, signal.go): the
+// one type of a CPU fault's signal, of an address-space access that fails
+// with a signal, and of a task's pending signals.
 package errno
 
 import "strconv"

@@ -226,7 +226,7 @@ func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
 	if r.m.Traps != nil {
 		r.m.Traps.Fault(r)
 	}
-	r.Task.SendSignal(Signal(f.Signal))
+	r.Task.SendSignal(f.Signal)
 	return false
 }
 
@@ -254,7 +254,7 @@ func (r *Runner) resumed() {
 func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 	m := r.Task.MM
 	if m == nil {
-		return nil, mm.SIGSEGV
+		return nil, SIGSEGV
 	}
 	defer r.checkResumed()
 	for {
@@ -271,7 +271,7 @@ func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 		}
 		if v == nil || v.Flags&need == 0 {
 			m.MmapReadUnlock()
-			return nil, mm.SIGSEGV
+			return nil, SIGSEGV
 		}
 		pte, ok := m.PT.Lookup(addr)
 		m.MmapReadUnlock()

@@ -9,15 +9,16 @@ import (
 	"mmlab/mm"
 )
 
-// runProg maps code r-x at 0x400000 and a stack, and runs it on a model
-// CPU until it stops.
+// runProg maps code r-x at 0x400000, in a mapping two pages long whose
+// second page is past the end of the file, and a stack, and runs it on a
+// model CPU until it stops.
 func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.Regs) {
 	t.Helper()
 	mach := kernel.NewMachine(1)
 	t.Cleanup(mach.Stop)
 	in := mm.NewInode("/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
 	task := kernel.NewTaskMM("prog")
-	if _, err := task.MM.Mmap(nil, 0x400000, uint64(len(code)), mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+	if _, err := task.MM.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := task.MM.Mmap(nil, 0x7ff000000000-0x4000, 0x4000, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
@@ -50,23 +51,34 @@ func TestRunnerRuns(t *testing.T) {
 	}
 }
 
-// Jumping to the (non-executable) stack delivers SIGSEGV; an int3 nobody
-// claims delivers SIGTRAP; a killed task stops.
+// Jumping to the (non-executable) stack delivers SIGSEGV, to a page of the
+// text mapping past the end of its file SIGBUS (the fault's signal from
+// package mm reaches the task); an int3 nobody claims delivers SIGTRAP; a
+// killed task stops.
 func TestRunnerSignals(t *testing.T) {
-	a := cpu.NewAsm(0x400000)
-	a.MovImm64(cpu.RAX, 0x7ff000000000-0x1000).Push(cpu.RAX).Ret()
-	code, _ := a.Assemble()
-	task, s, _ := runProg(t, code, false)
-	if s.Reason != cpu.StopFault || !slices.Equal(task.PendingSignals(), []kernel.Signal{kernel.SIGSEGV}) {
-		t.Errorf("exec on the stack: %v, signals %v", s, task.PendingSignals())
+	for _, c := range []struct {
+		name string
+		to   uint64
+		want kernel.Signal
+	}{
+		{"exec on the stack", 0x7ff000000000 - 0x1000, kernel.SIGSEGV},
+		{"exec past EOF", 0x401000, kernel.SIGBUS},
+	} {
+		a := cpu.NewAsm(0x400000)
+		a.MovImm64(cpu.RAX, c.to).Push(cpu.RAX).Ret()
+		code, _ := a.Assemble()
+		task, s, _ := runProg(t, code, false)
+		if s.Reason != cpu.StopFault || !slices.Equal(task.PendingSignals(), []kernel.Signal{c.want}) {
+			t.Errorf("%s: %v, signals %v", c.name, s, task.PendingSignals())
+		}
 	}
-	task, s, _ = runProg(t, []byte{0xcc, 0xf4}, false)
+	task, s, _ := runProg(t, []byte{0xcc, 0xf4}, false)
 	if s.Reason != cpu.StopInt3 || !slices.Equal(task.PendingSignals(), []kernel.Signal{kernel.SIGTRAP}) {
 		t.Errorf("int3: %v, signals %v", s, task.PendingSignals())
 	}
 	loop := cpu.NewAsm(0x400000)
 	loop.Label("l").Jmp("l")
-	code, _ = loop.Assemble()
+	code, _ := loop.Assemble()
 	if _, s, _ = runProg(t, code, true); s.Reason != cpu.StopPoll {
 		t.Errorf("killed task: %v", s)
 	}

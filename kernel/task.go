@@ -18,20 +18,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm"
 	"mmlab/sched"
 )
 
-// Signal is a Linux (x86-64) signal number.
-type Signal int
+// Signal is a Linux (x86-64) signal number: errno.Signal, the one type the
+// CPU's faults, the address space's accesses and the tasks' pending signals
+// share.
+type Signal = errno.Signal
 
-// The signals the model raises, with their Linux numbers.
+// The signals the model raises (errno has their numbers and names).
 const (
-	SIGTRAP Signal = 5  // breakpoint (a uprobe hit with no handler left)
-	SIGBUS  Signal = 7  // access to a file page past EOF
-	SIGKILL Signal = 9  // fatal; takes the whole thread group down
-	SIGSEGV Signal = 11 // access outside a VMA or against its protection
+	SIGTRAP = errno.SIGTRAP
+	SIGBUS  = errno.SIGBUS
+	SIGKILL = errno.SIGKILL
+	SIGSEGV = errno.SIGSEGV
 )
 
 // synchronousMask is the kernel's SYNCHRONOUS_MASK: signals caused by the
@@ -39,27 +42,12 @@ const (
 // SIGSYS), dequeued before any other.
 const synchronousMask uint64 = 1<<(11-1) | 1<<(7-1) | 1<<(4-1) | 1<<(5-1) | 1<<(8-1) | 1<<(31-1)
 
-// String returns the signal's name ("SIGKILL"), as unix.SignalName does,
-// or "signal N".
-func (s Signal) String() string {
-	switch s {
-	case SIGTRAP:
-		return "SIGTRAP"
-	case SIGBUS:
-		return "SIGBUS"
-	case SIGKILL:
-		return "SIGKILL"
-	case SIGSEGV:
-		return "SIGSEGV"
+// sigmask is the bit of sig in a pending-signal set.
+func sigmask(sig Signal) uint64 {
+	if sig < 1 || sig > 64 {
+		panic(fmt.Sprintf("kernel: invalid signal %d", int(sig)))
 	}
-	return "signal " + strconv.Itoa(int(s))
-}
-
-func (s Signal) mask() uint64 {
-	if s < 1 || s > 64 {
-		panic(fmt.Sprintf("kernel: invalid signal %d", int(s)))
-	}
-	return 1 << (s - 1)
+	return 1 << (sig - 1)
 }
 
 // lastPID is the last id handed out; ids are unique in the process, like
@@ -202,7 +190,7 @@ func (t *Task) Kill() {
 }
 
 func (t *Task) kill() {
-	t.pending.Or(SIGKILL.mask())
+	t.pending.Or(sigmask(SIGKILL))
 	t.killed.Store(true)
 	t.once.Do(func() { sched.Close(t.fatal) })
 }
@@ -221,12 +209,12 @@ func (t *Task) SendSignal(sig Signal) {
 		t.Kill()
 		return
 	}
-	t.pending.Or(sig.mask())
+	t.pending.Or(sigmask(sig))
 }
 
 // SignalPending reports whether sig is pending.
 func (t *Task) SignalPending(sig Signal) bool {
-	return t.pending.Load()&sig.mask() != 0
+	return t.pending.Load()&sigmask(sig) != 0
 }
 
 // PendingSignals returns the pending signals, lowest number first.
@@ -234,7 +222,7 @@ func (t *Task) PendingSignals() []Signal {
 	var sigs []Signal
 	p := t.pending.Load()
 	for sig := Signal(1); sig <= 64; sig++ {
-		if p&sig.mask() != 0 {
+		if p&sigmask(sig) != 0 {
 			sigs = append(sigs, sig)
 		}
 	}

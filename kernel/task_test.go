@@ -14,15 +14,6 @@ import (
 	"mmlab/sched"
 )
 
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 func TestThreadsShareTheGroup(t *testing.T) {
 	p := kernel.NewTask("busy")
 	if p.TID != p.TGID() || p.CPU() != -1 {
@@ -50,20 +41,20 @@ func TestKillTakesTheGroupDown(t *testing.T) {
 	p := kernel.NewTask("victim")
 	th := p.NewThread()
 	other := kernel.NewTask("bystander")
-	if p.Killed() || closed(p.Fatal()) {
+	if p.Killed() || sched.TryRecv(p.Fatal()) {
 		t.Fatal("fresh task already killed")
 	}
 	th.SendSignal(kernel.SIGKILL)
 	for _, k := range []*kernel.Task{p, th} {
-		if !k.Killed() || !closed(k.Fatal()) || !k.SignalPending(kernel.SIGKILL) {
-			t.Fatalf("%v after SIGKILL to its group: killed %v, fatal closed %v", k, k.Killed(), closed(k.Fatal()))
+		if !k.Killed() || !sched.TryRecv(k.Fatal()) || !k.SignalPending(kernel.SIGKILL) {
+			t.Fatalf("%v after SIGKILL to its group: killed %v, fatal closed %v", k, k.Killed(), sched.TryRecv(k.Fatal()))
 		}
 	}
-	if other.Killed() || closed(other.Fatal()) || other.SignalPending(kernel.SIGKILL) {
+	if other.Killed() || sched.TryRecv(other.Fatal()) || other.SignalPending(kernel.SIGKILL) {
 		t.Fatal("SIGKILL reached another process")
 	}
 	late := p.NewThread()
-	if !late.Killed() || !closed(late.Fatal()) {
+	if !late.Killed() || !sched.TryRecv(late.Fatal()) {
 		t.Fatal("a thread born into a killed group is not killed")
 	}
 }
@@ -83,7 +74,7 @@ func TestKillConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for _, k := range ths {
-		if !closed(k.Fatal()) {
+		if !sched.TryRecv(k.Fatal()) {
 			t.Fatalf("%v: fatal not closed", k)
 		}
 	}

@@ -8,103 +8,81 @@ import (
 	"mmlab/locking"
 )
 
-func BenchmarkRWSemUncontendedRead(b *testing.B) {
-	var s locking.RWSem
-	for b.Loop() {
-		s.DownRead(nil)
-		s.UpRead()
-	}
-}
-
-func BenchmarkRWSemUncontendedWrite(b *testing.B) {
-	var s locking.RWSem
-	for b.Loop() {
-		s.DownWrite(nil)
-		s.UpWrite()
-	}
-}
-
-func BenchmarkRWSemParallelRead(b *testing.B) {
-	var s locking.RWSem
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			s.DownRead(nil)
-			s.UpRead()
-		}
-	})
-}
-
-// BenchmarkRWSemParallelMixed: one write in 16, so waits and wake-ups happen.
-func BenchmarkRWSemParallelMixed(b *testing.B) {
-	var s locking.RWSem
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			if i++; i%16 == 0 {
-				s.DownWrite(nil)
-				s.UpWrite()
-			} else {
-				s.DownRead(nil)
-				s.UpRead()
+// BenchmarkUncontended times one acquire and release, each case on a lock
+// of its own.
+func BenchmarkUncontended(b *testing.B) {
+	var rwRead, rwWrite locking.RWSem
+	var pcRead, pcWrite locking.PercpuRWSem
+	tk := newTaskOn("t", 0)
+	for _, bc := range []struct {
+		name string
+		op   func()
+	}{
+		{"RWSem/read", func() { rwRead.DownRead(nil); rwRead.UpRead() }},
+		{"RWSem/write", func() { rwWrite.DownWrite(nil); rwWrite.UpWrite() }},
+		{"PercpuRWSem/read", func() { pcRead.DownRead(tk); pcRead.UpRead(tk) }},
+		{"PercpuRWSem/write", func() { pcWrite.DownWrite(nil); pcWrite.UpWrite() }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				bc.op()
 			}
-		}
-	})
+		})
+	}
 }
 
-// BenchmarkSyncRWMutexParallelRead is the baseline for the above.
-func BenchmarkSyncRWMutexParallelRead(b *testing.B) {
+// BenchmarkParallel times one acquire and release from every goroutine at
+// once, each case on a lock of its own; newOp gives each goroutine its op.
+func BenchmarkParallel(b *testing.B) {
+	var rwRead, rwMixed locking.RWSem
+	var pcRead, pcNoCPU locking.PercpuRWSem
 	var m sync.RWMutex
 	var n int
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			m.RLock()
-			_ = n
-			m.RUnlock()
-		}
-	})
-}
-
-func BenchmarkPercpuRWSemUncontendedRead(b *testing.B) {
-	var s locking.PercpuRWSem
-	tk := newTaskOn("t", 0)
-	for b.Loop() {
-		s.DownRead(tk)
-		s.UpRead(tk)
-	}
-}
-
-func BenchmarkPercpuRWSemUncontendedWrite(b *testing.B) {
-	var s locking.PercpuRWSem
-	for b.Loop() {
-		s.DownWrite(nil)
-		s.UpWrite()
-	}
-}
-
-// BenchmarkPercpuRWSemParallelRead: each goroutine is a task on its own
-// model CPU, so each uses its own counter.
-func BenchmarkPercpuRWSemParallelRead(b *testing.B) {
-	var s locking.PercpuRWSem
 	var cpus atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		tk := newTaskOn("t", int(cpus.Add(1)))
-		for pb.Next() {
-			s.DownRead(tk)
-			s.UpRead(tk)
-		}
-	})
-}
-
-// BenchmarkPercpuRWSemParallelReadNoCPU: tasks without a CPU use a random
-// counter each time.
-func BenchmarkPercpuRWSemParallelReadNoCPU(b *testing.B) {
-	var s locking.PercpuRWSem
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			s.DownRead(nil)
-			s.UpRead(nil)
-		}
-	})
+	for _, bc := range []struct {
+		name  string
+		newOp func() func()
+	}{
+		{"RWSem/read", func() func() {
+			return func() { rwRead.DownRead(nil); rwRead.UpRead() }
+		}},
+		// One write in 16, so waits and wake-ups happen.
+		{"RWSem/mixed", func() func() {
+			i := 0
+			return func() {
+				if i++; i%16 == 0 {
+					rwMixed.DownWrite(nil)
+					rwMixed.UpWrite()
+				} else {
+					rwMixed.DownRead(nil)
+					rwMixed.UpRead()
+				}
+			}
+		}},
+		// The baseline for RWSem/read.
+		{"SyncRWMutex/read", func() func() {
+			return func() { m.RLock(); _ = n; m.RUnlock() }
+		}},
+		// Each goroutine is a task on its own model CPU, so each uses its
+		// own counter.
+		{"PercpuRWSem/read", func() func() {
+			tk := newTaskOn("t", int(cpus.Add(1)))
+			return func() { pcRead.DownRead(tk); pcRead.UpRead(tk) }
+		}},
+		// Tasks without a CPU use a random counter each time.
+		{"PercpuRWSem/read-nocpu", func() func() {
+			return func() { pcNoCPU.DownRead(nil); pcNoCPU.UpRead(nil) }
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				op := bc.newOp()
+				for pb.Next() {
+					op()
+				}
+			})
+		})
+	}
 }
 
 func BenchmarkSeqCountRead(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/locking"
+	"mmlab/sched"
 )
 
 // task is a minimal Waiter and BlockRecorder.
@@ -64,6 +65,17 @@ func waitFor(cond func() bool) {
 	}
 }
 
+// mustPanic runs f and fails the test, naming what, if f does not panic.
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
+}
+
 // op runs f in a goroutine; done is closed when f returns.
 type op struct {
 	done chan struct{}
@@ -79,14 +91,7 @@ func start(f func() error) *op {
 	return o
 }
 
-func (o *op) finished() bool {
-	select {
-	case <-o.done:
-		return true
-	default:
-		return false
-	}
-}
+func (o *op) finished() bool { return sched.TryRecv(o.done) }
 
 func (o *op) wait() error {
 	<-o.done

@@ -64,8 +64,8 @@ type PercpuRWSem struct {
 	// drain publishes its wake-up channel here.
 	writer atomic.Pointer[chan struct{}]
 
-	name string   // set before the lock is shared
-	rss  *RCUSync // rcu_sync; nil: none. Set before the lock is shared
+	lockName
+	rss *RCUSync // rcu_sync; nil: none. Set before the lock is shared
 
 	// waitLock is the kernel's waiters.lock: it protects head, tail and
 	// nwait. Innermost: nothing is taken while it is held.
@@ -79,20 +79,11 @@ type PercpuRWSem struct {
 // NewPercpuRWSem returns an unlocked per-CPU semaphore; name appears in
 // stats and in BlockRecorder calls.
 func NewPercpuRWSem(name string) *PercpuRWSem {
-	return &PercpuRWSem{name: name}
+	return &PercpuRWSem{lockName: lockName{name}}
 }
 
-// SetName sets the name used in BlockRecorder calls. Call it before the
-// lock is shared.
-func (s *PercpuRWSem) SetName(name string) { s.name = name }
-
-// Name returns the lock's name.
-func (s *PercpuRWSem) Name() string {
-	if s.name == "" {
-		return "percpu-rwsem"
-	}
-	return s.name
-}
+// Name returns the lock's name, "percpu-rwsem" if none was set.
+func (s *PercpuRWSem) Name() string { return s.nameOr("percpu-rwsem") }
 
 func (s *PercpuRWSem) shard(w Waiter) *percpuShard {
 	if w != nil {

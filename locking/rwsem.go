@@ -89,7 +89,7 @@ type RWSem struct {
 	_     [64 - 16]byte
 	owner atomic.Uint32
 
-	name string // set before the lock is shared; never changes afterwards
+	lockName
 
 	// waitLock is the kernel's sem->wait_lock. It protects head, tail and
 	// every queued waiter's links and handoffSet, and serialises the
@@ -110,19 +110,27 @@ type RWSem struct {
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
 // BlockRecorder calls.
 func NewRWSem(name string) *RWSem {
-	return &RWSem{name: name}
+	return &RWSem{lockName: lockName{name}}
 }
 
-// SetName sets the name used in BlockRecorder calls. Call it before the lock
-// is shared.
-func (s *RWSem) SetName(name string) { s.name = name }
+// Name returns the lock's name, "rwsem" if none was set.
+func (s *RWSem) Name() string { return s.nameOr("rwsem") }
 
-// Name returns the lock's name.
-func (s *RWSem) Name() string {
-	if s.name == "" {
-		return "rwsem"
+// lockName is the name of a lock (RWSem, PercpuRWSem) in stats and in
+// BlockRecorder calls: set before the lock is shared, never changed
+// afterwards.
+type lockName struct{ name string }
+
+// SetName sets the name used in stats and BlockRecorder calls. Call it
+// before the lock is shared.
+func (n *lockName) SetName(name string) { n.name = name }
+
+// nameOr returns the name, or def if none was set.
+func (n *lockName) nameOr(def string) string {
+	if n.name == "" {
+		return def
 	}
-	return s.name
+	return n.name
 }
 
 func (s *RWSem) clock() time.Time {

@@ -92,19 +92,26 @@ func TestRWSemReleaseWakesAllReaders(t *testing.T) {
 	}
 	s.UpWrite()
 	// The releaser hands the lock to the readers before it returns.
+	mustHoldReadersQueueWriter(t, s, "release", r1, r2, w2, 2)
+}
+
+// mustHoldReadersQueueWriter checks what a release or a downgrade (after)
+// of a write-held s with queue r1, w2, r2 leaves: the two readers hold the
+// lock, and the writer stays queued, alone, until all the readers (holders
+// in all) have released it, then gets it.
+func mustHoldReadersQueueWriter(t *testing.T, s *locking.RWSem, after string, r1, r2, w2 *op, holders int) {
+	t.Helper()
 	if got := kinds(s); got != "w" {
-		t.Fatalf("queue after the release %q, want only the writer left", got)
+		t.Fatalf("queue after the %s %q, want only the writer left", after, got)
 	}
 	mustFinish(t, r1, "reader 1")
 	mustFinish(t, r2, "reader 2 (behind the writer)")
-	if w2.finished() {
-		t.Fatal("writer got in together with the readers")
+	for n := holders; n > 0; n-- {
+		if w2.finished() || kinds(s) != "w" {
+			t.Fatalf("writer done %v, queue %q while %d readers hold the lock; want the writer still queued", w2.finished(), kinds(s), n)
+		}
+		s.UpRead()
 	}
-	s.UpRead()
-	if w2.finished() {
-		t.Fatal("writer got in while a reader still holds the lock")
-	}
-	s.UpRead()
 	mustFinish(t, w2, "writer")
 	s.UpWrite()
 	mustBeFree(t, s)
@@ -230,20 +237,31 @@ func TestRWSemHandoff(t *testing.T) {
 	}
 }
 
+// killQueued queues a victim task in down (a killable acquisition of s,
+// which the caller holds so that it waits), then behind it a second waiter
+// doing then; it kills the victim and checks that down failed with EINTR
+// and that the queue is then wantQueue (kinds). It returns the victim and
+// the second waiter.
+func killQueued(t *testing.T, s *locking.RWSem, what string, down func(locking.Waiter) error, then func(), wantQueue string) (*task, *op) {
+	t.Helper()
+	victim := newTask("victim")
+	o := start(func() error { return down(victim) })
+	queued(s, 1)
+	second := startQueued(s, 2, then)
+	victim.Kill()
+	mustEINTR(t, o, what)
+	if got := kinds(s); got != wantQueue {
+		t.Fatalf("queue after the kill of the %s %q, want %q", what, got, wantQueue)
+	}
+	return victim, second
+}
+
 // A killed reader leaves the queue with EINTR; the next waiter still gets
 // the lock.
 func TestRWSemKillableReadEINTR(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownWrite(nil)
-	victim := newTask("victim")
-	r := start(func() error { return s.DownReadKillable(victim) })
-	queued(s, 1)
-	w2 := startQueued(s, 2, func() { s.DownWrite(nil) })
-	victim.Kill()
-	mustEINTR(t, r, "killed reader")
-	if got := kinds(s); got != "w" {
-		t.Fatalf("queue after the kill %q, want w", got)
-	}
+	victim, w2 := killQueued(t, s, "killed reader", s.DownReadKillable, func() { s.DownWrite(nil) }, "w")
 	s.UpWrite()
 	mustFinish(t, w2, "writer behind the killed reader")
 	s.UpWrite()
@@ -264,15 +282,7 @@ func TestRWSemKillableReadEINTR(t *testing.T) {
 func TestRWSemKillableWriteWakesReadersBehind(t *testing.T) {
 	s := locking.NewRWSem("sem")
 	s.DownRead(nil)
-	victim := newTask("victim")
-	w := start(func() error { return s.DownWriteKillable(victim) })
-	queued(s, 1)
-	r2 := startQueued(s, 2, func() { s.DownRead(nil) })
-	victim.Kill()
-	mustEINTR(t, w, "killed writer")
-	if got := kinds(s); got != "" {
-		t.Fatalf("queue after the kill %q, want the reader behind woken", got)
-	}
+	_, r2 := killQueued(t, s, "killed writer", s.DownWriteKillable, func() { s.DownRead(nil) }, "") // the reader behind is woken
 	mustFinish(t, r2, "reader behind the killed writer")
 	if s.Waiters() != 0 || s.IsContended() {
 		t.Fatalf("queue %q, contended %v after the kill; want empty", kinds(s), s.IsContended())
@@ -310,20 +320,7 @@ func TestRWSemDowngrade(t *testing.T) {
 	if s.IsWriteLocked() {
 		t.Fatal("write-locked after downgrade")
 	}
-	if got := kinds(s); got != "w" {
-		t.Fatalf("queue after downgrade %q, want only the writer left", got)
-	}
-	mustFinish(t, r1, "reader 1")
-	mustFinish(t, r2, "reader 2")
-	if kinds(s) != "w" || w2.finished() {
-		t.Fatalf("queue %q; want the writer still queued", kinds(s))
-	}
-	s.UpRead()
-	s.UpRead()
-	s.UpRead()
-	mustFinish(t, w2, "writer")
-	s.UpWrite()
-	mustBeFree(t, s)
+	mustHoldReadersQueueWriter(t, s, "downgrade", r1, r2, w2, 3)
 }
 
 // Every wait reaches both the lock's stats and the waiter's recorder, with
@@ -360,14 +357,7 @@ func TestRWSemMisusePanics(t *testing.T) {
 			s.UpWrite()
 		},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s on an unlocked rwsem did not panic", name)
-				}
-			}()
-			f(new(locking.RWSem))
-		}()
+		mustPanic(t, name+" on an unlocked rwsem", func() { f(new(locking.RWSem)) })
 	}
 }
 

@@ -36,14 +36,7 @@ func TestSeqCountMisusePanics(t *testing.T) {
 		"WriteBegin x2": func(c *locking.SeqCount) { c.WriteBegin(); c.WriteBegin() },
 		"WriteEnd x2":   func(c *locking.SeqCount) { c.WriteBegin(); c.WriteEnd(); c.WriteEnd() },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s did not panic", name)
-				}
-			}()
-			f(new(locking.SeqCount))
-		}()
+		mustPanic(t, name, func() { f(new(locking.SeqCount)) })
 	}
 }
 

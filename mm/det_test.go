@@ -31,16 +31,6 @@ func (k tasks) spawn(name string, fn func()) <-chan struct{} {
 // wait waits until a task spawned returned.
 func wait(done <-chan struct{}) { sched.Wait(nil, "test task", done, nil) }
 
-// finished reports whether a task spawned returned.
-func finished(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
-
 // detSeeds is how many seeds forModes runs a test under.
 const detSeeds = 8
 

@@ -7,8 +7,8 @@
 // /proc/PID/maps shows them on the live kernel (6.18).
 //
 // Operations return the kernel's errno values (package mmlab/errno); user
-// accesses that the kernel would answer with a signal return Signal
-// (SIGSEGV, SIGBUS).
+// accesses that the kernel would answer with a signal return that signal, an
+// errno.Signal (SIGSEGV, SIGBUS).
 //
 // # Lock order
 //

@@ -1,28 +1,10 @@
 package mm
 
 import (
+	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm/pgtable"
 )
-
-// Signal is the signal a user access raises, as an error.
-type Signal int
-
-// The signals faults raise (Linux numbers).
-const (
-	SIGBUS  Signal = 7
-	SIGSEGV Signal = 11
-)
-
-func (s Signal) Error() string {
-	switch s {
-	case SIGBUS:
-		return "SIGBUS"
-	case SIGSEGV:
-		return "SIGSEGV"
-	}
-	return "signal"
-}
 
 // zeroPage is the shared zero page that read faults on private anonymous
 // memory map (do_anonymous_page without FAULT_FLAG_WRITE). Never written.
@@ -99,7 +81,7 @@ func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 		// special_mapping_fault: the mapping's own pages.
 		idx := (a - v.Start) >> pgtable.PageShift
 		if v.special == nil || idx >= uint64(len(v.special.Pages)) {
-			return SIGBUS
+			return errno.SIGBUS
 		}
 		page := v.special.Pages[idx]
 		m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
@@ -117,7 +99,7 @@ func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 	if v.File != nil {
 		idx := v.Pgoff + (a-v.Start)>>pgtable.PageShift
 		if idx >= v.File.Inode.pagesInFile() {
-			return SIGBUS // __do_fault: VM_FAULT_SIGBUS past i_size
+			return errno.SIGBUS // __do_fault: VM_FAULT_SIGBUS past i_size
 		}
 		cachePage = v.File.Inode.Cache.Get(idx)
 	}

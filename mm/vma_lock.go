@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 
+	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/rcu"
 	"mmlab/sched"
@@ -350,7 +351,7 @@ func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, v
 	if v = m.lockVMAUnderRCU(rcu.ThreadOf(w), addr); v != nil {
 		if accessError(v, write) {
 			m.VMAEndRead(v)
-			return nil, false, SIGSEGV
+			return nil, false, errno.SIGSEGV
 		}
 		if !write || v.Flags&VM_MAYSHARE != 0 || v.Name != "" || m.hasAnonVMA(v) {
 			return v, true, nil
@@ -361,7 +362,7 @@ func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, v
 	v = m.mt.Load(addr)
 	if v == nil || accessError(v, write) {
 		m.MmapReadUnlock()
-		return nil, false, SIGSEGV
+		return nil, false, errno.SIGSEGV
 	}
 	return v, false, nil
 }

@@ -3,7 +3,6 @@ package mm
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,16 +33,11 @@ func mapPieces(t *testing.T, m *MM, n int) []*VMA {
 	return vs
 }
 
-// waitFor spins (yielding, or in a deterministic run passing a preemption
-// point) until cond holds: the other task has reached the state the test
-// drives it to. No timing is involved.
+// waitFor spins (sched.Relax) until cond holds: the other task has reached
+// the state the test drives it to. No timing is involved.
 func waitFor(cond func() bool) {
 	for !cond() {
-		if sched.Current() != nil {
-			sched.At("wait for", "")
-		} else {
-			runtime.Gosched()
-		}
+		sched.Relax("wait for")
 	}
 }
 
@@ -133,7 +127,7 @@ func TestWriterWaitsForVMAReader(t *testing.T) {
 		if v.Flags&VM_WRITE == 0 || v.End-v.Start != 2*pg {
 			t.Fatal("the VMA changed under its reader")
 		}
-		if finished(done) {
+		if sched.TryRecv(done) {
 			t.Fatalf("mprotect finished while a reader held the VMA (%v)", err)
 		}
 		// A second reader cannot enter while the writer waits.
@@ -178,7 +172,7 @@ func TestForkWriteLocksEveryVMA(t *testing.T) {
 		}
 		faulted := k.spawn("fault", func() { faultErr = m.StoreByte(nil, a.Start, 1) })
 		waitFor(func() bool { return m.MmapLock.Waiters() == 1 })
-		if finished(faulted) {
+		if sched.TryRecv(faulted) {
 			t.Fatal("a fault on a copied VMA finished during fork")
 		}
 		m.VMAEndRead(b)

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -58,33 +57,17 @@ import (
 // Lock order: Classic.gpMu (serialises grace periods, outermost), then
 // sched's CPU.rq (taken by the IPIs), then callbacks.mu (leaf).
 type Classic struct {
-	sys *sched.System
-
-	// gpMu serialises grace periods; outermost rcu lock.
-	gpMu locking.Mutex
-
-	cbs callbacks
-
-	nGPs, nIPIs atomic.Uint64
-
-	timing Timing // NewClassicAt; zero: untimed
-
-	// waitHook, set by tests before any grace period, is called when a
-	// grace period is sending its IPIs (sched has no way to tell when one
-	// is queued) and is about to wait for them to run.
-	waitHook func()
+	domain
+	sys   *sched.System
+	nIPIs atomic.Uint64
 }
 
-// NewClassic returns a classic RCU domain for the CPUs of sys.
+// NewClassic returns a classic RCU domain, named "rcu", for the CPUs of sys.
 func NewClassic(sys *sched.System) *Classic {
 	c := &Classic{sys: sys}
-	c.gpMu.SetName("rcu_gp_mutex")
-	c.cbs.sync, c.cbs.sys = c.Synchronize, sys
+	c.init("rcu", "rcu_gp_mutex", sys, c.Synchronize)
 	return c
 }
-
-// Name returns "rcu".
-func (c *Classic) Name() string { return "rcu" }
 
 // ReadLock enters a classic read section on t, the calling thread; see
 // ReadLock.
@@ -148,7 +131,7 @@ func (c *Classic) Synchronize() {
 		// sync_rcu_exp_select_cpus() sends them all before it waits.
 		wg.Go(ipi)
 	}
-	if c.waitHook != nil {
+	if c.waitHook != nil { // the IPIs are sent (sched cannot tell when one is queued)
 		c.waitHook()
 	}
 	wg.Wait()

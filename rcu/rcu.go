@@ -46,7 +46,9 @@ package rcu
 
 import (
 	"sync"
+	"sync/atomic"
 
+	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -66,7 +68,7 @@ type Flavor interface {
 	Call(fn func())
 	// Barrier waits until every fn passed to Call before it has run.
 	Barrier()
-	// Name is "srcu" or "tasks-trace".
+	// Name is "rcu", "srcu" or "tasks-trace".
 	Name() string
 	// Stats returns counts of the grace-period work done so far.
 	Stats() GPStats
@@ -80,6 +82,38 @@ type GPStats struct {
 	Waits uint64
 	IPIs  uint64 // Tasks Trace: IPIs to running threads (rcu_tasks_trace.n_ipis)
 }
+
+// domain is the state every flavour's domain has besides its read side.
+type domain struct {
+	name string // Flavor.Name
+
+	// gpMu serialises grace periods; outermost rcu lock. A sleeping lock
+	// of package locking, so that a deterministic run schedules its
+	// waiters.
+	gpMu locking.Mutex
+
+	cbs callbacks
+
+	nGPs atomic.Uint64 // grace periods completed
+
+	timing Timing // the flavour's NewXAt constructor; zero: untimed
+
+	// waitHook, set by tests before any grace period, is called when a
+	// grace period is about to wait for readers it found (each flavour's
+	// Synchronize says when).
+	waitHook func()
+}
+
+// init names d and its grace-period mutex, and has its callbacks wait for
+// sync, the flavour's Synchronize, on a helper of sys.
+func (d *domain) init(name, gpMutex string, sys *sched.System, sync func()) {
+	d.name = name
+	d.gpMu.SetName(gpMutex)
+	d.cbs.sync, d.cbs.sys = sync, sys
+}
+
+// Name returns the flavour's name: "rcu", "srcu" or "tasks-trace".
+func (d *domain) Name() string { return d.name }
 
 // callbacks runs queued functions after grace periods, in order, on one
 // helper of the System (sched.System.Go) that exists only while the queue is

@@ -178,9 +178,7 @@ func TestGPWaitsForReader(t *testing.T) {
 func TestGPIgnoresQuiescentThreads(t *testing.T) {
 	for _, fl := range flavours {
 		t.Run(fl.name, func(t *testing.T) {
-			sys := sched.NewSystem(2)
-			defer sys.Stop()
-			f := fl.make(sys, nil)
+			sys, f, _ := watchedFlavour(t, fl, 2)
 			release := make(chan struct{})
 			running := make(chan struct{})
 			a := sys.Spawn(0, 0, func(th *sched.Thread) {
@@ -269,9 +267,7 @@ func TestCallAfterGP(t *testing.T) {
 func TestSynchronizeFromThread(t *testing.T) {
 	for _, fl := range flavours {
 		t.Run(fl.name, func(t *testing.T) {
-			sys := sched.NewSystem(1)
-			defer sys.Stop()
-			f := fl.make(sys, nil)
+			sys, f, _ := watchedFlavour(t, fl, 1)
 			done := false
 			th := sys.Spawn(0, 0, func(th *sched.Thread) {
 				th.Block(f.Synchronize)

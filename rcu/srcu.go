@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -39,35 +38,19 @@ type SRCU struct {
 	ctrIdx atomic.Uint32
 	sda    []srcuData // indexed by model CPU id
 
-	// gpMu serialises grace periods (srcu_gp_mutex); outermost rcu lock.
-	// A sleeping lock of package locking, so that a deterministic run
-	// schedules its waiters.
-	gpMu locking.Mutex
+	domain // gpMu is srcu_gp_mutex
 
-	cbs callbacks
-
-	nGPs, nWaits atomic.Uint64
-
-	timing  Timing    // NewSRCUAt; zero: untimed
+	nWaits  atomic.Uint64
 	lastEnd time.Time // when the last timed grace period ended; under gpMu
-
-	// waitHook, set by tests before any grace period, is called (once per
-	// grace period) when a grace period first finds readers it must wait
-	// for and is about to sleep.
-	waitHook func()
 }
 
-// NewSRCU returns an SRCU domain for the CPUs of sys. Mirrors
+// NewSRCU returns an SRCU domain, named "srcu", for the CPUs of sys. Mirrors
 // kernel/rcu/srcutree.c:init_srcu_struct().
 func NewSRCU(sys *sched.System) *SRCU {
 	s := &SRCU{sda: make([]srcuData, sys.NumCPU())}
-	s.gpMu.SetName("srcu_gp_mutex")
-	s.cbs.sync, s.cbs.sys = s.Synchronize, sys
+	s.init("srcu", "srcu_gp_mutex", sys, s.Synchronize)
 	return s
 }
-
-// Name returns "srcu".
-func (s *SRCU) Name() string { return "srcu" }
 
 // ReadLock counts a reader in the current slot of t's CPU and returns the
 // slot. Mirrors kernel/rcu/srcutree.c:__srcu_read_lock().
@@ -103,7 +86,7 @@ func (s *SRCU) Synchronize() {
 		s.gpMu.Lock()
 	}
 	defer s.gpMu.Unlock()
-	hooked := false // waitHook runs at most once per grace period
+	hooked := false // waitHook runs at most once per grace period, when readers first hold it up
 	idx := s.ctrIdx.Load()&1 ^ 1
 	if s.timing.timed() {
 		g := s.startTimed(busy)

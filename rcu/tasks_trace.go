@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"mmlab/locking"
 	"mmlab/sched"
 )
 
@@ -42,34 +41,22 @@ import (
 // section (rcu_tasks_trace_qs_blkd()); the model scans every thread, which
 // is what older kernels did (for_each_process_thread()).
 type TasksTrace struct {
+	domain
 	sys *sched.System
 
-	// gpMu serialises grace periods; outermost rcu lock.
-	gpMu locking.Mutex
+	nHoldouts, nIPIs atomic.Uint64
 
-	cbs callbacks
-
-	nGPs, nHoldouts, nIPIs atomic.Uint64
-
-	timing  Timing        // NewTasksTraceAt; zero: untimed
 	lastEnd int64         // jiffy the last timed grace period ended; under gpMu
 	nStarts atomic.Uint64 // grace periods started
-
-	// waitHook, set by tests before any grace period, is called when a
-	// grace period has scanned every thread and found holdouts to wait for.
-	waitHook func()
 }
 
-// NewTasksTrace returns a Tasks Trace domain for the threads of sys.
+// NewTasksTrace returns a Tasks Trace domain, named "tasks-trace", for the
+// threads of sys.
 func NewTasksTrace(sys *sched.System) *TasksTrace {
 	tt := &TasksTrace{sys: sys}
-	tt.gpMu.SetName("rcu_tasks_trace_gp_mutex")
-	tt.cbs.sync, tt.cbs.sys = tt.Synchronize, sys
+	tt.init("tasks-trace", "rcu_tasks_trace_gp_mutex", sys, tt.Synchronize)
 	return tt
 }
-
-// Name returns "tasks-trace".
-func (tt *TasksTrace) Name() string { return "tasks-trace" }
 
 // ReadLock enters a read section: one plain increment of t's nesting, t
 // being the calling thread. Returns 0. Mirrors
@@ -161,7 +148,7 @@ func (tt *TasksTrace) Synchronize() {
 	gp.mu.Unlock()
 	if n > 0 {
 		tt.nHoldouts.Add(uint64(n))
-		if tt.waitHook != nil {
+		if tt.waitHook != nil { // every thread scanned, holdouts found
 			tt.waitHook()
 		}
 	}

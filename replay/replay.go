@@ -148,7 +148,7 @@ var debugHook func(m *mm.MM, op *trace.Op)
 // errorLine prints "error LINE NAME" with the errno's or signal's name.
 func (r *runner) errorLine(line int, err error) {
 	var e errno.Errno
-	var s mm.Signal
+	var s errno.Signal
 	name := err.Error()
 	switch {
 	case errors.As(err, &e):

@@ -709,6 +709,17 @@ func At(op, obj string) {
 	}
 }
 
+// Relax is one turn of a spin-wait loop, the kernel's cpu_relax(): in a
+// deterministic run a preemption point named op, so that the thread being
+// waited for can run; otherwise it yields the processor (runtime.Gosched).
+func Relax(op string) {
+	if t := running(); t != nil {
+		t.at(op, "")
+		return
+	}
+	runtime.Gosched()
+}
+
 // at is At on the running thread t, out of line so that At inlines.
 func (t *Thread) at(op, obj string) { t.sys().det.decide(t, op, obj) }
 

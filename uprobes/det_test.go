@@ -43,14 +43,7 @@ func (o *outcome) wait() error {
 }
 
 // finished reports whether the task returned.
-func (o *outcome) finished() bool {
-	select {
-	case <-o.done:
-		return true
-	default:
-		return false
-	}
-}
+func (o *outcome) finished() bool { return sched.TryRecv(o.done) }
 
 // spawn runs fn as a task of e: a goroutine, or in a deterministic env a
 // thread of its run.
@@ -84,6 +77,15 @@ func (s *sem) take() {
 			return
 		}
 		sched.Wait(nil, "test step", s.ch, nil)
+	}
+}
+
+// forDesigns runs body in each design, in each mode of forModes.
+func forDesigns(t *testing.T, body func(t *testing.T, d Design, e *env)) {
+	for _, d := range designs {
+		t.Run(d.String(), func(t *testing.T) {
+			forModes(t, d, func(t *testing.T, e *env) { body(t, d, e) })
+		})
 	}
 }
 

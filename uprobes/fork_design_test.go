@@ -2,7 +2,6 @@ package uprobes
 
 import (
 	"errors"
-	"runtime"
 	"testing"
 
 	"mmlab/cpu"
@@ -26,16 +25,11 @@ func designEnv(t *testing.T, d Design) *env {
 	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
 }
 
-// until spins (yielding, or in a deterministic run passing a preemption
-// point) until cond holds: used only to learn that another task is now
-// queued on a lock.
+// until spins (sched.Relax) until cond holds: used only to learn that
+// another task is now queued on a lock.
 func until(cond func() bool) {
 	for !cond() {
-		if sched.Current() != nil {
-			sched.At("until", "")
-		} else {
-			runtime.Gosched()
-		}
+		sched.Relax("until")
 	}
 }
 
@@ -46,69 +40,65 @@ func until(cond func() bool) {
 // the fork completes without blocking; the registration then redoes its
 // pass and finds the fork's child too.
 func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
-	for _, d := range designs {
-		t.Run(d.String(), func(t *testing.T) {
-			forModes(t, d, func(t *testing.T, e *env) {
-				b := e.newProc(t, "busy")
-				f := e.newProc(t, "forker")
-				b.MM.MmapReadLock(nil) // B populates
-				tracer := kernel.NewTask("tracer")
-				k := newCounter(true, false, nil)
-				reg := e.spawn("tracer", func() error {
-					_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
-					return err
-				})
-				until(b.MM.MmapLock.IsContended) // the registration waits for B
-				if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
-					t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
-				}
-				var child *kernel.Task
-				forked := e.spawn("forker", func() error {
-					var err error
-					child, err = f.Fork()
-					return err
-				})
-				if d == DesignBefore {
-					until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
-					if forked.finished() || reg.finished() {
-						t.Fatal("fork or registration finished while B holds its lock")
-					}
-					b.MM.MmapReadUnlock()
-					if err := reg.wait(); err != nil {
-						t.Fatal(err)
-					}
-					if err := forked.wait(); err != nil {
-						t.Fatal(err)
-					}
-					if f.Blocked()["dup_mmap_sem"].Count == 0 {
-						t.Error("the fork did not block on dup_mmap_sem")
-					}
-				} else {
-					if err := forked.wait(); err != nil {
-						t.Fatal(err)
-					}
-					if reg.finished() {
-						t.Fatal("registration finished while B holds its lock")
-					}
-					if bl := f.Blocked(); len(bl) != 0 {
-						t.Errorf("the fork blocked: %v", bl)
-					}
-					b.MM.MmapReadUnlock()
-					if err := reg.wait(); err != nil {
-						t.Fatal(err)
-					}
-					if got := e.u.Passes(); got != 2 {
-						t.Errorf("passes %d, want 2 (B was busy once)", got)
-					}
-				}
-				for _, q := range []*kernel.Task{b, f, child} {
-					if byteAt(t, q.MM, e.addr("f")) != swbp {
-						t.Errorf("%v has no breakpoint after the registration", q)
-					}
-				}
-			})
+	forDesigns(t, func(t *testing.T, d Design, e *env) {
+		b := e.newProc(t, "busy")
+		f := e.newProc(t, "forker")
+		b.MM.MmapReadLock(nil) // B populates
+		tracer := kernel.NewTask("tracer")
+		k := newCounter(true, false, nil)
+		reg := e.spawn("tracer", func() error {
+			_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
+			return err
 		})
-	}
+		until(b.MM.MmapLock.IsContended) // the registration waits for B
+		if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
+			t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
+		}
+		var child *kernel.Task
+		forked := e.spawn("forker", func() error {
+			var err error
+			child, err = f.Fork()
+			return err
+		})
+		if d == DesignBefore {
+			until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
+			if forked.finished() || reg.finished() {
+				t.Fatal("fork or registration finished while B holds its lock")
+			}
+			b.MM.MmapReadUnlock()
+			if err := reg.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := forked.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if f.Blocked()["dup_mmap_sem"].Count == 0 {
+				t.Error("the fork did not block on dup_mmap_sem")
+			}
+		} else {
+			if err := forked.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if reg.finished() {
+				t.Fatal("registration finished while B holds its lock")
+			}
+			if bl := f.Blocked(); len(bl) != 0 {
+				t.Errorf("the fork blocked: %v", bl)
+			}
+			b.MM.MmapReadUnlock()
+			if err := reg.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.u.Passes(); got != 2 {
+				t.Errorf("passes %d, want 2 (B was busy once)", got)
+			}
+		}
+		for _, q := range []*kernel.Task{b, f, child} {
+			if byteAt(t, q.MM, e.addr("f")) != swbp {
+				t.Errorf("%v has no breakpoint after the registration", q)
+			}
+		}
+	})
 }
 
 // The after design's pass makes progress against a process that takes its
@@ -184,59 +174,55 @@ func TestSeed000PassProgress(t *testing.T) {
 // does not recognise it and the child loses the breakpoint it inherited.
 // After: tsk->mm is set before the child is findable, so it keeps it.
 func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
-	for _, d := range designs {
-		t.Run(d.String(), func(t *testing.T) {
-			forModes(t, d, func(t *testing.T, e *env) {
-				p := e.newProc(t, "parent")
-				targets := []*kernel.Task{p} // written before the removal starts
-				perf := newCounter(true, false, func(m *mm.MM) bool {
-					for _, tk := range targets {
-						if tk.MM == m {
-							return true
-						}
-					}
-					return false
-				})
-				other := newCounter(true, false, nil)
-				up := mustRegister(t, e, "f", &perf.c)
-				mustRegister(t, e, "f", &other.c)
-				var removed *outcome
-				child, err := p.ForkWith(kernel.ForkHooks{
-					InitTask: func(c *kernel.Task) { targets = append(targets, c) },
-					OnVMA: func(n int) {
-						if n != 1 {
-							return
-						}
-						removed = e.spawn("perf-close", func() error {
-							return e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c)
-						})
-						until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
-					},
-					BeforeSetMM: func(*kernel.Task) {
-						if err := removed.wait(); err != nil {
-							t.Error(err)
-						}
-					},
-				})
-				if err != nil {
-					t.Fatal(err)
+	forDesigns(t, func(t *testing.T, d Design, e *env) {
+		p := e.newProc(t, "parent")
+		targets := []*kernel.Task{p} // written before the removal starts
+		perf := newCounter(true, false, func(m *mm.MM) bool {
+			for _, tk := range targets {
+				if tk.MM == m {
+					return true
 				}
-				if err := removed.wait(); err != nil {
-					t.Fatal(err)
-				}
-				want := byte(swbp)
-				if d == DesignBefore {
-					want = 0x90 // the nop: the breakpoint is lost
-				}
-				if got := byteAt(t, child.MM, e.addr("f")); got != want {
-					t.Errorf("child's byte at f %#x, want %#x", got, want)
-				}
-				if byteAt(t, p.MM, e.addr("f")) != swbp {
-					t.Error("parent lost its breakpoint")
-				}
-			})
+			}
+			return false
 		})
-	}
+		other := newCounter(true, false, nil)
+		up := mustRegister(t, e, "f", &perf.c)
+		mustRegister(t, e, "f", &other.c)
+		var removed *outcome
+		child, err := p.ForkWith(kernel.ForkHooks{
+			InitTask: func(c *kernel.Task) { targets = append(targets, c) },
+			OnVMA: func(n int) {
+				if n != 1 {
+					return
+				}
+				removed = e.spawn("perf-close", func() error {
+					return e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c)
+				})
+				until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
+			},
+			BeforeSetMM: func(*kernel.Task) {
+				if err := removed.wait(); err != nil {
+					t.Error(err)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := removed.wait(); err != nil {
+			t.Fatal(err)
+		}
+		want := byte(swbp)
+		if d == DesignBefore {
+			want = 0x90 // the nop: the breakpoint is lost
+		}
+		if got := byteAt(t, child.MM, e.addr("f")); got != want {
+			t.Errorf("child's byte at f %#x, want %#x", got, want)
+		}
+		if byteAt(t, p.MM, e.addr("f")) != swbp {
+			t.Error("parent lost its breakpoint")
+		}
+	})
 }
 
 // (c) Patch 8. P1 and P2 map the file; the tracer unregisters, removes the
@@ -245,57 +231,53 @@ func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 // in the registry, never freed) and P2 keeps its 0xCC. After: the removal
 // completes, no 0xCC is left, the uprobe is freed.
 func TestSeed000KilledUnregisterCompletes(t *testing.T) {
-	for _, d := range designs {
-		t.Run(d.String(), func(t *testing.T) {
-			forModes(t, d, func(t *testing.T, e *env) {
-				p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
-				k := newCounter(true, false, nil)
-				up := mustRegister(t, e, "f", &k.c)
-				p2.MM.MmapReadLock(nil)
-				tracer := kernel.NewTask("tracer")
-				done := e.spawn("tracer", func() error { return e.u.UnregisterNosync(tracer, up, &k.c) })
-				until(p2.MM.MmapLock.IsContended)
-				tracer.Kill()
-				p2.MM.MmapReadUnlock()
-				err := done.wait()
-				e.u.UnregisterSync(nil)
-				e.u.uretSRCU.Barrier()
-				e.u.flavor.Barrier()
-				if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
-					t.Error("p1 keeps the breakpoint")
-				}
-				if d == DesignBefore {
-					if !errors.Is(err, errno.EINTR) {
-						t.Errorf("unregister: %v, want EINTR", err)
-					}
-					if byteAt(t, p2.MM, e.addr("f")) != swbp {
-						t.Error("p2 lost the breakpoint: no half-way stop")
-					}
-					if up.Freed() || e.u.Lookup(e.inode, e.off("f")) != up {
-						t.Error("the uprobe was not leaked")
-					}
-					// The leaked uprobe is still in the tree, so a hit on
-					// the leftover int3 is absorbed (no consumer, the nop
-					// emulated): a trap per call, forever.
-					res := e.run(t, p2, 0, "main", calls(3))
-					wantHalt(t, res)
-					if res.regs.R[cpu.RAX] != 3 || k.hits != 0 {
-						t.Errorf("rax %d hits %d, want 3 calls and no handler", res.regs.R[cpu.RAX], k.hits)
-					}
-					return
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if byteAt(t, p2.MM, e.addr("f")) != 0x90 {
-					t.Error("p2 keeps the breakpoint")
-				}
-				if !up.Freed() || e.u.Len() != 0 {
-					t.Error("the uprobe was not freed")
-				}
-			})
-		})
-	}
+	forDesigns(t, func(t *testing.T, d Design, e *env) {
+		p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
+		k := newCounter(true, false, nil)
+		up := mustRegister(t, e, "f", &k.c)
+		p2.MM.MmapReadLock(nil)
+		tracer := kernel.NewTask("tracer")
+		done := e.spawn("tracer", func() error { return e.u.UnregisterNosync(tracer, up, &k.c) })
+		until(p2.MM.MmapLock.IsContended)
+		tracer.Kill()
+		p2.MM.MmapReadUnlock()
+		err := done.wait()
+		e.u.UnregisterSync(nil)
+		e.u.uretSRCU.Barrier()
+		e.u.flavor.Barrier()
+		if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
+			t.Error("p1 keeps the breakpoint")
+		}
+		if d == DesignBefore {
+			if !errors.Is(err, errno.EINTR) {
+				t.Errorf("unregister: %v, want EINTR", err)
+			}
+			if byteAt(t, p2.MM, e.addr("f")) != swbp {
+				t.Error("p2 lost the breakpoint: no half-way stop")
+			}
+			if up.Freed() || e.u.Lookup(e.inode, e.off("f")) != up {
+				t.Error("the uprobe was not leaked")
+			}
+			// The leaked uprobe is still in the tree, so a hit on
+			// the leftover int3 is absorbed (no consumer, the nop
+			// emulated): a trap per call, forever.
+			res := e.run(t, p2, 0, "main", calls(3))
+			wantHalt(t, res)
+			if res.regs.R[cpu.RAX] != 3 || k.hits != 0 {
+				t.Errorf("rax %d hits %d, want 3 calls and no handler", res.regs.R[cpu.RAX], k.hits)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if byteAt(t, p2.MM, e.addr("f")) != 0x90 {
+			t.Error("p2 keeps the breakpoint")
+		}
+		if !up.Freed() || e.u.Len() != 0 {
+			t.Error("the uprobe was not freed")
+		}
+	})
 }
 
 // (d) Patch 2. A fork fails with ENOMEM after copying one VMA (the text); a
@@ -304,51 +286,47 @@ func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 // blocked when the teardown starts. After: dup_mmap_sem is dropped first,
 // and the registration completes before the teardown begins.
 func TestSeed000FailedForkTeardown(t *testing.T) {
-	for _, d := range designs {
-		t.Run(d.String(), func(t *testing.T) {
-			forModes(t, d, func(t *testing.T, e *env) {
-				p := e.newProc(t, "parent")
-				k := newCounter(true, false, nil)
-				var reg *outcome
-				tornDown := false
-				_, err := p.ForkWith(kernel.ForkHooks{
-					FailAfter: 1,
-					OnVMA: func(int) {
-						reg = e.spawn("tracer", func() error {
-							_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
-							return err
-						})
-						until(e.u.DupMmapSem.WriterWaitingForReaders)
-					},
-					Teardown: func() {
-						tornDown = true
-						if d == DesignBefore {
-							if reg.finished() || !e.u.DupMmapSem.WriterWaitingForReaders() {
-								t.Error("the registration is not blocked by the teardown")
-							}
-							return
-						}
-						if err := reg.wait(); err != nil {
-							t.Error(err)
-						}
-						if e.u.DupMmapSem.Readers() != 0 {
-							t.Error("teardown inside dup_mmap_sem")
-						}
-					},
+	forDesigns(t, func(t *testing.T, d Design, e *env) {
+		p := e.newProc(t, "parent")
+		k := newCounter(true, false, nil)
+		var reg *outcome
+		tornDown := false
+		_, err := p.ForkWith(kernel.ForkHooks{
+			FailAfter: 1,
+			OnVMA: func(int) {
+				reg = e.spawn("tracer", func() error {
+					_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+					return err
 				})
-				if !errors.Is(err, errno.ENOMEM) || !tornDown {
-					t.Fatalf("fork: %v (torn down %v), want ENOMEM and a teardown", err, tornDown)
+				until(e.u.DupMmapSem.WriterWaitingForReaders)
+			},
+			Teardown: func() {
+				tornDown = true
+				if d == DesignBefore {
+					if reg.finished() || !e.u.DupMmapSem.WriterWaitingForReaders() {
+						t.Error("the registration is not blocked by the teardown")
+					}
+					return
 				}
 				if err := reg.wait(); err != nil {
-					t.Fatal(err)
+					t.Error(err)
 				}
-				if n := len(e.inode.IMmap(0, 1)); n != 1 {
-					t.Errorf("%d VMAs map the file after the failed fork, want the parent's only", n)
+				if e.u.DupMmapSem.Readers() != 0 {
+					t.Error("teardown inside dup_mmap_sem")
 				}
-				if byteAt(t, p.MM, e.addr("f")) != swbp {
-					t.Error("parent has no breakpoint")
-				}
-			})
+			},
 		})
-	}
+		if !errors.Is(err, errno.ENOMEM) || !tornDown {
+			t.Fatalf("fork: %v (torn down %v), want ENOMEM and a teardown", err, tornDown)
+		}
+		if err := reg.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.inode.IMmap(0, 1)); n != 1 {
+			t.Errorf("%d VMAs map the file after the failed fork, want the parent's only", n)
+		}
+		if byteAt(t, p.MM, e.addr("f")) != swbp {
+			t.Error("parent has no breakpoint")
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package uprobes_test
 
 import (
-	"slices"
 	"testing"
 
 	"mmlab/explore"
@@ -30,18 +29,10 @@ func TestExplorerFindsUndoneFix(t *testing.T) {
 		{uprobes.MutPutOutside, "exit-during-register", []explore.Property{explore.PropTeardown}},
 	} {
 		t.Run(c.mut, func(t *testing.T) {
-			sc := explore.Lookup(c.scenario)
 			o := explore.Options{Design: explore.After, Schedules: mutationSchedules, Seed: 1}
-			if rep := explore.Explore(sc, o); rep.Failure != nil {
-				t.Fatalf("%s fails in the after design: %v", c.scenario, rep.Failure.Violation)
-			}
-			uprobes.UndoFix(t, c.mut)
-			rep := explore.Explore(sc, o)
-			if rep.Failure == nil {
-				t.Fatalf("%s: %d schedules and the undone fix went unnoticed", c.scenario, rep.Schedules)
-			}
-			if v := rep.Failure.Violation; !slices.Contains(c.props, v.Property) {
-				t.Fatalf("%s: the undone fix failed %v, want one of %v", c.scenario, v, c.props)
+			rep, err := explore.FindUndoneFix(explore.Lookup(c.scenario), o, func() { uprobes.UndoFix(t, c.mut) }, c.props)
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("found in schedule %d: %v (%d deviations)", rep.Failure.Schedule, rep.Failure.Violation, len(rep.Failure.Deviations))
 		})

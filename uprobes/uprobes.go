@@ -121,7 +121,7 @@ type Uprobe struct {
 	// (consumers, copied, orig, insn): in struct uprobe, ->ref is on the
 	// first line, ->flags and ->arch lines further on.
 	_      [128]byte
-	ref    atomic.Int64
+	ref    atomic.Int32 // refcount_t
 	_      [128]byte
 	copied atomic.Bool // UPROBE_COPY_INSN: orig and insn are valid
 	freed  atomic.Bool // the free chain (SRCU, then the flavour) ran
@@ -141,7 +141,7 @@ type Uprobe struct {
 func (up *Uprobe) Freed() bool { return up.freed.Load() }
 
 // Refs returns the uprobe's reference count.
-func (up *Uprobe) Refs() int64 { return up.ref.Load() }
+func (up *Uprobe) Refs() int64 { return int64(up.ref.Load()) }
 
 // Insn returns the analysed original instruction (valid once a breakpoint
 // was installed).
@@ -152,13 +152,17 @@ func (up *Uprobe) String() string {
 }
 
 // tryGet mirrors try_get_uprobe(): a reference unless the uprobe is dying.
-func (up *Uprobe) tryGet() bool {
+func (up *Uprobe) tryGet() bool { return incNotZero(&up.ref) }
+
+// incNotZero mirrors refcount_inc_not_zero() and atomic_inc_not_zero(): it
+// adds one to v unless v is 0, and reports whether it did.
+func incNotZero(v *atomic.Int32) bool {
 	for {
-		n := up.ref.Load()
+		n := v.Load()
 		if n == 0 {
 			return false
 		}
-		if up.ref.CompareAndSwap(n, n+1) {
+		if v.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}

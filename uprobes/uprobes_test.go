@@ -28,6 +28,13 @@ var kernels = []Config{
 
 func kernelName(c Config) string { return c.Flavor.String() + "/" + c.HitPath.String() }
 
+// forKernels runs test as a subtest in each configuration of kernels.
+func forKernels(t *testing.T, test func(t *testing.T, kc Config)) {
+	for _, kc := range kernels {
+		t.Run(kernelName(kc), func(t *testing.T) { test(t, kc) })
+	}
+}
+
 // loopProg: main calls f RCX times; f = "nop; inc eax; ret", so RAX counts
 // the calls that really ran. g = "push rbp; mov rbp,rsp; pop rbp; ret" for
 // probes that must be single-stepped (pop, ret).
@@ -62,32 +69,30 @@ func wantHalt(t testing.TB, res result) {
 // A hit runs every consumer's handler exactly once; the breakpoint is a
 // 0xCC in the process's own copy of the page, the page cache keeps the nop.
 func TestHitRunsEveryConsumerOnce(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 1, kc, loopProg)
-			p := e.newProc(t, "p")
-			k1, k2 := newCounter(true, false, nil), newCounter(true, false, nil)
-			mustRegister(t, e, "f", &k1.c)
-			mustRegister(t, e, "f", &k2.c)
-			if e.u.Len() != 1 {
-				t.Fatalf("%d uprobes for one (inode, offset)", e.u.Len())
-			}
-			res := e.run(t, p, 0, "main", calls(100))
-			wantHalt(t, res)
-			if k1.hits != 100 || k2.hits != 100 || res.regs.R[cpu.RAX] != 100 {
-				t.Errorf("hits %d and %d, calls run %d; want 100 each", k1.hits, k2.hits, res.regs.R[cpu.RAX])
-			}
-			if b := byteAt(t, p.MM, e.addr("f")); b != swbp {
-				t.Errorf("mm maps %#x at the probe, want int3", b)
-			}
-			if b := e.inode.Cache.Get(0).ByteAt(int(e.off("f"))); b != 0x90 {
-				t.Errorf("page cache has %#x at the probe, want the nop", b)
-			}
-			if !p.MM.FlagTest(mm.MMF_HAS_UPROBES) {
-				t.Error("MMF_HAS_UPROBES not set")
-			}
-		})
-	}
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 1, kc, loopProg)
+		p := e.newProc(t, "p")
+		k1, k2 := newCounter(true, false, nil), newCounter(true, false, nil)
+		mustRegister(t, e, "f", &k1.c)
+		mustRegister(t, e, "f", &k2.c)
+		if e.u.Len() != 1 {
+			t.Fatalf("%d uprobes for one (inode, offset)", e.u.Len())
+		}
+		res := e.run(t, p, 0, "main", calls(100))
+		wantHalt(t, res)
+		if k1.hits != 100 || k2.hits != 100 || res.regs.R[cpu.RAX] != 100 {
+			t.Errorf("hits %d and %d, calls run %d; want 100 each", k1.hits, k2.hits, res.regs.R[cpu.RAX])
+		}
+		if b := byteAt(t, p.MM, e.addr("f")); b != swbp {
+			t.Errorf("mm maps %#x at the probe, want int3", b)
+		}
+		if b := e.inode.Cache.Get(0).ByteAt(int(e.off("f"))); b != 0x90 {
+			t.Errorf("page cache has %#x at the probe, want the nop", b)
+		}
+		if !p.MM.FlagTest(mm.MMF_HAS_UPROBES) {
+			t.Error("MMF_HAS_UPROBES not set")
+		}
+	})
 }
 
 // A filter decides which mms get the breakpoint, and so which hit.
@@ -112,46 +117,44 @@ func TestFilter(t *testing.T) {
 // zapped, so the mm maps the page cache page again; the uprobe is freed
 // after the grace periods.
 func TestUnregisterRestores(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 1, kc, loopProg)
-			a, b := e.newProc(t, "a"), e.newProc(t, "b")
-			k := newCounter(true, false, nil)
-			up := mustRegister(t, e, "f", &k.c)
-			wantHalt(t, e.run(t, a, 0, "main", calls(5)))
-			wantHalt(t, e.run(t, b, 0, "main", calls(5)))
-			for _, p := range []*kernel.Task{a, b} {
-				if pte, ok := p.MM.PT.Lookup(e.addr("f")); !ok || !pte.Page.IsAnon() || byteAt(t, p.MM, e.addr("f")) != swbp {
-					t.Fatalf("%v: no anonymous copy with the breakpoint", p)
-				}
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 1, kc, loopProg)
+		a, b := e.newProc(t, "a"), e.newProc(t, "b")
+		k := newCounter(true, false, nil)
+		up := mustRegister(t, e, "f", &k.c)
+		wantHalt(t, e.run(t, a, 0, "main", calls(5)))
+		wantHalt(t, e.run(t, b, 0, "main", calls(5)))
+		for _, p := range []*kernel.Task{a, b} {
+			if pte, ok := p.MM.PT.Lookup(e.addr("f")); !ok || !pte.Page.IsAnon() || byteAt(t, p.MM, e.addr("f")) != swbp {
+				t.Fatalf("%v: no anonymous copy with the breakpoint", p)
 			}
-			if err := e.u.UnregisterNosync(nil, up, &k.c); err != nil {
-				t.Fatal(err)
+		}
+		if err := e.u.UnregisterNosync(nil, up, &k.c); err != nil {
+			t.Fatal(err)
+		}
+		e.u.UnregisterSync(nil)
+		for _, p := range []*kernel.Task{a, b} {
+			if pte, ok := p.MM.PT.Lookup(e.addr("f")); ok && pte.Page.IsAnon() {
+				t.Errorf("%v: the anonymous copy was not zapped", p)
 			}
-			e.u.UnregisterSync(nil)
-			for _, p := range []*kernel.Task{a, b} {
-				if pte, ok := p.MM.PT.Lookup(e.addr("f")); ok && pte.Page.IsAnon() {
-					t.Errorf("%v: the anonymous copy was not zapped", p)
-				}
-				if got := readBytes(t, p.MM, textAddr, len(e.code)); !slices.Equal(got, e.code) {
-					t.Errorf("%v: text after unregister differs from the file", p)
-				}
+			if got := readBytes(t, p.MM, textAddr, len(e.code)); !slices.Equal(got, e.code) {
+				t.Errorf("%v: text after unregister differs from the file", p)
 			}
-			if e.u.Len() != 0 || e.u.Lookup(e.inode, e.off("f")) != nil {
-				t.Error("uprobe still in the tree")
-			}
-			e.u.uretSRCU.Barrier()
-			e.u.flavor.Barrier()
-			if !up.Freed() {
-				t.Error("uprobe not freed after both grace periods")
-			}
-			res := e.run(t, a, 0, "main", calls(5))
-			wantHalt(t, res)
-			if k.hits != 10 || res.regs.R[cpu.RAX] != 5 {
-				t.Errorf("hits %d after unregister, want 10", k.hits)
-			}
-		})
-	}
+		}
+		if e.u.Len() != 0 || e.u.Lookup(e.inode, e.off("f")) != nil {
+			t.Error("uprobe still in the tree")
+		}
+		e.u.uretSRCU.Barrier()
+		e.u.flavor.Barrier()
+		if !up.Freed() {
+			t.Error("uprobe not freed after both grace periods")
+		}
+		res := e.run(t, a, 0, "main", calls(5))
+		wantHalt(t, res)
+		if k.hits != 10 || res.regs.R[cpu.RAX] != 5 {
+			t.Errorf("hits %d after unregister, want 10", k.hits)
+		}
+	})
 }
 
 // A process that maps the file after registration gets the breakpoint
@@ -204,36 +207,34 @@ func TestForkKeepsBreakpoint(t *testing.T) {
 // Probes on pop and ret are single-stepped out of line in the [uprobes]
 // page (--xp) and leave registers and stack exactly as unprobed runs do.
 func TestSingleStepLikeUnprobed(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 1, kc, loopProg)
-			plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
-			k := newCounter(true, false, func(m *mm.MM) bool { return m == probed.MM })
-			for _, l := range []string{"g_pop", "g_ret"} {
-				up := mustRegister(t, e, l, &k.c)
-				if up.Insn().Class != cpu.XOL {
-					t.Fatalf("%s: class %v, want xol", l, up.Insn().Class)
-				}
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 1, kc, loopProg)
+		plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
+		k := newCounter(true, false, func(m *mm.MM) bool { return m == probed.MM })
+		for _, l := range []string{"g_pop", "g_ret"} {
+			up := mustRegister(t, e, l, &k.c)
+			if up.Insn().Class != cpu.XOL {
+				t.Fatalf("%s: class %v, want xol", l, up.Insn().Class)
 			}
-			want := e.run(t, plain, 0, "main_g", calls(20))
-			got := e.run(t, probed, 0, "main_g", calls(20))
-			wantHalt(t, got)
-			if got.regs != want.regs || !slices.Equal(got.stack, want.stack) {
-				t.Errorf("probed run\n %v\nunprobed\n %v (stacks equal: %v)", &got.regs, &want.regs, slices.Equal(got.stack, want.stack))
-			}
-			if k.hits != 40 {
-				t.Errorf("hits %d, want 40", k.hits)
-			}
-			xol, ok := e.u.XolArea(probed.MM)
-			v := probed.MM.VMALookup(xol)
-			if !ok || xol != 0x7fffffffe000 || v == nil || v.Name != "[uprobes]" || v.Flags.String() != "--xp" {
-				t.Errorf("XOL area %#x %v: %+v", xol, ok, v)
-			}
-			if _, ok := e.u.XolArea(plain.MM); ok {
-				t.Error("unprobed process got an XOL area")
-			}
-		})
-	}
+		}
+		want := e.run(t, plain, 0, "main_g", calls(20))
+		got := e.run(t, probed, 0, "main_g", calls(20))
+		wantHalt(t, got)
+		if got.regs != want.regs || !slices.Equal(got.stack, want.stack) {
+			t.Errorf("probed run\n %v\nunprobed\n %v (stacks equal: %v)", &got.regs, &want.regs, slices.Equal(got.stack, want.stack))
+		}
+		if k.hits != 40 {
+			t.Errorf("hits %d, want 40", k.hits)
+		}
+		xol, ok := e.u.XolArea(probed.MM)
+		v := probed.MM.VMALookup(xol)
+		if !ok || xol != 0x7fffffffe000 || v == nil || v.Name != "[uprobes]" || v.Flags.String() != "--xp" {
+			t.Errorf("XOL area %#x %v: %+v", xol, ok, v)
+		}
+		if _, ok := e.u.XolArea(plain.MM); ok {
+			t.Error("unprobed process got an XOL area")
+		}
+	})
 }
 
 // retProg: nested calls, recursion and a tail call, each function
@@ -253,91 +254,87 @@ func retProg(a *cpu.Asm) {
 // the right return address, innermost first, for nested, recursive and
 // chained (tail) calls; the task's registers end as without probes.
 func TestUretprobeNestedRecursive(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 1, kc, retProg)
-			names := map[uint64]string{}
-			var log []string
-			for _, l := range []string{"f1", "g1", "r1", "t1", "t2", "nest_ret", "f1_ret", "rec_ret", "r1_ret", "tail_ret"} {
-				names[e.addr(l)] = l
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 1, kc, retProg)
+		names := map[uint64]string{}
+		var log []string
+		for _, l := range []string{"f1", "g1", "r1", "t1", "t2", "nest_ret", "f1_ret", "rec_ret", "r1_ret", "tail_ret"} {
+			names[e.addr(l)] = l
+		}
+		plain := e.newProc(t, "plain")
+		p := e.newProc(t, "p")
+		for _, l := range []string{"f1", "g1", "r1", "t1", "t2"} {
+			mustRegister(t, e, l, &Consumer{RetHandler: func(fn uint64, r *kernel.Runner) {
+				log = append(log, names[fn]+"@"+names[r.Regs.RIP])
+			}, Filter: func(m *mm.MM) bool { return m == p.MM }})
+		}
+		for _, tc := range []struct {
+			entry string
+			rcx   uint64
+			want  []string
+		}{
+			{"nest", 0, []string{"g1@f1_ret", "f1@nest_ret"}},
+			{"rec", 3, []string{"r1@r1_ret", "r1@r1_ret", "r1@rec_ret"}},
+			{"tail", 0, []string{"t2@tail_ret", "t1@tail_ret"}},
+		} {
+			log = nil
+			setup := func(r *cpu.Regs) { r.R[cpu.RCX] = tc.rcx }
+			want := e.run(t, plain, 0, tc.entry, setup)
+			got := e.run(t, p, 0, tc.entry, setup)
+			wantHalt(t, got)
+			if !slices.Equal(log, tc.want) {
+				t.Errorf("%s: ret handlers %v, want %v", tc.entry, log, tc.want)
 			}
-			plain := e.newProc(t, "plain")
-			p := e.newProc(t, "p")
-			for _, l := range []string{"f1", "g1", "r1", "t1", "t2"} {
-				mustRegister(t, e, l, &Consumer{RetHandler: func(fn uint64, r *kernel.Runner) {
-					log = append(log, names[fn]+"@"+names[r.Regs.RIP])
-				}, Filter: func(m *mm.MM) bool { return m == p.MM }})
+			if got.regs != want.regs {
+				t.Errorf("%s: regs %v, unprobed %v", tc.entry, &got.regs, &want.regs)
 			}
-			for _, tc := range []struct {
-				entry string
-				rcx   uint64
-				want  []string
-			}{
-				{"nest", 0, []string{"g1@f1_ret", "f1@nest_ret"}},
-				{"rec", 3, []string{"r1@r1_ret", "r1@r1_ret", "r1@rec_ret"}},
-				{"tail", 0, []string{"t2@tail_ret", "t1@tail_ret"}},
-			} {
-				log = nil
-				setup := func(r *cpu.Regs) { r.R[cpu.RCX] = tc.rcx }
-				want := e.run(t, plain, 0, tc.entry, setup)
-				got := e.run(t, p, 0, tc.entry, setup)
-				wantHalt(t, got)
-				if !slices.Equal(log, tc.want) {
-					t.Errorf("%s: ret handlers %v, want %v", tc.entry, log, tc.want)
-				}
-				if got.regs != want.regs {
-					t.Errorf("%s: regs %v, unprobed %v", tc.entry, &got.regs, &want.regs)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A grace period (UnregisterSync) waits for a reader inside a handler.
 func TestGracePeriodWaitsForHandler(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 1, kc, loopProg)
-			p := e.newProc(t, "p")
-			entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			var once, released sync.Once
-			defer released.Do(func() { close(release) }) // a failing test must not leave the reader stuck
-			c := &Consumer{Handler: func(r *kernel.Runner) int {
-				once.Do(func() { close(entered); r.Block(func() { <-release }) })
-				return 0
-			}}
-			switch f := e.u.flavor.(type) {
-			case *rcu.SRCU:
-				f.SetWaitHook(func() { close(waiting) })
-			case *rcu.TasksTrace:
-				f.SetWaitHook(func() { close(waiting) })
-			}
-			up := mustRegister(t, e, "f", c)
-			r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) {
-				r.Regs.RIP, r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = e.addr("main"), stackTop-64, 1
-				r.Run()
-			})
-			<-entered
-			if err := e.u.UnregisterNosync(nil, up, c); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { e.u.UnregisterSync(nil); close(done) }()
-			select {
-			case <-done:
-				t.Fatal("UnregisterSync returned while a handler was running")
-			case <-waiting:
-			}
-			select {
-			case <-done:
-				t.Fatal("UnregisterSync returned while a handler was running")
-			default:
-			}
-			released.Do(func() { close(release) })
-			<-done
-			<-r.Done()
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 1, kc, loopProg)
+		p := e.newProc(t, "p")
+		entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var once, released sync.Once
+		defer released.Do(func() { close(release) }) // a failing test must not leave the reader stuck
+		c := &Consumer{Handler: func(r *kernel.Runner) int {
+			once.Do(func() { close(entered); r.Block(func() { <-release }) })
+			return 0
+		}}
+		switch f := e.u.flavor.(type) {
+		case *rcu.SRCU:
+			f.SetWaitHook(func() { close(waiting) })
+		case *rcu.TasksTrace:
+			f.SetWaitHook(func() { close(waiting) })
+		}
+		up := mustRegister(t, e, "f", c)
+		r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) {
+			r.Regs.RIP, r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = e.addr("main"), stackTop-64, 1
+			r.Run()
 		})
-	}
+		<-entered
+		if err := e.u.UnregisterNosync(nil, up, c); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { e.u.UnregisterSync(nil); close(done) }()
+		select {
+		case <-done:
+			t.Fatal("UnregisterSync returned while a handler was running")
+		case <-waiting:
+		}
+		select {
+		case <-done:
+			t.Fatal("UnregisterSync returned while a handler was running")
+		default:
+		}
+		released.Do(func() { close(release) })
+		<-done
+		<-r.Done()
+	})
 }
 
 // An int3 with no uprobe behind it delivers SIGTRAP: the program's own, and
@@ -389,84 +386,94 @@ func TestRegisterErrors(t *testing.T) {
 	}
 }
 
+// loopOnCPUs starts a process on each of e's two CPUs, named prefix0 and
+// prefix1, whose task runs batch(r, n) for n = 0, 1, ... until stop is set
+// or batch returns false.
+func loopOnCPUs(t *testing.T, e *env, prefix string, stop *atomic.Bool, batch func(r *kernel.Runner, n int) bool) ([]*kernel.Task, []*kernel.Runner) {
+	var procs []*kernel.Task
+	var runners []*kernel.Runner
+	for i := range 2 {
+		p := e.newProc(t, fmt.Sprint(prefix, i))
+		procs = append(procs, p)
+		runners = append(runners, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
+			for n := 0; !stop.Load(); n++ {
+				if !batch(r, n) {
+					return
+				}
+			}
+		}))
+	}
+	return procs, runners
+}
+
 // Stress for the race detector: tasks on two CPUs call probed functions in
 // a loop while probes are registered and unregistered; after each completed
 // register or unregister, every mm that maps the file agrees with the
 // registry, and every batch of calls ran exactly.
 func TestStressRegisterWhileHitting(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 2, kc, loopProg)
-			var stop atomic.Bool
-			var hits atomic.Int64
-			errs := make(chan error, 2)
-			var procs []*kernel.Task
-			var runners []*kernel.Runner
-			for i := range 2 {
-				p := e.newProc(t, fmt.Sprint("p", i))
-				procs = append(procs, p)
-				runners = append(runners, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
-					for n := 0; !stop.Load(); n++ {
-						entry := "main"
-						if n%2 == 1 {
-							entry = "main_g"
-						}
-						r.Regs = cpu.Regs{RIP: e.addr(entry)}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.RBP] = stackTop-64, 50, 7
-						s := r.Run()
-						ok := s.Reason == cpu.StopHalt && r.Regs.R[cpu.RSP] == stackTop-64 && r.Regs.R[cpu.RBP] == 7
-						if entry == "main" && r.Regs.R[cpu.RAX] != 50 {
-							ok = false
-						}
-						if !ok {
-							errs <- fmt.Errorf("%v batch %d (%s): %v, regs %v, signals %v", r.Task, n, entry, s, &r.Regs, r.Task.PendingSignals())
-							return
-						}
-					}
-				}))
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 2, kc, loopProg)
+		var stop atomic.Bool
+		var hits atomic.Int64
+		errs := make(chan error, 2)
+		procs, runners := loopOnCPUs(t, e, "p", &stop, func(r *kernel.Runner, n int) bool {
+			entry := "main"
+			if n%2 == 1 {
+				entry = "main_g"
 			}
-			labels := []string{"f", "f_ret", "g_pop", "g_ret"}
-			registered := map[string]bool{}
-			check := func(when string) {
-				t.Helper()
-				ps := append(procs, e.newProc(t, "late"))
-				for _, p := range ps {
-					for _, l := range labels {
-						p.MM.MmapReadLock(nil)
-						b, _ := p.MM.PeekByte(e.addr(l))
-						p.MM.MmapReadUnlock()
-						if (b == swbp) != registered[l] {
-							t.Fatalf("%s: %v maps %#x at %s, registered %v", when, p, b, l, registered[l])
-						}
-					}
-				}
-				ps[len(ps)-1].ExitMM()
+			r.Regs = cpu.Regs{RIP: e.addr(entry)}
+			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX], r.Regs.R[cpu.RBP] = stackTop-64, 50, 7
+			s := r.Run()
+			ok := s.Reason == cpu.StopHalt && r.Regs.R[cpu.RSP] == stackTop-64 && r.Regs.R[cpu.RBP] == 7
+			if entry == "main" && r.Regs.R[cpu.RAX] != 50 {
+				ok = false
 			}
-			type reg struct {
-				up *Uprobe
-				c  *Consumer
+			if !ok {
+				errs <- fmt.Errorf("%v batch %d (%s): %v, regs %v, signals %v", r.Task, n, entry, s, &r.Regs, r.Task.PendingSignals())
 			}
-			regs := map[string]reg{}
-			for round := range 12 {
-				for _, l := range labels {
-					c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
-					regs[l] = reg{mustRegister(t, e, l, c), c}
-					registered[l] = true
-					check(fmt.Sprintf("round %d register %s", round, l))
-				}
-				for _, l := range labels {
-					if err := e.u.UnregisterNosync(nil, regs[l].up, regs[l].c); err != nil {
-						t.Fatal(err)
-					}
-					registered[l] = false
-					check(fmt.Sprintf("round %d unregister %s", round, l))
-				}
-				e.u.UnregisterSync(nil)
-			}
-			stopRunners(t, &stop, runners, errs)
-			t.Logf("%d hits", hits.Load())
+			return ok
 		})
-	}
+		labels := []string{"f", "f_ret", "g_pop", "g_ret"}
+		registered := map[string]bool{}
+		check := func(when string) {
+			t.Helper()
+			ps := append(procs, e.newProc(t, "late"))
+			for _, p := range ps {
+				for _, l := range labels {
+					p.MM.MmapReadLock(nil)
+					b, _ := p.MM.PeekByte(e.addr(l))
+					p.MM.MmapReadUnlock()
+					if (b == swbp) != registered[l] {
+						t.Fatalf("%s: %v maps %#x at %s, registered %v", when, p, b, l, registered[l])
+					}
+				}
+			}
+			ps[len(ps)-1].ExitMM()
+		}
+		type reg struct {
+			up *Uprobe
+			c  *Consumer
+		}
+		regs := map[string]reg{}
+		for round := range 12 {
+			for _, l := range labels {
+				c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+				regs[l] = reg{mustRegister(t, e, l, c), c}
+				registered[l] = true
+				check(fmt.Sprintf("round %d register %s", round, l))
+			}
+			for _, l := range labels {
+				if err := e.u.UnregisterNosync(nil, regs[l].up, regs[l].c); err != nil {
+					t.Fatal(err)
+				}
+				registered[l] = false
+				check(fmt.Sprintf("round %d unregister %s", round, l))
+			}
+			e.u.UnregisterSync(nil)
+		}
+		stopRunners(t, &stop, runners, errs)
+		t.Logf("%d hits", hits.Load())
+	})
 }
 
 // Fork takes dup_mmap_sem for read: it waits while a registration holds it
@@ -526,53 +533,46 @@ func TestRecalcHasUprobes(t *testing.T) {
 // TLB shootdowns and grace periods wait inside Block, giving the CPU to
 // the task it must interrupt.
 func TestTracerIsModelTask(t *testing.T) {
-	for _, kc := range kernels {
-		t.Run(kernelName(kc), func(t *testing.T) {
-			e := newEnvConfig(t, 2, kc, loopProg)
-			var stop atomic.Bool
-			var hits atomic.Int64
-			var hitters []*kernel.Runner
-			for i := range 2 {
-				p := e.newProc(t, fmt.Sprint("hitter", i))
-				hitters = append(hitters, e.mach.Start(p, i, 0, func(r *kernel.Runner) {
-					for !stop.Load() {
-						r.Regs = cpu.Regs{RIP: e.addr("main")}
-						r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 20
-						if s := r.Run(); s.Reason != cpu.StopHalt || r.Regs.R[cpu.RAX] != 20 {
-							t.Errorf("%v: %v rax %d", r, s, r.Regs.R[cpu.RAX])
-							return
-						}
-						r.Thread().Yield() // share CPU 0 with the tracer
-					}
-				}))
+	forKernels(t, func(t *testing.T, kc Config) {
+		e := newEnvConfig(t, 2, kc, loopProg)
+		var stop atomic.Bool
+		var hits atomic.Int64
+		_, hitters := loopOnCPUs(t, e, "hitter", &stop, func(r *kernel.Runner, _ int) bool {
+			r.Regs = cpu.Regs{RIP: e.addr("main")}
+			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 20
+			if s := r.Run(); s.Reason != cpu.StopHalt || r.Regs.R[cpu.RAX] != 20 {
+				t.Errorf("%v: %v rax %d", r, s, r.Regs.R[cpu.RAX])
+				return false
 			}
-			var terr error
-			tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
-				for range 5 {
-					c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
-					up, err := e.u.Register(r, e.inode, e.off("f"), c)
-					if err == nil {
-						err = e.u.UnregisterNosync(r, up, c)
-					}
-					if err != nil {
-						terr = err
-						return
-					}
-					e.u.UnregisterSync(r)
-					r.Thread().Yield()
-				}
-			})
-			<-tracer.Done()
-			stop.Store(true)
-			for _, h := range hitters {
-				<-h.Done()
-			}
-			if terr != nil {
-				t.Fatal(terr)
-			}
-			t.Logf("%d hits", hits.Load())
+			r.Thread().Yield() // share CPU 0 with the tracer
+			return true
 		})
-	}
+		var terr error
+		tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+			for range 5 {
+				c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
+				up, err := e.u.Register(r, e.inode, e.off("f"), c)
+				if err == nil {
+					err = e.u.UnregisterNosync(r, up, c)
+				}
+				if err != nil {
+					terr = err
+					return
+				}
+				e.u.UnregisterSync(r)
+				r.Thread().Yield()
+			}
+		})
+		<-tracer.Done()
+		stop.Store(true)
+		for _, h := range hitters {
+			<-h.Done()
+		}
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		t.Logf("%d hits", hits.Load())
+	})
 }
 
 // With all 31 XOL slots taken (slot 0 is the trampoline), a task waits for

@@ -33,17 +33,7 @@ func vaddrToOffset(v *mm.VMA, vaddr uint64) uint64 {
 
 // mmgetNotZero mirrors mmget_not_zero(): a user reference unless the mm is
 // already being torn down.
-func mmgetNotZero(m *mm.MM) bool {
-	for {
-		n := m.Users.Load()
-		if n == 0 {
-			return false
-		}
-		if m.Users.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
+func mmgetNotZero(m *mm.MM) bool { return incNotZero(&m.Users) }
 
 // mmput mirrors mmput(): the last user tears the mm down.
 func mmput(m *mm.MM) {

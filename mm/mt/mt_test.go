@@ -281,48 +281,45 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	var done, batched atomic.Bool
 	var wg sync.WaitGroup
-	errs := make(chan string, 4)
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 2 {
+		wg.Go(func() {
 			for !done.Load() {
 				wantW := batched.Load()
 				s := tr.Snapshot()
 				var first, n uint64
 				for rg, v := range s.All() {
 					if v.k*P != rg.Start || rg.End != rg.Start+P {
-						errs <- "value does not match its range"
+						t.Error("value does not match its range")
 						return
 					}
 					if n == 0 {
 						first = v.k
 					} else if v.k != first+n {
-						errs <- "snapshot is not a run of consecutive ranges"
+						t.Error("snapshot is not a run of consecutive ranges")
 						return
 					}
 					n++
 				}
 				if n != W && (n != W+1 || wantW) || int(n) != s.Len() {
-					errs <- "snapshot has the wrong number of ranges"
+					t.Error("snapshot has the wrong number of ranges")
 					return
 				}
 				last := first + n - 1
 				if _, _, v := s.Find(0); v == nil || v.k != first {
-					errs <- "snapshot Find disagrees with its All"
+					t.Error("snapshot Find disagrees with its All")
 					return
 				}
 				if _, _, v := s.Prev(^uint64(0)); v == nil || v.k != last {
-					errs <- "snapshot Prev disagrees with its All"
+					t.Error("snapshot Prev disagrees with its All")
 					return
 				}
 				// The newest range is either there (entirely) or not.
 				if v := tr.Load(last*P + P/2); v != nil && v.k != last {
-					errs <- "Load returned a foreign value"
+					t.Error("Load returned a foreign value")
 					return
 				}
 			}
-		}()
+		})
 	}
 	for k := uint64(W); k < W+steps; k++ {
 		if k < W+steps/2 {
@@ -338,11 +335,6 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	done.Store(true)
 	wg.Wait()
-	select {
-	case e := <-errs:
-		t.Fatal(e)
-	default:
-	}
 }
 
 // build returns a tree of n ranges 64 KiB apart. The values live in one

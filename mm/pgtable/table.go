@@ -1,6 +1,7 @@
 package pgtable
 
 import (
+	"iter"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -354,6 +355,20 @@ func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) boo
 	}
 }
 
+// presentPages iterates, in address order, over the present PTEs of pt in
+// [s,e) (within pt's range): each one's address and page. It stops once pt
+// has no present PTE left, so the loop may clear the entries it is given.
+// Caller holds pt.ptl.
+func (pt *pteTable) presentPages(s, e uint64) iter.Seq2[uint64, *Page] {
+	return func(yield func(uint64, *Page) bool) {
+		for a := s; a < e && pt.present > 0; a += PageSize {
+			if p := pt.page[pteIndex(a)].Load(); p != nil && !yield(a, p) {
+				return
+			}
+		}
+	}
+}
+
 // next returns the first address above a aligned to 1<<shift.
 func next(a uint64, shift uint) uint64 { return (a>>shift + 1) << shift }
 
@@ -381,40 +396,46 @@ func (t *Table) Walk(start, end uint64, fn func(addr uint64, pte PTE) bool) {
 // empty, and upper tables left empty by that, are freed.
 func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	zapped := int64(0)
+	t.writePresentTables(start, end, func(pt *pteTable, s, e uint64) {
+		for a, p := range pt.presentPages(s, e) {
+			i := pteIndex(a)
+			var f uint32
+			if fn != nil {
+				f = pt.flagsOf(i)
+			}
+			pt.page[i].Store(nil)
+			pt.present--
+			p.mapcount.Add(-1)
+			zapped++
+			if fn != nil {
+				fn(a, mkPTE(p, f))
+			}
+		}
+		var none [nflags]uint64
+		from, to := pteIndex(s), pteIndex(e-1)+1
+		for w := from / 64; w*64 < to; w++ {
+			pt.updateFlags(w, wordMask(w, from, to), &none)
+		}
+	})
+	t.resident.Add(-zapped)
+	t.freeTables(start, end)
+}
+
+// writePresentTables calls fn for each leaf table of [start,end) that has
+// present PTEs, with the part of the range it covers, holding the table's
+// ptl and inside its write section: the frame of the kernel's PTE-range
+// loops (pte_offset_map_lock ... pte_unmap_unlock).
+func (t *Table) writePresentTables(start, end uint64, fn func(pt *pteTable, s, e uint64)) {
 	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
 		pt.ptl.Lock()
 		if pt.present > 0 {
 			pt.writeBegin()
-			for a := s; a < e && pt.present > 0; a += PageSize {
-				i := pteIndex(a)
-				p := pt.page[i].Load()
-				if p == nil {
-					continue
-				}
-				var f uint32
-				if fn != nil {
-					f = pt.flagsOf(i)
-				}
-				pt.page[i].Store(nil)
-				pt.present--
-				p.mapcount.Add(-1)
-				zapped++
-				if fn != nil {
-					fn(a, mkPTE(p, f))
-				}
-			}
-			var none [nflags]uint64
-			from, to := pteIndex(s), pteIndex(e-1)+1
-			for w := from / 64; w*64 < to; w++ {
-				pt.updateFlags(w, wordMask(w, from, to), &none)
-			}
+			fn(pt, s, e)
 			pt.writeEnd()
 		}
 		pt.ptl.Unlock()
 		return true
 	})
-	t.resident.Add(-zapped)
-	t.freeTables(start, end)
 }
 
 // ChangeProtection sets the write bit of every present PTE in [start,end):
@@ -426,30 +447,19 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 // can_change_pte_writable(). fn must not call methods of t.
 func (t *Table) ChangeProtection(start, end uint64, write bool, upgrade func(PTE) bool) int {
 	changed := 0
-	t.tables(start, end, func(pt *pteTable, s, e uint64) bool {
-		pt.ptl.Lock()
-		if pt.present > 0 {
-			pt.writeBegin()
-			for a := s; a < e; a += PageSize {
-				i := pteIndex(a)
-				p := pt.page[i].Load()
-				if p == nil {
-					continue
-				}
-				f := pt.flagsOf(i)
-				nf := f &^ flagWrite
-				if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
-					nf |= flagWrite
-				}
-				if nf != f {
-					pt.setFlags(i, nf)
-					changed++
-				}
+	t.writePresentTables(start, end, func(pt *pteTable, s, e uint64) {
+		for a, p := range pt.presentPages(s, e) {
+			i := pteIndex(a)
+			f := pt.flagsOf(i)
+			nf := f &^ flagWrite
+			if write && (f&flagWrite != 0 || upgrade != nil && upgrade(mkPTE(p, f))) {
+				nf |= flagWrite
 			}
-			pt.writeEnd()
+			if nf != f {
+				pt.setFlags(i, nf)
+				changed++
+			}
 		}
-		pt.ptl.Unlock()
-		return true
 	})
 	return changed
 }
@@ -546,12 +556,8 @@ func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
 			if dst != src {
 				dst.writeBegin()
 			}
-			for a := s; a < ce && src.present > 0; a += PageSize {
+			for a, p := range src.presentPages(s, ce) {
 				i := pteIndex(a)
-				p := src.page[i].Load()
-				if p == nil {
-					continue
-				}
 				_, f := src.set(i, nil, 0)
 				dst.set(pteIndex(d+(a-s)), p, f)
 			}
