@@ -2,10 +2,11 @@
 // seed 003: a mapper alone on one CPU keeps re-mapping (MAP_FIXED |
 // MAP_POPULATE) or unmapping random pages of a populated 128 MiB anonymous
 // region and times every call, while two scanners read its /proc/PID/maps
-// in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15 on
-// the other CPU, each with a normal-priority busy-waiter (spin
-// --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them, so a
-// busy-waiter preempts a scanner: with the Before walk the scanner may then
+// in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15,
+// each on a CPU of its own with a normal-priority busy-waiter (spin
+// --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them on the
+// model (the live side shares one CPU between them), so a busy-waiter
+// preempts a scanner: with the Before walk the scanner may then
 // hold the mmap read lock, and the mapper's mmap and munmap wait for the
 // whole preemption (the priority inversion the seed removes); with the
 // After walk it holds at most one VMA's read lock, or nothing.
@@ -347,11 +348,12 @@ alone on CPU 0, re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of
 a populated 128 MiB anonymous region, sleeping 10us between calls and timing
 each, for --duration. Two scanners read its /proc/PID/maps in a loop, as
 text in 4 KiB read()s (scanners=text) or with PROCMAP_QUERY
-(scanners=query), at nice 15 on CPU 1, each with a normal-priority
-busy-waiter that spins --busyduration (default 2ms, run-latency.sh's; 0 for
-ever, which starves the model's scanners: its CPUs have no time slices)
-and sleeps 1 ms; a scanner preempted while it holds the mmap lock stalls
-the mapper.
+(scanners=query), at nice 15, each with a normal-priority busy-waiter that
+spins --busyduration (default 2ms, run-latency.sh's; 0 for ever, which
+starves the model's scanners: its CPUs have no time slices) and sleeps
+1 ms; a scanner preempted while it holds the mmap lock stalls the mapper.
+The model places each scanner and its busy-waiter on a CPU of its own (CPUs
+1 and 2), as run-proc-vs-map.sh does; the live target puts both on CPU 1.
 The model runs the maps walk before seed 003 (v6.16: the mmap read lock
 per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
 preempted as --preempt says: none (the default, as this 6.18 kernel boots:

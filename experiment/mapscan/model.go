@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"mmlab/errno"
@@ -36,13 +38,19 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 // regionBase is where the model maps the region.
 const regionBase = 0x7f0000000000
 
-// RunModel runs one model run with the maps walk variant: the mapper alone
-// on model CPU 0; on model CPU 1 the two nice-15 scanners, each with its
-// normal-priority busy-waiter, as run-proc-vs-map.sh places them on a busy
-// CPU. The scanners' kernel code is preempted as o.Preempt says. A model
-// choice the kernel does not make: the model CPUs have no time slices, so a
-// nice-15 scanner runs only while both busy-waiters sleep (where CFS would
-// also give it its small weight's share).
+// RunModel runs one model run with the maps walk variant, placed as
+// run-proc-vs-map.sh places its tasks (proc-vs-map.sh --nbusycpus 2
+// --nbusytasks 1): the mapper alone on model CPU 0, and on each of model
+// CPUs 1 and 2 one nice-15 scanner with one normal-priority busy-waiter.
+// The scanners' kernel code is preempted as o.Preempt says. A model choice
+// the kernel does not make: the model CPUs have no time slices, so a nice-15
+// scanner runs only while its busy-waiter sleeps (where CFS would also give
+// it its small weight's share).
+//
+// The run keeps Go's runtime out of the timings as forkstall does: no
+// garbage collection (below a memory limit), and more Ps than model
+// threads, so that a woken model thread waits for its host CPU only, never
+// for a P held by a thread of another model CPU.
 func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
 	if err := o.Check(); err != nil {
 		return Stats{}, err
@@ -67,7 +75,8 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		}
 	}
 
-	sys := sched.NewSystem(2)
+	defer quietRuntime()()
+	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU())})
 	var acc Acc
 	var opErr error
 	mapperDone := make(chan struct{})
@@ -87,21 +96,20 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				return
 			}
 			acc.AddBlocked(isMmap, d, t.TakeBlocked())
-			t.Block(func() { time.Sleep(MapperSleep) })
+			t.Block(func() { spinSleep(MapperSleep) })
 		}
 	})
 	passes := make([]int, NumScanners)
 	scanners := make([]scanner, NumScanners)
 	var scanErr [NumScanners]error
 	if o.Scanners != "none" {
-		start := time.Now()
 		for i := range NumScanners {
-			sys.Spawn(1, 0, func(th *sched.Thread) { busyWait(th, start, o.BusyDuration) })
-			sys.Spawn(1, ScannerNice, func(th *sched.Thread) {
+			cpu := 1 + i
+			sys.Spawn(cpu, ScannerNice, func(th *sched.Thread) {
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
-				s.th, s.task, s.since = th, t, time.Now()
+				s.th, s.task = th, t
 				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
 				f := s.f
 				name := make([]byte, 256)
@@ -117,9 +125,14 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 						return
 					}
 					passes[i]++
-					th.Yield() // equal priorities share the CPU through Yield
 				}
 			})
+		}
+		// As proc-vs-map.sh: the busy-waiters start after the scanners.
+		start := time.Now()
+		for i := range NumScanners {
+			offset := time.Duration(i) * (o.BusyDuration + BusySleep) / NumScanners
+			sys.Spawn(1+i, 0, func(th *sched.Thread) { busyWait(th, start.Add(offset), o.BusyDuration) })
 		}
 	}
 	<-mapperDone
@@ -145,30 +158,76 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	return st, ctx.Err()
 }
 
-// busyWait is busywait.c on a model thread: spin for busy, sleep
-// BusySleep, repeat (spin for ever if busy is 0). A model choice the kernel
-// does not make: the periods are counted from start, the same for every
-// busy-waiter, so that the two of a CPU spin and sleep in step. busywait.c
-// restarts its period when its sleep ends, and two of them drift apart;
-// under CFS the nice-15 scanners keep their weight's share anyway, but the
-// model CPUs have no time slices, and busy-waiters out of step would leave
-// the scanners no time at all.
+// busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
+// BusySleep, repeat (keep it for ever if busy is 0), in periods counted
+// from start. It keeps its model CPU without spinning its host CPU: while
+// current it waits for the end of its busy time on a Go timer, as a thread
+// that stalls its CPU (it runs no model code, so nothing waits for it).
+//
+// Model choices the kernel does not make, because two scanner CPUs may
+// share one host CPU (hostPlacement): the busy-waiters do not spin the host
+// CPU, and their periods start a fraction of a period apart (RunModel), so
+// that the scanners, which run only while their busy-waiters sleep, seldom
+// run at the same time and the host does not preempt one for the other
+// while it holds a lock. busywait.c restarts its period when its sleep
+// ends, so two of them drift in and out of phase.
 func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	t := kernel.NewTask("busy")
 	t.Thread = th
 	period := busy + BusySleep
 	for !th.Stopping() {
 		if busy == 0 {
-			th.Point()
+			time.Sleep(BusySleep) // keep the CPU; see Stopping again
 			continue
 		}
-		if phase := time.Since(start) % period; phase < busy {
-			th.Point()
+		phase := time.Since(start) % period
+		if phase < 0 {
+			phase += period // before start: the periods run back from it
+		}
+		if phase < busy {
+			time.Sleep(busy - phase)
 		} else {
 			t.Block(func() { time.Sleep(period - phase) })
 		}
 	}
 }
+
+// spinSleep waits d on its host CPU: mapper.c's nanosleep of 10 us, which
+// Go's time.Sleep would round up to about a millisecond on an idle process.
+// The mapper calls it off its model CPU, on a host CPU of its own
+// (hostPlacement).
+func spinSleep(d time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
+// hostPlacement returns the host CPU (sched.Config.Hosts) of each of ncpu
+// model CPUs on a host with nhost CPUs: the mapper's CPU 0 on a host CPU of
+// its own if there are two or more, the scanner CPUs spread over the rest.
+func hostPlacement(ncpu, nhost int) []int {
+	hosts := make([]int, ncpu)
+	for i := 1; i < ncpu; i++ {
+		hosts[i] = 1 + (i-1)%max(nhost-1, 1)
+	}
+	return hosts
+}
+
+// quietRuntime turns Go's garbage collection off (below a memory limit),
+// gives every model thread a P of its own, and returns the undo.
+func quietRuntime() func() {
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(gcLimit)
+	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
+	runtime.GC()
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		debug.SetMemoryLimit(lim)
+		debug.SetGCPercent(pct)
+	}
+}
+
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 4 << 30
 
 // Held is a scanner's wait accounting: how often it was preempted inside
 // the walk, by the lock it held meanwhile (procfs.MapsFile.Holding), and
@@ -181,53 +240,23 @@ type HeldStat struct {
 	MaxUS float64 `json:"max_us"` // the longest time off the CPU
 }
 
-// Slice is how long a scanner runs before it lets another scanner of its
-// CPU have a turn: EEVDF's slice for tasks of one nice level
-// (sysctl_sched_base_slice, 0.75 ms).
-const Slice = 750 * time.Microsecond
-
 // scanner is one scanner thread's preemption point and wait accounting.
 type scanner struct {
-	th       *sched.Thread
-	task     *kernel.Task
-	f        *procfs.MapsFile
-	held     Held
-	switches uint64    // the thread's context switches when last seen
-	since    time.Time // when it last got its CPU, as far as seen
+	th   *sched.Thread
+	task *kernel.Task
+	f    *procfs.MapsFile
+	held Held
 }
 
-func (s *scanner) count() uint64 {
-	v, iv := s.th.Switches()
-	return v + iv
-}
-
-// point is the scanner's preemption point (procfs Options.Point). It is
-// th.Point, or th.Yield once the scanner has run for Slice, which also lets
-// the other scanner run: a model choice the kernel does not make in this
-// form. The model CPUs have no time slices, so without it a scanner gives
-// way to its peer only when it blocks or ends a pass, where CFS would
-// switch between them every slice at the points the preemption model
-// offers (the return to user space with PreemptNone). A switch-out while
-// the walk holds a lock is accounted to that lock (f.Holding).
+// point is the scanner's preemption point (procfs Options.Point): th.Point,
+// accounting a switch-out while the walk holds a lock to that lock
+// (f.Holding).
 func (s *scanner) point() {
 	lock := s.f.Holding()
-	n0 := s.count()
-	if n0 != s.switches { // it slept or was switched out since: a new slice
-		s.switches, s.since = n0, time.Now()
-	}
+	_, n0 := s.th.Switches()
 	t0 := time.Now()
-	if t0.Sub(s.since) >= Slice {
-		s.th.Yield()
-		s.since = time.Now()
-	} else {
-		s.th.Point()
-	}
-	n := s.count()
-	if n == n0 {
-		return
-	}
-	s.switches, s.since = n, time.Now()
-	if lock == "" {
+	s.th.Point()
+	if _, n := s.th.Switches(); n == n0 || lock == "" {
 		return
 	}
 	if s.held == nil {
@@ -235,7 +264,7 @@ func (s *scanner) point() {
 	}
 	hs := s.held[lock]
 	hs.Count++
-	hs.MaxUS = max(hs.MaxUS, us(s.since.Sub(t0)))
+	hs.MaxUS = max(hs.MaxUS, us(time.Since(t0)))
 	s.held[lock] = hs
 }
 
