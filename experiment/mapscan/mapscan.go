@@ -161,6 +161,9 @@ type Stats struct {
 	// lock while it waits for its CPU holds it all that time (the After
 	// walk's fallback to the mmap lock).
 	ScannersSlept Held `json:",omitempty"`
+	// MapperHostWaitMaxUS is the longest time the model's mapper waited
+	// for a host CPU during one call, taken out of that call's time.
+	MapperHostWaitMaxUS float64 `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -169,6 +172,7 @@ type Acc struct {
 	mmapMax, munmapMax, waitMax time.Duration
 	mmapN, munmapN              int
 	slowest                     map[string]float64 // the slowest call's blocked time per lock
+	hostWaitMax                 time.Duration      // Stats.MapperHostWaitMaxUS
 }
 
 // Add records one call: mmap (else munmap) that took d, blocked wait.
@@ -204,7 +208,7 @@ func (a *Acc) Stats() Stats {
 		MunmapMeanUS: mean(a.munmapSum, a.munmapN), MunmapMaxUS: us(a.munmapMax),
 		OpMeanUS: mean(a.mmapSum+a.munmapSum, n), OpMaxUS: us(max(a.mmapMax, a.munmapMax)),
 		LockWaitMeanUS: mean(a.waitSum, n), LockWaitMaxUS: us(a.waitMax),
-		MaxOpWaitUS: a.slowest,
+		MaxOpWaitUS: a.slowest, MapperHostWaitMaxUS: us(a.hostWaitMax),
 	}
 }
 
@@ -244,6 +248,9 @@ type Result struct {
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
 	ScannerSlept     Held               `json:"scanner_slept,omitempty"` // the scanners' lock waits, over all runs
+	// MapperHostWaitMaxUS is the longest wait of the model's mapper for a
+	// host CPU in one call, over all runs, taken out of the call's time.
+	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -261,6 +268,7 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		r.ScanPasses += s.ScanPasses
 		r.ScannerPreempted = s.Preempted.merge(r.ScannerPreempted)
 		r.ScannerSlept = s.ScannersSlept.merge(r.ScannerSlept)
+		r.MapperHostWaitMaxUS = max(r.MapperHostWaitMaxUS, s.MapperHostWaitMaxUS)
 		if s.OpMaxUS > slowest {
 			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
 		}
@@ -475,6 +483,9 @@ func Attribution(r Result) string {
 			hs := r.ScannerSlept[lock]
 			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran)", lock, hs.Count, hs.MaxUS)
 		}
+	}
+	if r.MapperHostWaitMaxUS > 0 {
+		fmt.Fprintf(&b, "; the mapper's waits for a host CPU, up to %.1f us in one call, are not counted", r.MapperHostWaitMaxUS)
 	}
 	return b.String()
 }

@@ -85,9 +85,12 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		defer close(mapperDone)
 		t := kernel.NewTask("mapper")
 		t.Thread = th
+		hw := openHostWaitClock()
+		defer hw.close()
 		deadline := time.Now().Add(o.Duration)
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			t.TakeBlocked()
+			w0, _ := hw.read()
 			t0 := time.Now()
 			isMmap, err := op(t)
 			d := time.Since(t0)
@@ -95,8 +98,15 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				opErr = err
 				return
 			}
+			if w1, ok := hw.read(); ok {
+				// The mapper has its model CPU to itself: time its OS
+				// thread waited for a host CPU is the host's, not the
+				// model's.
+				acc.hostWaitMax = max(acc.hostWaitMax, w1-w0)
+				d -= min(w1-w0, d)
+			}
 			acc.AddBlocked(isMmap, d, t.TakeBlocked())
-			t.Block(func() { spinSleep(MapperSleep) })
+			t.Block(func() { nanosleep(MapperSleep) })
 		}
 	})
 	passes := make([]int, NumScanners)
@@ -161,7 +171,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 // busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
 // BusySleep, repeat (keep it for ever if busy is 0), in periods counted
 // from start. It keeps its model CPU without spinning its host CPU: while
-// current it waits for the end of its busy time on a Go timer, as a thread
+// current it sleeps (nanosleep) to the end of its busy time, as a thread
 // that stalls its CPU (it runs no model code, so nothing waits for it).
 //
 // Model choices the kernel does not make, because two scanner CPUs may
@@ -177,7 +187,7 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	period := busy + BusySleep
 	for !th.Stopping() {
 		if busy == 0 {
-			time.Sleep(BusySleep) // keep the CPU; see Stopping again
+			nanosleep(BusySleep) // keep the CPU; see Stopping again
 			continue
 		}
 		phase := time.Since(start) % period
@@ -185,19 +195,10 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 			phase += period // before start: the periods run back from it
 		}
 		if phase < busy {
-			time.Sleep(busy - phase)
+			nanosleep(busy - phase)
 		} else {
-			t.Block(func() { time.Sleep(period - phase) })
+			t.Block(func() { nanosleep(period - phase) })
 		}
-	}
-}
-
-// spinSleep waits d on its host CPU: mapper.c's nanosleep of 10 us, which
-// Go's time.Sleep would round up to about a millisecond on an idle process.
-// The mapper calls it off its model CPU, on a host CPU of its own
-// (hostPlacement).
-func spinSleep(d time.Duration) {
-	for t0 := time.Now(); time.Since(t0) < d; {
 	}
 }
 
