@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -123,10 +125,16 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
 				f := s.f
 				name := make([]byte, 256)
+				null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+				if err != nil {
+					scanErr[i] = err
+					return
+				}
+				defer null.Close()
 				for !th.Stopping() {
 					var err error
 					if o.Scanners == "text" {
-						err = scanText(f)
+						err = scanText(f, null)
 					} else {
 						err = scanQuery(f, name)
 					}
@@ -299,12 +307,18 @@ func (a *Acc) AddBlocked(mmap bool, d time.Duration, blocked map[string]kernel.B
 	a.Add(mmap, d, wait)
 }
 
-// scanText reads the whole maps text, one 4 KiB chunk per read.
-func scanText(f *procfs.MapsFile) error {
+// scanText reads the whole maps text, one 4 KiB chunk per read, and
+// writes each chunk to out, as scanpid.sh's cat /proc/PID/maps >/dev/null
+// does: with out /dev/null, a real write(2), the trip through user space
+// between two reads during which the scanner holds no lock.
+func scanText(f *procfs.MapsFile, out io.Writer) error {
 	f.Rewind()
 	for {
 		b, err := f.Read()
 		if err != nil || len(b) == 0 {
+			return err
+		}
+		if _, err := out.Write(b); err != nil {
 			return err
 		}
 	}
