@@ -485,7 +485,7 @@ func Attribution(r Result) string {
 		}
 	}
 	if r.MapperHostWaitMaxUS > 0 {
-		fmt.Fprintf(&b, "; the mapper's waits for a host CPU, up to %.1f us in one call, are not counted", r.MapperHostWaitMaxUS)
+		fmt.Fprintf(&b, "; the mapper's waits for a host CPU (up to %.1f us in one call) are left out of the calls' times, not of their lock waits", r.MapperHostWaitMaxUS)
 	}
 	return b.String()
 }
