@@ -215,8 +215,8 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 // its own if there are two or more, the scanner CPUs spread over the rest.
 func hostPlacement(ncpu, nhost int) []int {
 	hosts := make([]int, ncpu)
-	for i := 1; i < ncpu; i++ {
-		hosts[i] = 1 + (i-1)%max(nhost-1, 1)
+	for i := 1; i < ncpu && nhost > 1; i++ {
+		hosts[i] = 1 + (i-1)%(nhost-1)
 	}
 	return hosts
 }
