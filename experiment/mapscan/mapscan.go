@@ -161,6 +161,12 @@ type Stats struct {
 	// lock while it waits for its CPU holds it all that time (the After
 	// walk's fallback to the mmap lock).
 	ScannersSlept Held `json:",omitempty"`
+	// ScannersRunWait is, of those waits, the part after the wake-up:
+	// the time a scanner waited for its CPU holding the lock.
+	ScannersRunWait Held `json:",omitempty"`
+	// ScannersHostWait is, of the latter, the part the scanner's OS thread
+	// waited for a host CPU (the host's, not the model's).
+	ScannersHostWait Held `json:",omitempty"`
 	// MapperHostWaitMaxUS is the longest time the model's mapper waited
 	// for a host CPU during one call, taken out of that call's time.
 	MapperHostWaitMaxUS float64 `json:",omitempty"`
@@ -247,7 +253,9 @@ type Result struct {
 	// lock held, over all runs.
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
-	ScannerSlept     Held               `json:"scanner_slept,omitempty"` // the scanners' lock waits, over all runs
+	ScannerSlept     Held               `json:"scanner_slept,omitempty"`     // the scanners' lock waits, over all runs
+	ScannerRunWait   Held               `json:"scanner_run_wait,omitempty"`  // their parts after the wake-up
+	ScannerHostWait  Held               `json:"scanner_host_wait,omitempty"` // of which waiting for a host CPU
 	// MapperHostWaitMaxUS is the longest wait of the model's mapper for a
 	// host CPU in one call, over all runs, taken out of the call's time.
 	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
@@ -268,6 +276,8 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		r.ScanPasses += s.ScanPasses
 		r.ScannerPreempted = s.Preempted.merge(r.ScannerPreempted)
 		r.ScannerSlept = s.ScannersSlept.merge(r.ScannerSlept)
+		r.ScannerRunWait = s.ScannersRunWait.merge(r.ScannerRunWait)
+		r.ScannerHostWait = s.ScannersHostWait.merge(r.ScannerHostWait)
 		r.MapperHostWaitMaxUS = max(r.MapperHostWaitMaxUS, s.MapperHostWaitMaxUS)
 		if s.OpMaxUS > slowest {
 			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
@@ -481,7 +491,7 @@ func Attribution(r Result) string {
 		b.WriteString("; scanners slept on")
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
 			hs := r.ScannerSlept[lock]
-			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran)", lock, hs.Count, hs.MaxUS)
+			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
 		}
 	}
 	if r.MapperHostWaitMaxUS > 0 {

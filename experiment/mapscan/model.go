@@ -121,8 +121,9 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
-				s.th, s.task = th, t
-				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
+				s.th, s.task = th, &scannerTask{Task: t, hw: openHostWaitClock()}
+				defer s.task.hw.close()
+				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: s.task, Point: s.point, Thread: th})
 				f := s.f
 				name := make([]byte, 256)
 				null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -171,6 +172,8 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 			for lock, b := range t.TakeBlocked() {
 				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
 			}
+			st.ScannersRunWait = t.runWait.merge(st.ScannersRunWait)
+			st.ScannersHostWait = t.hostWait.merge(st.ScannersHostWait)
 		}
 	}
 	return st, ctx.Err()
@@ -249,10 +252,58 @@ type HeldStat struct {
 	MaxUS float64 `json:"max_us"` // the longest time off the CPU
 }
 
+// scannerTask is a scanner's task as the locks see it, with its lock
+// sleeps timed in two parts: until its wake-up, and from the wake-up until
+// it has its CPU again (a reader is granted the lock before it is woken,
+// and holds it that time too), and of that the time its OS thread waited
+// for a host CPU.
+type scannerTask struct {
+	*kernel.Task
+	hw          *hostWaitClock // the scanner thread's, or nil
+	runWaitMax  time.Duration  // the longest wait for the CPU after a wake-up since the last RecordBlocked
+	hostWaitMax time.Duration  // the longest part of one waiting for a host CPU
+	runWait     Held           // by lock: those waits (Stats.ScannersRunWait)
+	hostWait    Held           // by lock: their parts waiting for a host CPU
+}
+
+// Block is kernel.Task.Block, timing the wait for the CPU after the wake-up.
+func (st *scannerTask) Block(wait func()) {
+	var woken time.Time
+	var w0 time.Duration
+	st.Task.Block(func() {
+		wait()
+		woken = time.Now()
+		w0, _ = st.hw.read()
+	})
+	st.runWaitMax = max(st.runWaitMax, time.Since(woken))
+	if w1, ok := st.hw.read(); ok {
+		st.hostWaitMax = max(st.hostWaitMax, w1-w0)
+	}
+}
+
+// RecordBlocked is kernel.Task.RecordBlocked, also accounting the sleeps'
+// waits for the CPU to lock.
+func (st *scannerTask) RecordBlocked(lock string, d time.Duration) {
+	st.Task.RecordBlocked(lock, d)
+	if st.runWait == nil {
+		st.runWait, st.hostWait = Held{}, Held{}
+	}
+	for _, h := range []struct {
+		held Held
+		d    time.Duration
+	}{{st.runWait, st.runWaitMax}, {st.hostWait, st.hostWaitMax}} {
+		hs := h.held[lock]
+		hs.Count++
+		hs.MaxUS = max(hs.MaxUS, us(h.d))
+		h.held[lock] = hs
+	}
+	st.runWaitMax, st.hostWaitMax = 0, 0
+}
+
 // scanner is one scanner thread's preemption point and wait accounting.
 type scanner struct {
 	th   *sched.Thread
-	task *kernel.Task
+	task *scannerTask
 	f    *procfs.MapsFile
 	held Held
 }
