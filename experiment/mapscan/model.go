@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"time"
 
 	"mmlab/errno"
@@ -77,7 +76,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		}
 	}
 
-	defer quietRuntime()()
+	defer experiment.QuietRuntime(gcLimit)()
 	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU())})
 	var acc Acc
 	var opErr error
@@ -222,20 +221,6 @@ func hostPlacement(ncpu, nhost int) []int {
 		hosts[i] = 1 + (i-1)%(nhost-1)
 	}
 	return hosts
-}
-
-// quietRuntime turns Go's garbage collection off (below a memory limit),
-// gives every model thread a P of its own, and returns the undo.
-func quietRuntime() func() {
-	pct := debug.SetGCPercent(-1)
-	lim := debug.SetMemoryLimit(gcLimit)
-	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
-	runtime.GC()
-	return func() {
-		runtime.GOMAXPROCS(procs)
-		debug.SetMemoryLimit(lim)
-		debug.SetGCPercent(pct)
-	}
 }
 
 // gcLimit is the memory limit while collection is off.
