@@ -22,7 +22,7 @@
 //
 // Left out on purpose: a writer's optimistic spinning on a writer that owns
 // an RWSem (only spinning on readers is kept), and any spinning in a
-// deterministic run. The per-CPU semaphore's rcu_sync (RCUSync, rcu_sync.go) keeps the writer's
-// grace-period wait but not the readers' barrier-free fast path (see
-// PercpuRWSem).
+// deterministic run. The per-CPU semaphore's rcu_sync (RCUSync,
+// rcu_sync.go) keeps the writer's grace-period wait but not the readers'
+// barrier-free fast path (see PercpuRWSem).
 package locking
