@@ -190,7 +190,9 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 // that the scanners, which run only while their busy-waiters sleep, seldom
 // run at the same time and the host does not preempt one for the other
 // while it holds a lock. busywait.c restarts its period when its sleep
-// ends, so two of them drift in and out of phase.
+// ends, so two of them drift in and out of phase. A busy time still ends
+// only when the busy-waiter's OS thread runs again, which on a host CPU
+// shared with the other scanner's thread can be a host time slice late.
 func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	t := kernel.NewTask("busy")
 	t.Thread = th
