@@ -20,8 +20,9 @@
 // BlockRecorder method is called under it. Callers order the locks themselves
 // (see mm and uprobes); a lock is never taken recursively.
 //
-// Left out on purpose: optimistic spinning (rwsem_optimistic_spin). The
-// per-CPU semaphore's rcu_sync (RCUSync, rcu_sync.go) keeps the writer's
-// grace-period wait but not the readers' barrier-free fast path (see
-// PercpuRWSem).
+// Left out on purpose: a writer's optimistic spinning on a writer that owns
+// an RWSem (only spinning on readers is kept), and any spinning in a
+// deterministic run. The per-CPU semaphore's rcu_sync (RCUSync,
+// rcu_sync.go) keeps the writer's grace-period wait but not the readers'
+// barrier-free fast path (see PercpuRWSem).
 package locking

@@ -34,10 +34,18 @@ const RWSemWaitTimeout = 4 * time.Millisecond
 // woken by one wake-up.
 const maxReadersWakeup = 256
 
-// ownerReader is RWSEM_READER_OWNED in the owner word: a hint that readers
-// hold the lock. Like the kernel (without CONFIG_DEBUG_RWSEMS) it stays set
-// after the last reader leaves, until a writer takes the lock.
-const ownerReader uint32 = 1
+// The owner word's flags (the kernel's sem->owner without the task
+// pointer). ownerReader is RWSEM_READER_OWNED: a hint that readers hold the
+// lock; like the kernel's (without CONFIG_DEBUG_RWSEMS) it stays set after
+// the last reader leaves, until a writer takes the lock.
+// ownerNonspinnable is RWSEM_NONSPINNABLE: a writer gave up spinning on the
+// readers (rwsem_set_nonspinnable), so later writers queue at once; readers
+// keep it, a writer that takes the lock and a reader that wakes the queue
+// clear it.
+const (
+	ownerReader       uint32 = 1 << 0
+	ownerNonspinnable uint32 = 1 << 1
+)
 
 type waitKind uint8
 
@@ -73,8 +81,8 @@ type rwsemWaiter struct {
 // the lock only while it is free and no handoff is pending; a release wakes
 // either the first waiter if it is a writer or every queued reader (up to
 // 256) if it is a reader; a waiter that has been first for RWSemWaitTimeout
-// sets the handoff bit. Optimistic spinning is left out: a writer that cannot
-// take the lock queues at once.
+// sets the handoff bit. A writer that cannot take the lock first spins on
+// readers that own it, for a few microseconds (optimisticSpin), then queues.
 //
 // The zero value is an unlocked semaphore named "rwsem".
 type RWSem struct {
@@ -90,6 +98,10 @@ type RWSem struct {
 	owner atomic.Uint32
 
 	lockName
+
+	// spinner is the optimistic spin queue (sem->osq), reduced to one
+	// spinning writer at a time (optimisticSpin).
+	spinner atomic.Bool
 
 	// waitLock is the kernel's sem->wait_lock. It protects head, tail and
 	// every queued waiter's links and handoffSet, and serialises the
@@ -141,12 +153,14 @@ func (s *RWSem) clock() time.Time {
 }
 
 // setReaderOwned mirrors rwsem_set_reader_owned(): every reader stores the
-// owner word (the kernel stores current | RWSEM_READER_OWNED), so each
-// read acquisition writes its cache line, on every CPU.
-func (s *RWSem) setReaderOwned() { s.owner.Store(ownerReader) }
+// owner word (the kernel stores current | RWSEM_READER_OWNED, keeping
+// RWSEM_NONSPINNABLE), so each read acquisition writes its cache line, on
+// every CPU.
+func (s *RWSem) setReaderOwned() { s.owner.Store(ownerReader | s.owner.Load()&ownerNonspinnable) }
 
 // setOwner mirrors rwsem_set_owner() and rwsem_clear_owner(), which store
-// the owner word each time: the hint records only "not reader-owned".
+// the owner word each time: the hint records only "not reader-owned", and
+// drops ownerNonspinnable.
 func (s *RWSem) setOwner() { s.owner.Store(0) }
 
 // DownRead takes the lock for reading, sleeping uninterruptibly (D state)
@@ -327,6 +341,7 @@ func (s *RWSem) UpRead() {
 		panic("locking: UpRead of " + s.Name() + " not read-locked")
 	}
 	if tmp&(rwsemLockMask|rwsemFlagWaiters) == rwsemFlagWaiters {
+		s.clearNonspinnable()
 		s.wake(wakeAny)
 	}
 	s.released("up_read")
@@ -360,9 +375,15 @@ func (s *RWSem) downWrite(w Waiter, killable bool) error {
 	return nil
 }
 
-// downWriteSlowpath mirrors rwsem_down_write_slowpath() without optimistic
-// spinning.
+// downWriteSlowpath mirrors rwsem_down_write_slowpath(): spin on the
+// owner if it can (rwsem_can_spin_on_owner, rwsem_optimistic_spin), else
+// queue and sleep until the lock is ours. A queued writer that set the
+// handoff bit does not spin again (rwsem_spin_on_owner on a writer owner is
+// left out, see optimisticSpin).
 func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
+	if s.canSpinOnOwner() && s.optimisticSpin() {
+		return nil
+	}
 	start := s.clock()
 	waiter := s.newWaiter(w, waitingForWrite)
 	s.waitLock.Lock()
@@ -559,6 +580,8 @@ func (s *RWSem) condWakeWaiter(count int64, q []*rwsemWaiter) []*rwsemWaiter {
 	wt := wakeAny
 	if count&rwsemReaderMask != 0 {
 		wt = wakeReaders
+	} else {
+		s.clearNonspinnable()
 	}
 	return s.markWake(wt, q)
 }
@@ -719,4 +742,6 @@ const (
 var hooks struct {
 	// writer is called by a sleeping writer of s at the events above.
 	writer func(s *RWSem, e hookEvent)
+	// spin is called by a writer of s at each turn of its optimistic spin.
+	spin func(s *RWSem)
 }

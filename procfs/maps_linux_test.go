@@ -3,6 +3,7 @@ package procfs
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,15 +51,7 @@ func TestShowMapVMAMatchesKernel(t *testing.T) {
 		t.Errorf("anon:\n got %q\nwant %q", got, anon)
 	}
 
-	path := t.TempDir() + "/mapped-file"
-	if err := os.WriteFile(path, make([]byte, 8*4096), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(path, unix.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	path, fd := openTempFile(t, 8*4096, unix.O_RDWR)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		t.Fatal(err)
@@ -73,4 +66,20 @@ func TestShowMapVMAMatchesKernel(t *testing.T) {
 	if got := string(ShowMapVMA(nil, fv)); got != file {
 		t.Errorf("file:\n got %q\nwant %q", got, file)
 	}
+}
+
+// openTempFile writes a file of size zero bytes in a temporary directory
+// and opens it with flag; the file is closed when the test ends.
+func openTempFile(t *testing.T, size, flag int) (string, int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mapped-file")
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(path, flag, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return path, fd
 }

@@ -3,8 +3,6 @@ package procfs
 import (
 	"errors"
 	"mmlab/uapi"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -43,15 +41,7 @@ func liveQuery(fd int, addr, flags uint64, nameSize int) (uapi.ProcmapQuery, str
 // found, its permissions, offset and name, and the errno.
 func TestQueryMatchesLiveKernel(t *testing.T) {
 	const a = 0x6f0000000000
-	path := filepath.Join(t.TempDir(), "mapped-file")
-	if err := os.WriteFile(path, make([]byte, 16*4096), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(path, unix.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	path, fd := openTempFile(t, 16*4096, unix.O_RDONLY)
 	type region struct {
 		off, pages   uint64
 		prot, flags  int

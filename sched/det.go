@@ -16,6 +16,11 @@ import (
 type Config struct {
 	// CPUs is the number of model CPUs (at least one).
 	CPUs int
+	// Hosts, if set, backs model CPU i in real-time mode by the host CPU
+	// Hosts[i] (an index into the process's affinity mask, modulo its
+	// size; see NewSystem for the default), so that a model CPU can have a
+	// host CPU to itself while others share one.
+	Hosts []int
 	// Deterministic selects the deterministic mode (see the package doc):
 	// threads are plain goroutines of which exactly one runs at a time,
 	// chosen at every preemption point by Seed (or Schedule), in virtual
@@ -303,6 +308,11 @@ var (
 // New returns a System as cfg says.
 func New(cfg Config) *System {
 	s := NewSystem(cfg.CPUs)
+	if hosts := hostCPUs(); len(hosts) > 0 {
+		for i, h := range cfg.Hosts[:min(len(cfg.Hosts), cfg.CPUs)] {
+			s.cpus[i].Host = hosts[h%len(hosts)]
+		}
+	}
 	if cfg.Deterministic {
 		r := &detRun{sys: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6d6d6c6162)),
 			quantum: cfg.Quantum, maxSteps: cfg.MaxSteps,

@@ -40,3 +40,21 @@ func TestPinnedAndIPIOnSameOSThread(t *testing.T) {
 		t.Errorf("IPI handler ran on OS thread %d, want the target's %d", handlerTid, tid)
 	}
 }
+
+// Config.Hosts backs each model CPU by the host CPU it names (an index
+// into the affinity mask, modulo its size); CPUs it does not name keep
+// NewSystem's.
+func TestConfigHosts(t *testing.T) {
+	hosts := hostCPUs()
+	if len(hosts) == 0 {
+		t.Skip("no host CPU affinity available")
+	}
+	s := New(Config{CPUs: 4, Hosts: []int{0, 1, 1}})
+	defer s.Stop()
+	want := []int{hosts[0], hosts[1%len(hosts)], hosts[1%len(hosts)], hosts[3%len(hosts)]}
+	for i, h := range want {
+		if got := s.CPU(i).Host; got != h {
+			t.Errorf("model CPU %d on host CPU %d, want %d", i, got, h)
+		}
+	}
+}

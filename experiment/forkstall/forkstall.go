@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -186,17 +185,7 @@ const gcLimit = 6 << 30
 // that run at once, so a woken task runs when the host schedules its
 // thread rather than when Go preempts a busy goroutine, up to 10 ms later),
 // and returns the undo.
-func quietGC() func() {
-	pct := debug.SetGCPercent(-1)
-	lim := debug.SetMemoryLimit(gcLimit)
-	procs := runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
-	runtime.GC()
-	return func() {
-		runtime.GOMAXPROCS(procs)
-		debug.SetMemoryLimit(lim)
-		debug.SetGCPercent(pct)
-	}
-}
+func quietGC() func() { return experiment.QuietRuntime(gcLimit) }
 
 // forkRec is one timed fork of the forker.
 type forkRec struct {

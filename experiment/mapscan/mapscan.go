@@ -2,10 +2,11 @@
 // seed 003: a mapper alone on one CPU keeps re-mapping (MAP_FIXED |
 // MAP_POPULATE) or unmapping random pages of a populated 128 MiB anonymous
 // region and times every call, while two scanners read its /proc/PID/maps
-// in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15 on
-// the other CPU, each with a normal-priority busy-waiter (spin
-// --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them, so a
-// busy-waiter preempts a scanner: with the Before walk the scanner may then
+// in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15,
+// each on a CPU of its own with a normal-priority busy-waiter (spin
+// --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them on the
+// model (the live side shares one CPU between them), so a busy-waiter
+// preempts a scanner: with the Before walk the scanner may then
 // hold the mmap read lock, and the mapper's mmap and munmap wait for the
 // whole preemption (the priority inversion the seed removes); with the
 // After walk it holds at most one VMA's read lock, or nothing.
@@ -160,6 +161,15 @@ type Stats struct {
 	// lock while it waits for its CPU holds it all that time (the After
 	// walk's fallback to the mmap lock).
 	ScannersSlept Held `json:",omitempty"`
+	// ScannersRunWait is, of those waits, the part after the wake-up:
+	// the time a scanner waited for its CPU holding the lock.
+	ScannersRunWait Held `json:",omitempty"`
+	// ScannersHostWait is, of the latter, the part the scanner's OS thread
+	// waited for a host CPU (the host's, not the model's).
+	ScannersHostWait Held `json:",omitempty"`
+	// MapperHostWaitMaxUS is the longest time the model's mapper waited
+	// for a host CPU during one call, taken out of that call's time.
+	MapperHostWaitMaxUS float64 `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -168,6 +178,7 @@ type Acc struct {
 	mmapMax, munmapMax, waitMax time.Duration
 	mmapN, munmapN              int
 	slowest                     map[string]float64 // the slowest call's blocked time per lock
+	hostWaitMax                 time.Duration      // Stats.MapperHostWaitMaxUS
 }
 
 // Add records one call: mmap (else munmap) that took d, blocked wait.
@@ -203,7 +214,7 @@ func (a *Acc) Stats() Stats {
 		MunmapMeanUS: mean(a.munmapSum, a.munmapN), MunmapMaxUS: us(a.munmapMax),
 		OpMeanUS: mean(a.mmapSum+a.munmapSum, n), OpMaxUS: us(max(a.mmapMax, a.munmapMax)),
 		LockWaitMeanUS: mean(a.waitSum, n), LockWaitMaxUS: us(a.waitMax),
-		MaxOpWaitUS: a.slowest,
+		MaxOpWaitUS: a.slowest, MapperHostWaitMaxUS: us(a.hostWaitMax),
 	}
 }
 
@@ -242,7 +253,12 @@ type Result struct {
 	// lock held, over all runs.
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
-	ScannerSlept     Held               `json:"scanner_slept,omitempty"` // the scanners' lock waits, over all runs
+	ScannerSlept     Held               `json:"scanner_slept,omitempty"`     // the scanners' lock waits, over all runs
+	ScannerRunWait   Held               `json:"scanner_run_wait,omitempty"`  // their parts after the wake-up
+	ScannerHostWait  Held               `json:"scanner_host_wait,omitempty"` // of which waiting for a host CPU
+	// MapperHostWaitMaxUS is the longest wait of the model's mapper for a
+	// host CPU in one call, over all runs, taken out of the call's time.
+	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -260,6 +276,9 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		r.ScanPasses += s.ScanPasses
 		r.ScannerPreempted = s.Preempted.merge(r.ScannerPreempted)
 		r.ScannerSlept = s.ScannersSlept.merge(r.ScannerSlept)
+		r.ScannerRunWait = s.ScannersRunWait.merge(r.ScannerRunWait)
+		r.ScannerHostWait = s.ScannersHostWait.merge(r.ScannerHostWait)
+		r.MapperHostWaitMaxUS = max(r.MapperHostWaitMaxUS, s.MapperHostWaitMaxUS)
 		if s.OpMaxUS > slowest {
 			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
 		}
@@ -347,11 +366,12 @@ alone on CPU 0, re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of
 a populated 128 MiB anonymous region, sleeping 10us between calls and timing
 each, for --duration. Two scanners read its /proc/PID/maps in a loop, as
 text in 4 KiB read()s (scanners=text) or with PROCMAP_QUERY
-(scanners=query), at nice 15 on CPU 1, each with a normal-priority
-busy-waiter that spins --busyduration (default 2ms, run-latency.sh's; 0 for
-ever, which starves the model's scanners: its CPUs have no time slices)
-and sleeps 1 ms; a scanner preempted while it holds the mmap lock stalls
-the mapper.
+(scanners=query), at nice 15, each with a normal-priority busy-waiter that
+spins --busyduration (default 2ms, run-latency.sh's; 0 for ever, which
+starves the model's scanners: its CPUs have no time slices) and sleeps
+1 ms; a scanner preempted while it holds the mmap lock stalls the mapper.
+The model places each scanner and its busy-waiter on a CPU of its own (CPUs
+1 and 2), as run-proc-vs-map.sh does; the live target puts both on CPU 1.
 The model runs the maps walk before seed 003 (v6.16: the mmap read lock
 per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
 preempted as --preempt says: none (the default, as this 6.18 kernel boots:
@@ -471,8 +491,11 @@ func Attribution(r Result) string {
 		b.WriteString("; scanners slept on")
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
 			hs := r.ScannerSlept[lock]
-			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran)", lock, hs.Count, hs.MaxUS)
+			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
 		}
+	}
+	if r.MapperHostWaitMaxUS > 0 {
+		fmt.Fprintf(&b, "; the mapper's waits for a host CPU (up to %.1f us in one call) are left out of the calls' times, not of their lock waits", r.MapperHostWaitMaxUS)
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/mm"
 	"mmlab/procfs"
 )
 
@@ -166,6 +167,40 @@ func TestModelWaitAccounting(t *testing.T) {
 		r := Summarise(experiment.Row{Target: experiment.Model, Variant: c.v.String()}, "text", []Stats{st})
 		if line := Attribution(r); !strings.Contains(line, "slowest call") {
 			t.Errorf("attribution %q", line)
+		}
+	}
+}
+
+// The model's placement: the mapper's CPU 0 alone on host CPU 0 when the
+// host has two CPUs or more, the scanner CPUs spread over the others.
+func TestHostPlacement(t *testing.T) {
+	for _, c := range []struct {
+		ncpu, nhost int
+		want        []int
+	}{{3, 1, []int{0, 0, 0}}, {3, 2, []int{0, 1, 1}}, {3, 4, []int{0, 1, 2}}, {5, 3, []int{0, 1, 2, 1, 2}}} {
+		if got := hostPlacement(c.ncpu, c.nhost); !slices.Equal(got, c.want) {
+			t.Errorf("hostPlacement(%d, %d) = %v, want %v", c.ncpu, c.nhost, got, c.want)
+		}
+	}
+}
+
+// A text scanner writes every chunk it reads to its output, as cat does:
+// one pass writes the whole maps text.
+func TestScanTextWritesEveryChunk(t *testing.T) {
+	m := mm.New()
+	for i := range 200 { // 200 VMAs: several chunks
+		addr := uint64(regionBase + 2*i*PageSize)
+		if _, err := m.Mmap(nil, addr, PageSize, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
+		var out strings.Builder
+		if err := scanText(procfs.OpenMaps(m, procfs.Options{Variant: v}), &out); err != nil {
+			t.Fatal(err)
+		}
+		if want := procfs.Maps(m); out.String() != want || len(want) <= procfs.ChunkSize {
+			t.Errorf("%s: a pass wrote %d bytes, want the %d of the maps text", v, out.Len(), len(want))
 		}
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"time"
 
 	"mmlab/errno"
@@ -36,13 +39,19 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 // regionBase is where the model maps the region.
 const regionBase = 0x7f0000000000
 
-// RunModel runs one model run with the maps walk variant: the mapper alone
-// on model CPU 0; on model CPU 1 the two nice-15 scanners, each with its
-// normal-priority busy-waiter, as run-proc-vs-map.sh places them on a busy
-// CPU. The scanners' kernel code is preempted as o.Preempt says. A model
-// choice the kernel does not make: the model CPUs have no time slices, so a
-// nice-15 scanner runs only while both busy-waiters sleep (where CFS would
-// also give it its small weight's share).
+// RunModel runs one model run with the maps walk variant, placed as
+// run-proc-vs-map.sh places its tasks (proc-vs-map.sh --nbusycpus 2
+// --nbusytasks 1): the mapper alone on model CPU 0, and on each of model
+// CPUs 1 and 2 one nice-15 scanner with one normal-priority busy-waiter.
+// The scanners' kernel code is preempted as o.Preempt says. A model choice
+// the kernel does not make: the model CPUs have no time slices, so a nice-15
+// scanner runs only while its busy-waiter sleeps (where CFS would also give
+// it its small weight's share).
+//
+// The run keeps Go's runtime out of the timings as forkstall does: no
+// garbage collection (below a memory limit), and more Ps than model
+// threads, so that a woken model thread waits for its host CPU only, never
+// for a P held by a thread of another model CPU.
 func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
 	if err := o.Check(); err != nil {
 		return Stats{}, err
@@ -67,7 +76,8 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		}
 	}
 
-	sys := sched.NewSystem(2)
+	defer experiment.QuietRuntime(gcLimit)()
+	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU())})
 	var acc Acc
 	var opErr error
 	mapperDone := make(chan struct{})
@@ -76,9 +86,12 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		defer close(mapperDone)
 		t := kernel.NewTask("mapper")
 		t.Thread = th
+		hw := openHostWaitClock()
+		defer hw.close()
 		deadline := time.Now().Add(o.Duration)
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			t.TakeBlocked()
+			w0, _ := hw.read()
 			t0 := time.Now()
 			isMmap, err := op(t)
 			d := time.Since(t0)
@@ -86,29 +99,42 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				opErr = err
 				return
 			}
+			if w1, ok := hw.read(); ok {
+				// The mapper has its model CPU to itself: time its OS
+				// thread waited for a host CPU is the host's, not the
+				// model's.
+				acc.hostWaitMax = max(acc.hostWaitMax, w1-w0)
+				d -= min(w1-w0, d)
+			}
 			acc.AddBlocked(isMmap, d, t.TakeBlocked())
-			t.Block(func() { time.Sleep(MapperSleep) })
+			t.Block(func() { nanosleep(MapperSleep) })
 		}
 	})
 	passes := make([]int, NumScanners)
 	scanners := make([]scanner, NumScanners)
 	var scanErr [NumScanners]error
 	if o.Scanners != "none" {
-		start := time.Now()
 		for i := range NumScanners {
-			sys.Spawn(1, 0, func(th *sched.Thread) { busyWait(th, start, o.BusyDuration) })
-			sys.Spawn(1, ScannerNice, func(th *sched.Thread) {
+			cpu := 1 + i
+			sys.Spawn(cpu, ScannerNice, func(th *sched.Thread) {
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
-				s.th, s.task, s.since = th, t, time.Now()
-				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: t, Point: s.point, Thread: th})
+				s.th, s.task = th, &scannerTask{Task: t, hw: openHostWaitClock()}
+				defer s.task.hw.close()
+				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: s.task, Point: s.point, Thread: th})
 				f := s.f
 				name := make([]byte, 256)
+				null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+				if err != nil {
+					scanErr[i] = err
+					return
+				}
+				defer null.Close()
 				for !th.Stopping() {
 					var err error
 					if o.Scanners == "text" {
-						err = scanText(f)
+						err = scanText(f, null)
 					} else {
 						err = scanQuery(f, name)
 					}
@@ -117,9 +143,14 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 						return
 					}
 					passes[i]++
-					th.Yield() // equal priorities share the CPU through Yield
 				}
 			})
+		}
+		// As proc-vs-map.sh: the busy-waiters start after the scanners.
+		start := time.Now()
+		for i := range NumScanners {
+			offset := time.Duration(i) * (o.BusyDuration + BusySleep) / NumScanners
+			sys.Spawn(1+i, 0, func(th *sched.Thread) { busyWait(th, start.Add(offset), o.BusyDuration) })
 		}
 	}
 	<-mapperDone
@@ -140,35 +171,62 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 			for lock, b := range t.TakeBlocked() {
 				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
 			}
+			st.ScannersRunWait = t.runWait.merge(st.ScannersRunWait)
+			st.ScannersHostWait = t.hostWait.merge(st.ScannersHostWait)
 		}
 	}
 	return st, ctx.Err()
 }
 
-// busyWait is busywait.c on a model thread: spin for busy, sleep
-// BusySleep, repeat (spin for ever if busy is 0). A model choice the kernel
-// does not make: the periods are counted from start, the same for every
-// busy-waiter, so that the two of a CPU spin and sleep in step. busywait.c
-// restarts its period when its sleep ends, and two of them drift apart;
-// under CFS the nice-15 scanners keep their weight's share anyway, but the
-// model CPUs have no time slices, and busy-waiters out of step would leave
-// the scanners no time at all.
+// busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
+// BusySleep, repeat (keep it for ever if busy is 0), in periods counted
+// from start. It keeps its model CPU without spinning its host CPU: while
+// current it sleeps (nanosleep) to the end of its busy time, as a thread
+// that stalls its CPU (it runs no model code, so nothing waits for it).
+//
+// Model choices the kernel does not make, because two scanner CPUs may
+// share one host CPU (hostPlacement): the busy-waiters do not spin the host
+// CPU, and their periods start a fraction of a period apart (RunModel), so
+// that the scanners, which run only while their busy-waiters sleep, seldom
+// run at the same time and the host does not preempt one for the other
+// while it holds a lock. busywait.c restarts its period when its sleep
+// ends, so two of them drift in and out of phase. A busy time still ends
+// only when the busy-waiter's OS thread runs again, which on a host CPU
+// shared with the other scanner's thread can be a host time slice late.
 func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	t := kernel.NewTask("busy")
 	t.Thread = th
 	period := busy + BusySleep
 	for !th.Stopping() {
 		if busy == 0 {
-			th.Point()
+			nanosleep(BusySleep) // keep the CPU; see Stopping again
 			continue
 		}
-		if phase := time.Since(start) % period; phase < busy {
-			th.Point()
+		phase := time.Since(start) % period
+		if phase < 0 {
+			phase += period // before start: the periods run back from it
+		}
+		if phase < busy {
+			nanosleep(busy - phase)
 		} else {
-			t.Block(func() { time.Sleep(period - phase) })
+			t.Block(func() { nanosleep(period - phase) })
 		}
 	}
 }
+
+// hostPlacement returns the host CPU (sched.Config.Hosts) of each of ncpu
+// model CPUs on a host with nhost CPUs: the mapper's CPU 0 on a host CPU of
+// its own if there are two or more, the scanner CPUs spread over the rest.
+func hostPlacement(ncpu, nhost int) []int {
+	hosts := make([]int, ncpu)
+	for i := 1; i < ncpu && nhost > 1; i++ {
+		hosts[i] = 1 + (i-1)%(nhost-1)
+	}
+	return hosts
+}
+
+// gcLimit is the memory limit while collection is off.
+const gcLimit = 4 << 30
 
 // Held is a scanner's wait accounting: how often it was preempted inside
 // the walk, by the lock it held meanwhile (procfs.MapsFile.Holding), and
@@ -181,53 +239,71 @@ type HeldStat struct {
 	MaxUS float64 `json:"max_us"` // the longest time off the CPU
 }
 
-// Slice is how long a scanner runs before it lets another scanner of its
-// CPU have a turn: EEVDF's slice for tasks of one nice level
-// (sysctl_sched_base_slice, 0.75 ms).
-const Slice = 750 * time.Microsecond
+// scannerTask is a scanner's task as the locks see it, with its lock
+// sleeps timed in two parts: until its wake-up, and from the wake-up until
+// it has its CPU again (a reader is granted the lock before it is woken,
+// and holds it that time too), and of that the time its OS thread waited
+// for a host CPU.
+type scannerTask struct {
+	*kernel.Task
+	hw          *hostWaitClock // the scanner thread's, or nil
+	runWaitMax  time.Duration  // the longest wait for the CPU after a wake-up since the last RecordBlocked
+	hostWaitMax time.Duration  // the longest part of one waiting for a host CPU
+	runWait     Held           // by lock: those waits (Stats.ScannersRunWait)
+	hostWait    Held           // by lock: their parts waiting for a host CPU
+}
+
+// Block is kernel.Task.Block, timing the wait for the CPU after the wake-up.
+func (st *scannerTask) Block(wait func()) {
+	var woken time.Time
+	var w0 time.Duration
+	st.Task.Block(func() {
+		wait()
+		woken = time.Now()
+		w0, _ = st.hw.read()
+	})
+	st.runWaitMax = max(st.runWaitMax, time.Since(woken))
+	if w1, ok := st.hw.read(); ok {
+		st.hostWaitMax = max(st.hostWaitMax, w1-w0)
+	}
+}
+
+// RecordBlocked is kernel.Task.RecordBlocked, also accounting the sleeps'
+// waits for the CPU to lock.
+func (st *scannerTask) RecordBlocked(lock string, d time.Duration) {
+	st.Task.RecordBlocked(lock, d)
+	if st.runWait == nil {
+		st.runWait, st.hostWait = Held{}, Held{}
+	}
+	for _, h := range []struct {
+		held Held
+		d    time.Duration
+	}{{st.runWait, st.runWaitMax}, {st.hostWait, st.hostWaitMax}} {
+		hs := h.held[lock]
+		hs.Count++
+		hs.MaxUS = max(hs.MaxUS, us(h.d))
+		h.held[lock] = hs
+	}
+	st.runWaitMax, st.hostWaitMax = 0, 0
+}
 
 // scanner is one scanner thread's preemption point and wait accounting.
 type scanner struct {
-	th       *sched.Thread
-	task     *kernel.Task
-	f        *procfs.MapsFile
-	held     Held
-	switches uint64    // the thread's context switches when last seen
-	since    time.Time // when it last got its CPU, as far as seen
+	th   *sched.Thread
+	task *scannerTask
+	f    *procfs.MapsFile
+	held Held
 }
 
-func (s *scanner) count() uint64 {
-	v, iv := s.th.Switches()
-	return v + iv
-}
-
-// point is the scanner's preemption point (procfs Options.Point). It is
-// th.Point, or th.Yield once the scanner has run for Slice, which also lets
-// the other scanner run: a model choice the kernel does not make in this
-// form. The model CPUs have no time slices, so without it a scanner gives
-// way to its peer only when it blocks or ends a pass, where CFS would
-// switch between them every slice at the points the preemption model
-// offers (the return to user space with PreemptNone). A switch-out while
-// the walk holds a lock is accounted to that lock (f.Holding).
+// point is the scanner's preemption point (procfs Options.Point): th.Point,
+// accounting a switch-out while the walk holds a lock to that lock
+// (f.Holding).
 func (s *scanner) point() {
 	lock := s.f.Holding()
-	n0 := s.count()
-	if n0 != s.switches { // it slept or was switched out since: a new slice
-		s.switches, s.since = n0, time.Now()
-	}
+	_, n0 := s.th.Switches()
 	t0 := time.Now()
-	if t0.Sub(s.since) >= Slice {
-		s.th.Yield()
-		s.since = time.Now()
-	} else {
-		s.th.Point()
-	}
-	n := s.count()
-	if n == n0 {
-		return
-	}
-	s.switches, s.since = n, time.Now()
-	if lock == "" {
+	s.th.Point()
+	if _, n := s.th.Switches(); n == n0 || lock == "" {
 		return
 	}
 	if s.held == nil {
@@ -235,7 +311,7 @@ func (s *scanner) point() {
 	}
 	hs := s.held[lock]
 	hs.Count++
-	hs.MaxUS = max(hs.MaxUS, us(s.since.Sub(t0)))
+	hs.MaxUS = max(hs.MaxUS, us(time.Since(t0)))
 	s.held[lock] = hs
 }
 
@@ -269,12 +345,18 @@ func (a *Acc) AddBlocked(mmap bool, d time.Duration, blocked map[string]kernel.B
 	a.Add(mmap, d, wait)
 }
 
-// scanText reads the whole maps text, one 4 KiB chunk per read.
-func scanText(f *procfs.MapsFile) error {
+// scanText reads the whole maps text, one 4 KiB chunk per read, and
+// writes each chunk to out, as scanpid.sh's cat /proc/PID/maps >/dev/null
+// does: with out /dev/null, a real write(2), the trip through user space
+// between two reads during which the scanner holds no lock.
+func scanText(f *procfs.MapsFile, out io.Writer) error {
 	f.Rewind()
 	for {
 		b, err := f.Read()
 		if err != nil || len(b) == 0 {
+			return err
+		}
+		if _, err := out.Write(b); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -30,20 +29,11 @@ func startHelper(ctx context.Context, role string, env ...string) (*helperProc, 
 	if err != nil {
 		return nil, fmt.Errorf("mapscan: %w", err)
 	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
+	in, out, err := live.StartPiped(cmd)
 	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("mapscan: starting the %s: %w", role, err)
 	}
-	h := &helperProc{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	h := &helperProc{cmd: cmd, in: in, out: out}
 	if _, err := h.expect("ready"); err != nil {
 		h.kill()
 		return nil, fmt.Errorf("mapscan: the %s did not start: %w", role, err)

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -107,20 +106,11 @@ func startChild(ctx context.Context, pin bool, file string) (*childSpace, error)
 	if err != nil {
 		return nil, fmt.Errorf("maptear: %w", err)
 	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
+	in, out, err := live.StartPiped(cmd)
 	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("maptear: starting the child: %w", err)
 	}
-	s := &childSpace{cmd: cmd, in: in, out: bufio.NewReader(out), fd: -1, smaps: file == "smaps",
+	s := &childSpace{cmd: cmd, in: in, out: out, fd: -1, smaps: file == "smaps",
 		page: uint64(os.Getpagesize()), buf: make([]byte, os.Getpagesize())}
 	line, err := s.out.ReadString('\n')
 	var base, n, pages uint64
