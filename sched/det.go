@@ -858,21 +858,28 @@ func TryRecv(ch <-chan struct{}) bool {
 // Notify sends a wake-up on the one-slot channel ch without blocking (a
 // wake-up already pending absorbs it) and, in a deterministic run, makes
 // the threads waiting on ch runnable. Mirrors wake_up_process().
+//
+// The running thread is read before the wake-up: a goroutine outside the
+// model (a real-time test's) whose wake-up lets a deterministic run start
+// must not find that run's thread afterwards and touch its state.
 func Notify(ch chan struct{}) {
+	t := running()
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
-	if t := running(); t != nil {
+	if t != nil {
 		t.sys().det.wakeWaiters(ch)
 	}
 }
 
 // Close closes ch and, in a deterministic run, makes the threads waiting on
 // it runnable: a broadcast wake-up (complete_all(), wake_up_all()).
+// The running thread is read before the close, as in Notify.
 func Close(ch chan struct{}) {
+	t := running()
 	close(ch)
-	if t := running(); t != nil {
+	if t != nil {
 		t.sys().det.wakeWaiters(ch)
 	}
 }
