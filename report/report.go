@@ -126,6 +126,19 @@ func MeanStddev(xs []float64) (mean, stddev float64) {
 	return mean, math.Sqrt(ss / float64(len(xs)-1))
 }
 
+// PairRatios returns the mean and the sample standard deviation of
+// a[i]/b[i] over the pairs both series have, b[i] > 0 and a[i] a number:
+// the ratio of two series sampled in turn, pair by pair.
+func PairRatios(a, b []float64) (mean, stddev float64) {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 && !math.IsNaN(a[i]) {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return MeanStddev(rs)
+}
+
 // Max returns the largest of xs, or NaN for none.
 func Max(xs []float64) float64 {
 	if len(xs) == 0 {

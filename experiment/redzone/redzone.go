@@ -136,6 +136,23 @@ func RatioOfMeans(r, base Result) *VsInt3 {
 	return v
 }
 
+// SetHitNsRuns sets r's HitNs and its spread from hitNs, one cost per hit
+// per sample.
+func (r *Result) SetHitNsRuns(hitNs []float64) { r.HitNs, r.HitNsStddev = report.MeanStddev(hitNs) }
+
+// PairedVsInt3 is VsInt3 of a design sampled in turn with off, from both
+// designs' rates and costs per hit, sample by sample: the rates' ratio pair
+// by pair; the costs' as the ratio of the means (a sample's cost is a
+// difference, near 0 for a cheap design, so the pairs' ratios scatter).
+func PairedVsInt3(rates, offRates, hitNs, offHitNs []float64) *VsInt3 {
+	ns, nsSd := report.MeanStddev(hitNs)
+	offNs, offSd := report.MeanStddev(offHitNs)
+	v := &VsInt3{HitNsRatio: ns / offNs}
+	v.HitNsRatioStddev = math.Abs(v.HitNsRatio) * math.Hypot(nsSd/ns, offSd/offNs)
+	v.Ratio, v.RatioStddev = report.PairRatios(rates, offRates)
+	return v
+}
+
 // SetHitNs sets r's HitNs from the mean rate of the same calls without a
 // probe, the spread propagated from both rates.
 func (r *Result) SetHitNs(none Result) {
