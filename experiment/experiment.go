@@ -94,6 +94,15 @@ type Def[O Options, R Result] struct {
 	Verdict func(o O, rs []R) (line string, failed bool)
 }
 
+// VerdictLine is a Verdict's line for judgement: "verdict: " and it, or
+// "" for none.
+func VerdictLine(judgement string) string {
+	if judgement == "" {
+		return ""
+	}
+	return "verdict: " + judgement
+}
+
 // ErrUsage marks an error in the command line (exit status 2).
 var ErrUsage = errors.New("usage")
 

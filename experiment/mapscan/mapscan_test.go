@@ -3,8 +3,6 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -47,22 +45,13 @@ func TestOptions(t *testing.T) {
 		{[]string{"--cases", "text,query"}, ""},
 		{[]string{"--cases", "text,fast"}, `"fast"`},
 	} {
-		o := NewOptions()
-		fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		o.Flags(fs)
-		err := fs.Parse(c.args)
-		if err == nil {
-			err = o.Validate()
-		}
+		err := experiment.ParseOptions(NewOptions(), c.args...)
 		if c.bad == "" && err != nil || c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)) {
 			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.bad)
 		}
 	}
 	o := NewOptions()
-	fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
-	o.Flags(fs)
-	if err := fs.Parse([]string{"--nsamples", "7"}); err != nil || o.Runs != 7 {
+	if err := experiment.ParseOptions(o, "--nsamples", "7"); err != nil || o.Runs != 7 {
 		t.Errorf("--nsamples 7: runs %d, %v", o.Runs, err)
 	}
 	b, err := json.Marshal(NewOptions())

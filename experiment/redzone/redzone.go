@@ -244,14 +244,11 @@ func Judge(rs []Result) (line string, corrupts, found bool) {
 func Verdict(_ *Options, rs []Result) (string, bool) {
 	for _, r := range rs {
 		if r.Target == experiment.Model && r.Variant != uprobes.OptimizeCall.String() && r.Corrupted > 0 {
-			return fmt.Sprintf("verdict: model error: the %s design corrupted the red zone (%s)", r.Variant, Slots(r.Mask)), true
+			return experiment.VerdictLine(fmt.Sprintf("model error: the %s design corrupted the red zone (%s)", r.Variant, Slots(r.Mask))), true
 		}
 	}
-	line, _, found := Judge(rs)
-	if !found {
-		return "", false
-	}
-	return "verdict: " + line, false
+	line, _, _ := Judge(rs) // "" when no live result
+	return experiment.VerdictLine(line), false
 }
 
 // Def is the red-zone experiment.
