@@ -11,11 +11,11 @@ import (
 )
 
 // The model runners' address-space layout: a program mapped at ModelText;
-// thread i of a process has a stack of ModelStackPages pages ending i stacks
+// thread i of a process has a stack of modelStackPages pages ending i stacks
 // below modelStackTop.
 const (
 	ModelText       = 0x400000
-	ModelStackPages = 16
+	modelStackPages = 16
 	modelStackTop   = 0x7ff000000000
 )
 
@@ -55,23 +55,23 @@ func NewModelProgram(name string, prog func(*cpu.Asm)) (*ModelProgram, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ModelProgram{File: ModelFile(name, code), asm: a}, nil
+	in := mm.NewInode(name, uint64(len(code)), func(off uint64) byte { return code[off] })
+	return &ModelProgram{File: in, asm: a}, nil
 }
 
-// Addr returns the address of the program's label (0 if it has none).
+// Addr returns the address of the program's label; a label the program
+// lacks is a runner's mistake, and panics.
 func (p *ModelProgram) Addr(label string) uint64 {
-	addr, _ := p.asm.Addr(label)
+	addr, ok := p.asm.Addr(label)
+	if !ok {
+		panic("experiment: no label " + label + " in " + p.File.Name)
+	}
 	return addr
 }
 
 // Offset returns the offset of the program's label in its file, where a
 // uprobe on it is registered.
 func (p *ModelProgram) Offset(label string) uint64 { return p.Addr(label) - ModelText }
-
-// ModelFile returns a model file named name that holds code.
-func ModelFile(name string, code []byte) *mm.Inode {
-	return mm.NewInode(name, uint64(len(code)), func(off uint64) byte { return code[off] })
-}
 
 // Process returns the task of a new model process of k, which maps p
 // read-execute at ModelText and has stacks for threads threads of
@@ -84,7 +84,7 @@ func (k *ModelKernel) Process(comm string, p *ModelProgram, threads int) (*kerne
 	if _, err := t.MM.Mmap(nil, ModelText, p.File.Size, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(p.File), 0); err != nil {
 		return nil, err
 	}
-	stack := uint64(threads) * ModelStackPages * pgtable.PageSize
+	stack := uint64(threads) * modelStackPages * pgtable.PageSize
 	if _, err := t.MM.Mmap(nil, modelStackTop-stack, stack, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (k *ModelKernel) Probe(p *ModelProgram, label string, c *uprobes.Consumer) 
 // until it stops.
 func Loop(r *kernel.Runner, thread int, entry, n uint64) cpu.Stop {
 	r.Regs = cpu.Regs{RIP: entry}
-	r.Regs.R[cpu.RSP] = modelStackTop - uint64(thread)*ModelStackPages*pgtable.PageSize - 64
+	r.Regs.R[cpu.RSP] = modelStackTop - uint64(thread)*modelStackPages*pgtable.PageSize - 64
 	r.Regs.R[cpu.RCX] = n
 	return r.Run()
 }
