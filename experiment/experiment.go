@@ -2,8 +2,8 @@
 // definition each experiment package fills in once (name, seed, options and
 // their validation, typed results, table, verdict), the two targets, and the
 // one path from command-line flags to jobs, results, table and JSON that
-// `mmlab run` and `mmlab all` use for every experiment, and the process a
-// model runner runs its code in (ModelProcess).
+// `mmlab run` and `mmlab all` use for every experiment, and the model kernel,
+// program and process a model runner runs its code in (ModelKernel).
 //
 // An experiment lives in experiment/<name>: its Def and its model runner,
 // in pure Go. Its live runner lives in mmlab/live/<name>, which imports the
@@ -92,6 +92,15 @@ type Def[O Options, R Result] struct {
 	// Verdict, if set, judges the results in one line ("verdict: ...") and
 	// says whether the run failed its check (exit status 1).
 	Verdict func(o O, rs []R) (line string, failed bool)
+}
+
+// VerdictLine is a Verdict's line for judgement: "verdict: " and it, or
+// "" for none.
+func VerdictLine(judgement string) string {
+	if judgement == "" {
+		return ""
+	}
+	return "verdict: " + judgement
 }
 
 // ErrUsage marks an error in the command line (exit status 2).

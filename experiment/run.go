@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"mmlab/report"
@@ -196,7 +194,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		}
 	}
 	if *out != "" {
-		if err := Save(*out, doc); err != nil {
+		if err := doc.Save(*out); err != nil {
 			fmt.Fprintf(stderr, "mmlab run %s: --out: %v\n", name, err)
 			status = ExitFailed
 		}
@@ -226,20 +224,4 @@ func params(o any) map[string]any {
 		_ = json.Unmarshal(b, &m)
 	}
 	return m
-}
-
-// Save writes doc as DIR/<experiment>.json, creating DIR.
-func Save[R any](dir string, doc *report.Document[R]) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, doc.Experiment+".json"))
-	if err != nil {
-		return err
-	}
-	if err := doc.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -75,6 +76,22 @@ func (d *Document[R]) WriteJSON(w io.Writer) error {
 	return enc.Encode(d)
 }
 
+// Save writes d as DIR/<experiment>.json, creating DIR.
+func (d *Document[R]) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, d.Experiment+".json"))
+	if err != nil {
+		return err
+	}
+	if err := d.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // ThisMachine reads the kernel release, CPU count and memory size of the
 // machine running mmlab. Fields it cannot read stay empty.
 func ThisMachine() Machine {
@@ -124,6 +141,19 @@ func MeanStddev(xs []float64) (mean, stddev float64) {
 		ss += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(ss / float64(len(xs)-1))
+}
+
+// PairRatios returns the mean and the sample standard deviation of
+// a[i]/b[i] over the pairs both series have, b[i] > 0 and a[i] a number:
+// the ratio of two series sampled in turn, pair by pair.
+func PairRatios(a, b []float64) (mean, stddev float64) {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 && !math.IsNaN(a[i]) {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return MeanStddev(rs)
 }
 
 // Max returns the largest of xs, or NaN for none.

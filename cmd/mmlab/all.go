@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -50,10 +49,7 @@ func runAll(ctx context.Context, args []string) int {
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), allUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return experiment.ExitOK
-		}
-		return experiment.ExitUsage
+		return flagsFailed(err, nil, nil)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "mmlab all: unexpected argument %q\n", fs.Arg(0))
@@ -178,10 +174,7 @@ func runReport(ctx context.Context, args []string) int {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), reportUsage); fs.PrintDefaults() }
 	paths, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return experiment.ExitOK
-		}
-		return experiment.ExitUsage
+		return flagsFailed(err, nil, nil)
 	}
 	if len(paths) == 0 {
 		fmt.Fprintln(os.Stderr, "mmlab report: no results given (a directory or JSON file)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -68,13 +67,11 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		name, args = args[0], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		return flagsFailed(err, func() {
 			fs.SetOutput(errw)
 			fmt.Fprint(errw, exploreUsage)
 			fs.PrintDefaults()
-			return 0
-		}
-		return usageErr("%v (see mmlab explore --help)", err)
+		}, func(err error) { usageErr("%v (see mmlab explore --help)", err) })
 	}
 	if fs.NArg() > 0 {
 		if name != "" || fs.NArg() > 1 {

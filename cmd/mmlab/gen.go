@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -33,10 +32,7 @@ func runGen(ctx context.Context, args []string) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagsFailed(err, nil, nil)
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(os.Stderr, "mmlab gen: unexpected argument %q\n", fs.Arg(0))

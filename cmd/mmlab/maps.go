@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,13 +59,9 @@ func runMaps(ctx context.Context, args []string) int {
 	addrFlag := fs.String("addr", "", "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(os.Stdout, mapsUsage)
-		return 0
-	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "mmlab maps: %v\n\n%s", err, mapsUsage)
-		return 2
+		return flagsFailed(err, func() { fmt.Fprint(os.Stdout, mapsUsage) },
+			func(err error) { fmt.Fprintf(os.Stderr, "mmlab maps: %v\n\n%s", err, mapsUsage) })
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(os.Stderr, "mmlab maps: want one PID, not %d arguments\n\n%s", len(pos), mapsUsage)

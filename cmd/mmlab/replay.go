@@ -51,10 +51,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return flagsFailed(err, nil, nil)
 	}
 	if *target != "model" && *target != "live" {
 		fmt.Fprintf(stderr, "mmlab replay: --target %q: want model or live\n", *target)

@@ -14,7 +14,6 @@ import (
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/mm"
-	"mmlab/mm/pgtable"
 	"mmlab/uprobes"
 )
 
@@ -47,13 +46,6 @@ type modelRun struct {
 	Optimized  bool
 }
 
-// The model's address-space layout: the sled's file mapped at text, a
-// stack of 16 pages below stackTop.
-const (
-	text     = 0x400000
-	stackTop = 0x7ff000000000
-)
-
 // measure attaches and detaches N uprobes on a file that c.Procs model
 // processes map, c.Runs times round-robin over counts and modes, and
 // returns each run. Attach is the N registrations; detach is every
@@ -61,14 +53,10 @@ const (
 // grace period: the writer-side price of Tasks Trace).
 func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 	var ks []*modelKernel
-	defer func() {
-		for _, k := range ks {
-			k.stop()
-		}
-	}()
 	for _, v := range c.Variants {
 		k, err := attachKernel(c, v)
 		if k != nil {
+			defer k.stop()
 			ks = append(ks, k)
 		}
 		if err != nil {
@@ -87,7 +75,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 						return out, err
 					}
 					k.run(true)
-					run, err := attachOnce(k.u, k.in, k.base, mode, n)
+					run, err := attachOnce(k.Uprobes, k.sled.File, k.sled.Offset("sled"), mode, n)
 					k.run(false)
 					if err != nil {
 						return out, err
@@ -106,17 +94,14 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 
 // modelKernel is one variant's model kernel for measure.
 type modelKernel struct {
-	mach *kernel.Machine
-	u    *uprobes.Uprobes
-	in   *mm.Inode // the sled's file
-	base uint64    // the sled's offset in it
-	// hitter is a process of its own that maps a file of its own, hitIn,
-	// at text and calls the nop5 target at offset nop5 of it through the
-	// loop at hitLoop; it runs on model CPU 0 while the mappers are parked.
-	// The sled's probes never visit it, nor the nop5 probe the mappers.
-	hitter        *kernel.Task
-	hitIn         *mm.Inode
-	nop5, hitLoop uint64
+	*experiment.ModelKernel
+	sled *experiment.ModelProgram // the probed sled of nops, its loop
+	// hitter is a process of its own that maps a program of its own,
+	// hitProg, and calls its nop5 target through its loop hit5; it runs on
+	// model CPU 0 while the mappers are parked. The sled's probes never
+	// visit it, nor the nop5 probe the mappers.
+	hitter  *kernel.Task
+	hitProg *experiment.ModelProgram
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
 	// measured, so that the kernels measured in turn do not share the
@@ -130,43 +115,35 @@ type modelKernel struct {
 // loop through it while the kernel runs (modelKernel.run). On error the
 // kernel returned, if any, is to be stopped.
 func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
-	a := cpu.NewAsm(text)
-	a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
-	a.Label("sled")
-	for range MaxProbes {
-		a.Nop()
-	}
-	a.Ret()
-	code, err := a.Assemble()
+	sled, err := experiment.NewModelProgram("/usr/lib/libsled.so", func(a *cpu.Asm) {
+		a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
+		a.Label("sled")
+		for range MaxProbes {
+			a.Nop()
+		}
+		a.Ret()
+	})
 	if err != nil {
 		return nil, err
 	}
-	sled, _ := a.Addr("sled")
-	h := cpu.NewAsm(text)
-	h.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
-	h.Label("nop5").Nop5().Ret()
-	hitCode, err := h.Assemble()
+	hit, err := experiment.NewModelProgram("/usr/bin/hitter", func(a *cpu.Asm) {
+		a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
+		a.Label("nop5").Nop5().Ret()
+	})
 	if err != nil {
 		return nil, err
 	}
-	nop5, _ := h.Addr("nop5")
-	hitLoop, _ := h.Addr("hit5")
-	mach := kernel.NewMachine(max(1, c.CPUs))
-	u, err := uprobes.New(mach, v.Config)
+	mk, err := experiment.NewModelKernel(max(1, c.CPUs), v.Config)
 	if err != nil {
-		mach.Stop()
 		return nil, err
 	}
-	in := experiment.ModelFile("/usr/lib/libsled.so", code)
-	file := mm.Open(in)
 	var stopping, running atomic.Bool
 	running.Store(true) // until every mapper has started
 	var wakeMu sync.Mutex
 	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
 	var loops atomic.Int64 // loops begun by the mappers
-	k := &modelKernel{mach: mach, u: u, in: in, base: sled - text,
-		hitIn: experiment.ModelFile("/usr/bin/hitter", hitCode), nop5: nop5 - text, hitLoop: hitLoop}
+	k := &modelKernel{ModelKernel: mk, sled: sled, hitProg: hit}
 	k.run = func(on bool) {
 		n := loops.Load()
 		running.Store(on)
@@ -187,13 +164,13 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		for _, r := range runners {
 			<-r.Done()
 		}
-		mach.Stop()
+		k.Stop()
 	}
-	if k.hitter, err = experiment.ModelProcess("hitter", u, mm.Open(k.hitIn), text, stackTop, 16*pgtable.PageSize); err != nil {
+	if k.hitter, err = k.Process("hitter", hit, 1); err != nil {
 		return k, err
 	}
 	for i := range c.Procs {
-		t, err := experiment.ModelProcess(fmt.Sprint("mapper", i), u, file, text, stackTop, 16*pgtable.PageSize)
+		t, err := k.Process(fmt.Sprint("mapper", i), sled, 1)
 		if err != nil {
 			return k, err
 		}
@@ -202,7 +179,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		}
 		started := make(chan struct{})
 		var once sync.Once
-		runners = append(runners, mach.Start(t, i, 0, func(r *kernel.Runner) {
+		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			defer once.Do(func() { close(started) })
 			for n := 0; !stopping.Load(); n++ {
 				if n == 1 {
@@ -218,9 +195,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 					continue
 				}
 				loops.Add(1)
-				r.Regs = cpu.Regs{RIP: text}
-				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, 256
-				if s := r.Run(); s.Reason != cpu.StopHalt {
+				if s := experiment.Loop(r, 0, sled.Addr("loop"), 256); s.Reason != cpu.StopHalt {
 					return
 				}
 			}
@@ -273,9 +248,8 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 // removal, as every mm does, so only the first measurement of a kernel
 // maps one.
 func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err error) {
-	var hits atomic.Int64
-	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
-	up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
+	con := experiment.NewCounter()
+	up, err := k.Probe(k.hitProg, "nop5", &con.Consumer)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -284,13 +258,13 @@ func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err 
 			optimized = k.siteOptimized()
 		}
 	})
-	if err == nil && hits.Load() != 1+LaterHits {
-		err = fmt.Errorf("attach: %d hits of the nop5 probe for %d calls", hits.Load(), 1+LaterHits)
+	if err == nil && con.Hits() != 1+LaterHits {
+		err = fmt.Errorf("attach: %d hits of the nop5 probe for %d calls", con.Hits(), 1+LaterHits)
 	}
-	if uerr := k.u.UnregisterNosync(nil, up, con); err == nil {
+	if uerr := k.Uprobes.UnregisterNosync(nil, up, &con.Consumer); err == nil {
 		err = uerr
 	}
-	k.u.UnregisterSync(nil)
+	k.Uprobes.UnregisterSync(nil)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -304,12 +278,10 @@ func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err 
 func (k *modelKernel) hit(ns []int, after func(i int)) ([]time.Duration, error) {
 	var ds []time.Duration
 	var stop cpu.Stop
-	r := k.mach.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
+	r := k.Machine.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
 		for i, n := range ns {
-			r.Regs = cpu.Regs{RIP: k.hitLoop}
-			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = stackTop-64, uint64(n)
 			start := time.Now()
-			stop = r.Run()
+			stop = experiment.Loop(r, 0, k.hitProg.Addr("hit5"), uint64(n))
 			ds = append(ds, time.Since(start))
 			if stop.Reason != cpu.StopHalt {
 				return
@@ -331,7 +303,7 @@ func (k *modelKernel) site() [5]byte {
 	m := k.hitter.MM
 	var b [5]byte
 	for i := range b {
-		at := text + k.nop5 + uint64(i)
+		at := k.hitProg.Addr("nop5") + uint64(i)
 		var ok bool
 		if b[i], ok = m.PeekByte(at); !ok {
 			b[i], _ = m.FindVMA(at).FileByte(at)
@@ -344,8 +316,8 @@ func (k *modelKernel) site() [5]byte {
 // of its trampolines.
 func (k *modelKernel) siteOptimized() bool {
 	b := k.site()
-	dest := text + k.nop5 + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(b[1:]))))
-	return b[0] == 0xe8 && slices.Contains(k.u.Trampolines(k.hitter.MM), dest)
+	dest := k.hitProg.Addr("nop5") + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(b[1:]))))
+	return b[0] == 0xe8 && slices.Contains(k.Uprobes.Trampolines(k.hitter.MM), dest)
 }
 
 // The model's processes: modelProcs map the sled, modelCPUs of them run

@@ -52,7 +52,7 @@ func TestFirstHitOptimizesOnce(t *testing.T) {
 	con := &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 	var tramps []uint64
 	for round := range 2 {
-		up, err := k.u.Register(nil, k.hitIn, k.nop5, con)
+		up, err := k.Probe(k.hitProg, "nop5", con)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,36 +61,36 @@ func TestFirstHitOptimizesOnce(t *testing.T) {
 		}
 		// The checks run on the hitter's thread after each run of its
 		// code: after the first hit, then after the later ones.
-		seq, syncs := m.LockSeq().Raw(), k.mach.TextPokeSyncs()
+		seq, syncs := m.LockSeq().Raw(), k.Machine.TextPokeSyncs()
 		var optimized []byte
 		_, err = k.hit([]int{1, LaterHits}, func(i int) {
 			if i == 0 {
-				if !k.siteOptimized() || m.LockSeq().Raw() == seq || k.mach.TextPokeSyncs()-syncs != 3 {
+				if !k.siteOptimized() || m.LockSeq().Raw() == seq || k.Machine.TextPokeSyncs()-syncs != 3 {
 					t.Errorf("round %d: first hit: site % x, mmap lock seq %d -> %d, %d syncs; want a call, a write section, 3 syncs",
-						round, site(), seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+						round, site(), seq, m.LockSeq().Raw(), k.Machine.TextPokeSyncs()-syncs)
 				}
 				optimized = site()
-				seq, syncs = m.LockSeq().Raw(), k.mach.TextPokeSyncs()
+				seq, syncs = m.LockSeq().Raw(), k.Machine.TextPokeSyncs()
 				return
 			}
-			if got := site(); !bytes.Equal(got, optimized) || m.LockSeq().Raw() != seq || k.mach.TextPokeSyncs() != syncs {
+			if got := site(); !bytes.Equal(got, optimized) || m.LockSeq().Raw() != seq || k.Machine.TextPokeSyncs() != syncs {
 				t.Errorf("round %d: later hits: site % x -> % x, mmap lock seq %d -> %d, %d syncs; want nothing changed",
-					round, optimized, got, seq, m.LockSeq().Raw(), k.mach.TextPokeSyncs()-syncs)
+					round, optimized, got, seq, m.LockSeq().Raw(), k.Machine.TextPokeSyncs()-syncs)
 			}
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if round == 0 {
-			tramps = k.u.Trampolines(m)
+			tramps = k.Uprobes.Trampolines(m)
 		}
-		if got := k.u.Trampolines(m); len(got) != 1 || !slices.Equal(got, tramps) {
+		if got := k.Uprobes.Trampolines(m); len(got) != 1 || !slices.Equal(got, tramps) {
 			t.Errorf("round %d: trampolines %#x, want the first round's %#x", round, got, tramps)
 		}
-		if err := k.u.UnregisterNosync(nil, up, con); err != nil {
+		if err := k.Uprobes.UnregisterNosync(nil, up, con); err != nil {
 			t.Fatal(err)
 		}
-		k.u.UnregisterSync(nil)
+		k.Uprobes.UnregisterSync(nil)
 		if got := site(); !bytes.Equal(got, []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}) {
 			t.Fatalf("round %d: site % x after unregister, want the nop5", round, got)
 		}

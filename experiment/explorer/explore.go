@@ -168,7 +168,7 @@ func verdict(_ *Options, rs []Result) (string, bool) {
 			before += r.Failures
 		}
 	}
-	line := fmt.Sprintf("verdict: before, %d of %d scenarios fail a property; after, %d of %d", before, beforeN, after, afterN)
+	line := experiment.VerdictLine(fmt.Sprintf("before, %d of %d scenarios fail a property; after, %d of %d", before, beforeN, after, afterN))
 	if after > 0 {
 		line += ": " + strings.Join(bad, ", ")
 	}

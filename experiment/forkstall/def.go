@@ -302,5 +302,5 @@ func LiveVerdict(rs []Result) (verdict, line string) {
 		return "", ""
 	}
 	verdict = Judge(worst.ForkMaxMs, worst.BaselineMs)
-	return verdict, fmt.Sprintf("verdict: %s fork_max_ms=%.2f baseline_ms=%.2f", verdict, worst.ForkMaxMs, worst.BaselineMs)
+	return verdict, experiment.VerdictLine(fmt.Sprintf("%s fork_max_ms=%.2f baseline_ms=%.2f", verdict, worst.ForkMaxMs, worst.BaselineMs))
 }

@@ -540,7 +540,7 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 		}
 	}
 	if len(none) > 0 {
-		return "verdict: insufficient: a run timed no call in " + strings.Join(none, ", "), true
+		return experiment.VerdictLine("insufficient: a run timed no call in " + strings.Join(none, ", ")), true
 	}
 	return "", false
 }

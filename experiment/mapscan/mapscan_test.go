@@ -3,8 +3,6 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +28,32 @@ func TestRunModelSmoke(t *testing.T) {
 	}
 }
 
+// BenchmarkModelTextScanners runs the model with two text scanners, one
+// 1-second run per iteration, for each walk, and reports the mapper's mean
+// and maximum call latency and its maximum lock wait per call (the seed's
+// comparison: after should be about 10x lower in the maxima).
+func BenchmarkModelTextScanners(b *testing.B) {
+	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
+		b.Run(v.String(), func(b *testing.B) {
+			var meanSum, opMax, waitMax float64
+			n := 0
+			for b.Loop() {
+				st, err := RunModel(context.Background(), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1), BusyDuration: BusySpin, Preempt: procfs.PreemptFull})
+				if err != nil {
+					b.Fatal(err)
+				}
+				meanSum += st.OpMeanUS
+				opMax = max(opMax, st.OpMaxUS)
+				waitMax = max(waitMax, st.LockWaitMaxUS)
+				n++
+			}
+			b.ReportMetric(meanSum/float64(n), "op_mean_us")
+			b.ReportMetric(opMax, "op_max_us")
+			b.ReportMetric(waitMax, "lock_wait_max_us")
+		})
+	}
+}
+
 func TestOptions(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -47,22 +71,13 @@ func TestOptions(t *testing.T) {
 		{[]string{"--cases", "text,query"}, ""},
 		{[]string{"--cases", "text,fast"}, `"fast"`},
 	} {
-		o := NewOptions()
-		fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		o.Flags(fs)
-		err := fs.Parse(c.args)
-		if err == nil {
-			err = o.Validate()
-		}
+		err := experiment.ParseOptions(NewOptions(), c.args...)
 		if c.bad == "" && err != nil || c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)) {
 			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.bad)
 		}
 	}
 	o := NewOptions()
-	fs := flag.NewFlagSet("mapscan", flag.ContinueOnError)
-	o.Flags(fs)
-	if err := fs.Parse([]string{"--nsamples", "7"}); err != nil || o.Runs != 7 {
+	if err := experiment.ParseOptions(o, "--nsamples", "7"); err != nil || o.Runs != 7 {
 		t.Errorf("--nsamples 7: runs %d, %v", o.Runs, err)
 	}
 	b, err := json.Marshal(NewOptions())

@@ -229,11 +229,7 @@ func table(w io.Writer, o *Options, rs []Result) {
 
 // verdict judges the live kernel.
 func verdict(o *Options, rs []Result) (string, bool) {
-	l := Line(rs, experiment.Live, experiment.VariantKernel)
-	if l == "" {
-		return "", false
-	}
-	return "verdict: " + l, false
+	return experiment.VerdictLine(Line(rs, experiment.Live, experiment.VariantKernel)), false
 }
 
 // Def is the experiment's definition.

@@ -227,9 +227,9 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 	}
 	switch {
 	case len(torn) > 0:
-		return "verdict: torn (" + strings.Join(torn, ", ") + ")", true
+		return experiment.VerdictLine("torn (" + strings.Join(torn, ", ") + ")"), true
 	case len(none) > 0:
-		return "verdict: insufficient: no read in " + strings.Join(none, ", "), true
+		return experiment.VerdictLine("insufficient: no read in " + strings.Join(none, ", ")), true
 	}
-	return fmt.Sprintf("verdict: ok (no gap in %d reads)", reads), false
+	return experiment.VerdictLine(fmt.Sprintf("ok (no gap in %d reads)", reads)), false
 }

@@ -2,8 +2,6 @@ package maptear
 
 import (
 	"bytes"
-	"flag"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -15,13 +13,7 @@ import (
 // parse parses args into the default options, as `mmlab run maptear` does.
 func parse(args ...string) (*Options, error) {
 	o := NewOptions()
-	fs := flag.NewFlagSet("maptear", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	return o, o.Validate()
+	return o, experiment.ParseOptions(o, args...)
 }
 
 func TestOptions(t *testing.T) {

@@ -3,33 +3,22 @@ package redzone
 import (
 	"context"
 	"fmt"
-	"math"
-	"sync/atomic"
 	"time"
 
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
-	"mmlab/mm"
-	"mmlab/mm/pgtable"
-	"mmlab/report"
 	"mmlab/uprobes"
 )
 
-const (
-	modelText  = 0x400000
-	modelStack = 0x7ff000000000
-)
-
 // designKernel is one design's model kernel: one CPU, one process that
-// maps cpu.RedZoneProgram and a stack, a counting uprobe on the target's
-// nop5.
+// maps cpu.RedZoneProgram, a counting uprobe on the target's nop5.
 type designKernel struct {
+	*experiment.ModelKernel
 	opt   uprobes.Optimize
-	mach  *kernel.Machine
 	task  *kernel.Task
 	entry uint64
-	hits  atomic.Uint64 // written on the task's thread, read after each run
+	hits  *experiment.Counter
 	// The red-zone check so far.
 	calls, corrupted, mask uint64
 }
@@ -37,31 +26,24 @@ type designKernel struct {
 // newDesignKernel returns the kernel of design opt, with the uprobe unless
 // bare (the no-probe baseline).
 func newDesignKernel(opt uprobes.Optimize, bare bool) (*designKernel, error) {
-	a := cpu.NewAsm(modelText)
-	cpu.RedZoneProgram(a)
-	code, err := a.Assemble()
+	p, err := experiment.NewModelProgram("/usr/bin/redzone", cpu.RedZoneProgram)
 	if err != nil {
 		return nil, err
 	}
-	k := &designKernel{opt: opt, mach: kernel.NewMachine(1)}
-	u, err := uprobes.New(k.mach, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
+	mk, err := experiment.NewModelKernel(1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
 	if err != nil {
-		k.mach.Stop()
 		return nil, err
 	}
-	in := experiment.ModelFile("/usr/bin/redzone", code)
-	if k.task, err = experiment.ModelProcess("redzone", u, mm.Open(in), modelText, modelStack, 4*pgtable.PageSize); err != nil {
-		k.mach.Stop()
+	k := &designKernel{ModelKernel: mk, opt: opt, entry: p.Addr("redzone_loop"), hits: experiment.NewCounter()}
+	if k.task, err = k.Process("redzone", p, 1); err != nil {
+		k.Stop()
 		return nil, err
 	}
-	k.entry, _ = a.Addr("redzone_loop")
-	site, _ := a.Addr("redzone_nop5")
 	if bare {
 		return k, nil
 	}
-	c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { k.hits.Add(1); return 0 }}
-	if _, err := u.Register(nil, in, site-modelText, c); err != nil {
-		k.mach.Stop()
+	if _, err := k.Probe(p, "redzone_nop5", &k.hits.Consumer); err != nil {
+		k.Stop()
 		return nil, fmt.Errorf("redzone %v: register: %w", opt, err)
 	}
 	return k, nil
@@ -74,10 +56,8 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 	var stop cpu.Stop
 	var regs cpu.Regs
 	var el time.Duration
-	r := k.mach.Start(k.task, 0, 0, func(r *kernel.Runner) {
-		r.Regs = cpu.Regs{RIP: k.entry}
-		r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = modelStack-64, uint64(n)
-		el = elapsed(func() { stop = r.Run() })
+	r := k.Machine.Start(k.task, 0, 0, func(r *kernel.Runner) {
+		el = elapsed(func() { stop = experiment.Loop(r, 0, k.entry, uint64(n)) })
 		regs = r.Regs
 	})
 	<-r.Done()
@@ -98,11 +78,6 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	env.Param("model_clock", clockName())
 	var ks []*designKernel
-	defer func() {
-		for _, k := range ks {
-			k.mach.Stop()
-		}
-	}()
 	for i, v := range append([]string{uprobes.OptimizeOff.String()}, env.Variants...) {
 		opt, err := uprobes.ParseOptimize(v)
 		if err != nil {
@@ -112,6 +87,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		if err != nil {
 			return err
 		}
+		defer k.Stop()
 		ks = append(ks, k)
 		if _, err := k.run(o.Calls); err != nil {
 			return err
@@ -125,7 +101,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			h0 := k.hits.Load()
+			h0 := k.hits.Hits()
 			el, err := k.run(o.Calls)
 			if err != nil {
 				return err
@@ -134,7 +110,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				base = el
 				continue
 			}
-			rates[i] = append(rates[i], float64(k.hits.Load()-h0)/el.Seconds())
+			rates[i] = append(rates[i], float64(k.hits.Hits()-h0)/el.Seconds())
 			hitNs[i] = append(hitNs[i], float64(el-base)/float64(o.Calls))
 		}
 	}
@@ -146,21 +122,14 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	}
 	for i, k := range ks[1:] {
 		i++
-		if h := k.hits.Load(); h != k.calls {
+		if h := k.hits.Hits(); h != k.calls {
 			return fmt.Errorf("redzone %v: %d hits for %d calls", k.opt, h, k.calls)
 		}
 		r := NewResult(experiment.Row{Target: experiment.Model, Variant: k.opt.String()}, AttachModel, SiteNop5,
-			rates[i], k.calls, k.hits.Load(), k.corrupted, k.mask)
-		r.HitNs, r.HitNsStddev = report.MeanStddev(hitNs[i])
+			rates[i], k.calls, k.hits.Hits(), k.corrupted, k.mask)
+		r.SetHitNsRuns(hitNs[i])
 		if off >= 0 && i != off {
-			// The rates' ratio pair by pair; the costs' as the ratio of
-			// the means (a sample's cost is a difference, near 0 for a
-			// cheap design, so the pairs' ratios scatter).
-			offNs, offSd := report.MeanStddev(hitNs[off])
-			v := &VsInt3{HitNsRatio: r.HitNs / offNs}
-			v.HitNsRatioStddev = math.Abs(v.HitNsRatio) * math.Hypot(r.HitNsStddev/r.HitNs, offSd/offNs)
-			v.Ratio, v.RatioStddev = report.MeanStddev(pairRatios(rates[i], rates[off]))
-			r.VsInt3 = v
+			r.VsInt3 = PairedVsInt3(rates[i], rates[off], hitNs[i], hitNs[off])
 		}
 		env.Progress("%s: %.3f M hits/s, %.0f ns per hit, %d of %d calls found %s changed", k.opt, r.Mops, r.HitNs, r.Corrupted, r.Calls, Slots(r.Mask))
 		emit(r)
@@ -186,15 +155,4 @@ func clockName() string {
 		return "thread-cpu"
 	}
 	return "wall"
-}
-
-// pairRatios returns a[i]/b[i] for the sample pairs.
-func pairRatios(a, b []float64) []float64 {
-	var out []float64
-	for i := range min(len(a), len(b)) {
-		if b[i] > 0 {
-			out = append(out, a[i]/b[i])
-		}
-	}
-	return out
 }

@@ -136,6 +136,23 @@ func RatioOfMeans(r, base Result) *VsInt3 {
 	return v
 }
 
+// SetHitNsRuns sets r's HitNs and its spread from hitNs, one cost per hit
+// per sample.
+func (r *Result) SetHitNsRuns(hitNs []float64) { r.HitNs, r.HitNsStddev = report.MeanStddev(hitNs) }
+
+// PairedVsInt3 is VsInt3 of a design sampled in turn with off, from both
+// designs' rates and costs per hit, sample by sample: the rates' ratio pair
+// by pair; the costs' as the ratio of the means (a sample's cost is a
+// difference, near 0 for a cheap design, so the pairs' ratios scatter).
+func PairedVsInt3(rates, offRates, hitNs, offHitNs []float64) *VsInt3 {
+	ns, nsSd := report.MeanStddev(hitNs)
+	offNs, offSd := report.MeanStddev(offHitNs)
+	v := &VsInt3{HitNsRatio: ns / offNs}
+	v.HitNsRatioStddev = math.Abs(v.HitNsRatio) * math.Hypot(nsSd/ns, offSd/offNs)
+	v.Ratio, v.RatioStddev = report.PairRatios(rates, offRates)
+	return v
+}
+
 // SetHitNs sets r's HitNs from the mean rate of the same calls without a
 // probe, the spread propagated from both rates.
 func (r *Result) SetHitNs(none Result) {
@@ -227,14 +244,11 @@ func Judge(rs []Result) (line string, corrupts, found bool) {
 func Verdict(_ *Options, rs []Result) (string, bool) {
 	for _, r := range rs {
 		if r.Target == experiment.Model && r.Variant != uprobes.OptimizeCall.String() && r.Corrupted > 0 {
-			return fmt.Sprintf("verdict: model error: the %s design corrupted the red zone (%s)", r.Variant, Slots(r.Mask)), true
+			return experiment.VerdictLine(fmt.Sprintf("model error: the %s design corrupted the red zone (%s)", r.Variant, Slots(r.Mask))), true
 		}
 	}
-	line, _, found := Judge(rs)
-	if !found {
-		return "", false
-	}
-	return "verdict: " + line, false
+	line, _, _ := Judge(rs) // "" when no live result
+	return experiment.VerdictLine(line), false
 }
 
 // Def is the red-zone experiment.

@@ -40,7 +40,7 @@ func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
 		doc.Results = append(doc.Results, mapslock.Result{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel},
 			Case: c.name, HoldMs: 20, QueryMs: 0.001, First: c.first, Probed: 4, HoldMsRuns: make([]float64, 4)})
 	}
-	if err := experiment.Save(dir, doc); err != nil {
+	if err := doc.Save(dir); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
-	"mmlab/mm"
-	"mmlab/mm/pgtable"
 	"mmlab/report"
 	"mmlab/uprobes"
 )
@@ -50,12 +48,10 @@ const triggerBatch = 4096
 
 // triggerKernel is one variant's model kernel for the trigger benchmark.
 type triggerKernel struct {
-	mach   *kernel.Machine
-	u      *uprobes.Uprobes
-	leader *kernel.Task
-	tasks  []*kernel.Task // one thread per CPU, leader first
-	entry  uint64
-	hits   []paddedCount // per model CPU
+	*experiment.ModelKernel
+	tasks []*kernel.Task // one thread of one process per CPU, leader first
+	entry uint64
+	hits  []paddedCount // per model CPU
 }
 
 type paddedCount struct {
@@ -71,39 +67,33 @@ func triggerProg(a *cpu.Asm) {
 	a.Label("target5").Nop5().Ret()
 }
 
-const (
-	triggerText  = 0x400000
-	triggerStack = 0x7ff000000000 // thread i's stack ends i*16 pages below
-)
-
 func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
-	a := cpu.NewAsm(triggerText)
-	triggerProg(a)
-	code, err := a.Assemble()
+	p, err := experiment.NewModelProgram("/usr/bin/trigger", triggerProg)
 	if err != nil {
 		return nil, err
 	}
-	k := &triggerKernel{mach: kernel.NewMachine(c.CPUs), hits: make([]paddedCount, c.CPUs)}
-	if k.u, err = uprobes.New(k.mach, v.Config); err != nil {
+	mk, err := experiment.NewModelKernel(c.CPUs, v.Config)
+	if err != nil {
 		return nil, err
 	}
-	in := experiment.ModelFile("/usr/bin/trigger", code)
-	const stackPages = 16
-	if k.leader, err = experiment.ModelProcess("trigger", k.u, mm.Open(in), triggerText, triggerStack, uint64(c.CPUs)*stackPages*pgtable.PageSize); err != nil {
+	k := &triggerKernel{ModelKernel: mk, hits: make([]paddedCount, c.CPUs)}
+	leader, err := k.Process("trigger", p, c.CPUs)
+	if err != nil {
+		k.Stop()
 		return nil, err
 	}
-	k.tasks = []*kernel.Task{k.leader}
+	k.tasks = []*kernel.Task{leader}
 	for len(k.tasks) < c.CPUs {
-		k.tasks = append(k.tasks, k.leader.NewThread())
+		k.tasks = append(k.tasks, leader.NewThread())
 	}
 	label := "target"
-	k.entry, _ = a.Addr("loop")
+	k.entry = p.Addr("loop")
 	switch c.Case.Target {
 	case TargetRet:
 		label = "target_ret"
 	case TargetNop5:
 		label = "target5"
-		k.entry, _ = a.Addr("loop5")
+		k.entry = p.Addr("loop5")
 	}
 	if !c.Case.Probed {
 		return k, nil
@@ -115,8 +105,8 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	} else {
 		cons.Handler = func(r *kernel.Runner) int { count(r); return 0 }
 	}
-	addr, _ := a.Addr(label)
-	if _, err := k.u.Register(nil, in, addr-triggerText, cons); err != nil {
+	if _, err := k.Probe(p, label, cons); err != nil {
+		k.Stop()
 		return nil, fmt.Errorf("trigger %s: register: %w", c.Case.Name, err)
 	}
 	return k, nil
@@ -133,14 +123,11 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 	deadline := start.Add(d)
 	var runners []*kernel.Runner
 	for i, t := range k.tasks {
-		runners = append(runners, k.mach.Start(t, i, 0, func(r *kernel.Runner) {
-			sp := triggerStack - uint64(i)*16*pgtable.PageSize - 64
+		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			n := int64(0)
 			t0, ok := experiment.ThreadCPUTime()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				r.Regs = cpu.Regs{RIP: k.entry}
-				r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = sp, triggerBatch
-				if s := r.Run(); s.Reason != cpu.StopHalt {
+				if s := experiment.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
 					errs <- fmt.Errorf("%v: %v, regs %v, signals %v", r, s, &r.Regs, r.Task.PendingSignals())
 					break
 				}
@@ -176,17 +163,13 @@ func (k *triggerKernel) totalHits() uint64 {
 // counts hits. The flavours are sampled in turn.
 func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 	var ks []*triggerKernel
-	defer func() {
-		for _, k := range ks {
-			k.mach.Stop()
-		}
-	}()
 	res := make([]modelResult, len(c.Variants))
 	for i, v := range c.Variants {
 		k, err := newTriggerKernel(c, v)
 		if err != nil {
 			return nil, err
 		}
+		defer k.Stop()
 		ks = append(ks, k)
 		res[i].Variant, res[i].Optimize = v.Name, v.Config.Optimize
 		if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
@@ -293,11 +276,11 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				if srcu != nil && mr.Variant != srcu.Variant {
 					// Paired samples (taken in turn): the ratio of each pair.
 					v := &VsSRCU{}
-					v.RatioVsSRCU, v.RatioVsSRCUStddev = report.MeanStddev(ratios(mr.Samples, srcu.Samples))
+					v.RatioVsSRCU, v.RatioVsSRCUStddev = report.PairRatios(mr.Samples, srcu.Samples)
 					r.VsSRCU = v
 					if len(mr.CPUSamples) > 0 && len(srcu.CPUSamples) > 0 {
 						cv := &CPUVsSRCU{}
-						cv.RatioCPUVsSRCU, cv.RatioCPUVsSRCUStddev = report.MeanStddev(ratios(mr.CPUSamples, srcu.CPUSamples))
+						cv.RatioCPUVsSRCU, cv.RatioCPUVsSRCUStddev = report.PairRatios(mr.CPUSamples, srcu.CPUSamples)
 						r.CPUVsSRCU = cv
 					}
 				}

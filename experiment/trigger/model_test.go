@@ -147,17 +147,13 @@ func TestOptimizeSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s cpu.Stop
-		r := k.mach.Start(k.leader, 0, 0, func(r *kernel.Runner) {
-			r.Regs.RIP = k.entry
-			r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, 100
-			s = r.Run()
-		})
+		r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) { s = experiment.Loop(r, 0, k.entry, 100) })
 		<-r.Done()
-		k.mach.Stop()
+		k.Stop()
 		if s.Reason != cpu.StopHalt || k.totalHits() != 100 {
 			t.Fatalf("%v: %v, %d hits for 100 calls", opt, s, k.totalHits())
 		}
-		tramps := k.u.Trampolines(k.leader.MM)
+		tramps := k.Uprobes.Trampolines(k.tasks[0].MM)
 		if (len(tramps) == 1) != (opt == uprobes.OptimizeCall) || len(tramps) > 1 {
 			t.Errorf("%v: trampolines %#x", opt, tramps)
 		}
@@ -218,15 +214,13 @@ func BenchmarkHit(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer k.mach.Stop()
+				defer k.Stop()
 				var s cpu.Stop
 				var cpuTime time.Duration
 				b.ResetTimer()
-				r := k.mach.Start(k.leader, 0, 0, func(r *kernel.Runner) {
-					r.Regs.RIP = k.entry
-					r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = triggerStack-64, uint64(b.N)
+				r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) {
 					t0, _ := experiment.ThreadCPUTime()
-					s = r.Run()
+					s = experiment.Loop(r, 0, k.entry, uint64(b.N))
 					t1, _ := experiment.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})

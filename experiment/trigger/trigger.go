@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -213,17 +212,6 @@ func scale(xs []float64, k float64) []float64 {
 	out := make([]float64, len(xs))
 	for i, x := range xs {
 		out[i] = x * k
-	}
-	return out
-}
-
-// ratios returns a[i]/b[i] for the pairs both have (b[i] > 0).
-func ratios(a, b []float64) []float64 {
-	var out []float64
-	for i := range min(len(a), len(b)) {
-		if b[i] > 0 && !math.IsNaN(a[i]) {
-			out = append(out, a[i]/b[i])
-		}
 	}
 	return out
 }
