@@ -112,7 +112,8 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	return k, nil
 }
 
-// sample runs the producers for d, or until ctx is done, and returns
+// sample runs the producers for d (each at least one batch), or until ctx
+// is done, and returns
 // calls, hits, the wall time and the producers' summed thread CPU time (0
 // if unknown).
 func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hits uint64, elapsed, cpuTime time.Duration, err error) {
@@ -126,7 +127,9 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			n := int64(0)
 			t0, ok := experiment.ThreadCPUTime()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			// At least one batch, so that a producer started late on a
+			// busy host still gives the sample a rate.
+			for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
 				if s := experiment.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
 					errs <- fmt.Errorf("%v: %v, regs %v, signals %v", r, s, &r.Regs, r.Task.PendingSignals())
 					break
