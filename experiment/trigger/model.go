@@ -113,9 +113,8 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 }
 
 // sample runs the producers for d (each at least one batch), or until ctx
-// is done, and returns
-// calls, hits, the wall time and the producers' summed thread CPU time (0
-// if unknown).
+// is done, and returns calls, hits, the wall time and the producers' summed
+// thread CPU time (0 if unknown).
 func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hits uint64, elapsed, cpuTime time.Duration, err error) {
 	var total, cpuNs atomic.Int64
 	errs := make(chan error, len(k.tasks))
