@@ -3,7 +3,6 @@ package forkstall
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"testing"
 
@@ -12,10 +11,8 @@ import (
 	"mmlab/live"
 )
 
-func TestMain(m *testing.M) {
-	live.RunRole() // the tests' helper processes are this binary in a role
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary run the helper roles when Run re-executes it.
+func TestMain(m *testing.M) { live.RunTests(m) }
 
 // Where the experiment cannot run (not Linux, not root), Run says so with
 // an error wrapping live.ErrNotSupported, before it starts anything.
