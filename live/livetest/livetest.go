@@ -22,8 +22,8 @@ func Options[O experiment.Options](t testing.TB, o O, args ...string) O {
 	return o
 }
 
-// NeedUprobes skips t unless live uprobes can be attached here
-// (uprobe.Supported: Linux, root, the kernel's uprobe support).
+// NeedUprobes skips t unless live uprobes can be used here
+// (uprobe.Supported: Linux, root and the x86-64 targets).
 func NeedUprobes(t testing.TB) {
 	t.Helper()
 	if err := uprobe.Supported(); err != nil {
