@@ -33,6 +33,14 @@ func Unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrNotSupported, fmt.Sprintf(format, args...))
 }
 
+// UnsupportedRunner returns a live experiment runner that starts nothing
+// and returns Unsupported(format, args...): the live side of an experiment
+// on a system that cannot run it. E is the experiment's Env, a type
+// parameter so that this package need not import the experiment layer.
+func UnsupportedRunner[O, E, R any](format string, args ...any) func(context.Context, O, E, func(R)) error {
+	return func(context.Context, O, E, func(R)) error { return Unsupported(format, args...) }
+}
+
 // IsRoot reports whether the process runs with effective uid 0.
 func IsRoot() bool { return os.Geteuid() == 0 }
 
@@ -65,6 +73,14 @@ func RunRole() {
 		os.Exit(2)
 	}
 	os.Exit(main())
+}
+
+// RunTests is the TestMain of a live package whose tests start helpers: it
+// runs the role this test binary was started in, if any (RunRole), and
+// otherwise the tests (m is the *testing.M), exiting with their status.
+func RunTests(m interface{ Run() int }) {
+	RunRole()
+	os.Exit(m.Run())
 }
 
 // ErrUnknownRole is returned by Command for a role nobody registered.

@@ -20,6 +20,20 @@ import (
 
 var designs = []Design{DesignBefore, DesignAfter}
 
+// Each design's name is what String returns and ParseDesign reads; any
+// other name is refused.
+func TestDesignNames(t *testing.T) {
+	for d, name := range map[Design]string{DesignBefore: "before", DesignAfter: "after"} {
+		got, err := ParseDesign(name)
+		if d.String() != name || err != nil || got != d {
+			t.Errorf("%q: String %q, ParseDesign %v, %v", name, d.String(), got, err)
+		}
+	}
+	if _, err := ParseDesign("during"); err == nil {
+		t.Error(`ParseDesign("during") succeeded`)
+	}
+}
+
 // designEnv is newEnv with uprobes in design d.
 func designEnv(t *testing.T, d Design) *env {
 	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)

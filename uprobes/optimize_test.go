@@ -52,6 +52,18 @@ func probedProc(t *testing.T, c Config) (*env, *kernel.Task, *counter, *Uprobe) 
 	return e, p, k, mustRegister(t, e, "f5", &k.c)
 }
 
+// forOptimizedSite runs test in each optimizing design on a process whose
+// probed f5 has been hit once, so that its site is optimized.
+func forOptimizedSite(t *testing.T, test func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe)) {
+	for _, o := range optimizing {
+		t.Run(o.String(), func(t *testing.T) {
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
+			test(t, e, p, k, up)
+		})
+	}
+}
+
 func siteBytes(t testing.TB, e *env, m *mm.MM) []byte { return readBytes(t, m, e.addr("f5"), 5) }
 
 // callBytes is the optimized site: the call (jmp-slot: the jmp) to tramp.
@@ -206,26 +218,22 @@ func TestTrampolineBelow(t *testing.T) {
 // The trampoline cannot be moved (EPERM) but can be unmapped; exit
 // forgets the mm's trampolines.
 func TestTrampolineMremapMunmapExit(t *testing.T) {
-	for _, o := range optimizing {
-		t.Run(o.String(), func(t *testing.T) {
-			e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
-			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-			if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
-				t.Errorf("mremap: %v, want EPERM", err)
-			}
-			if err := p.MM.Munmap(nil, wantTramp, 0x1000); err != nil {
-				t.Errorf("munmap: %v", err)
-			}
-			res := e.run(t, p, 0, "main", calls(1))
-			if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp {
-				t.Errorf("call into the unmapped trampoline: %v", res.stop)
-			}
-			p.ExitMM()
-			if tr := e.u.Trampolines(p.MM); tr != nil {
-				t.Errorf("trampolines %#x after exit", tr)
-			}
-		})
-	}
+	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
+		if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
+			t.Errorf("mremap: %v, want EPERM", err)
+		}
+		if err := p.MM.Munmap(nil, wantTramp, 0x1000); err != nil {
+			t.Errorf("munmap: %v", err)
+		}
+		res := e.run(t, p, 0, "main", calls(1))
+		if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp {
+			t.Errorf("call into the unmapped trampoline: %v", res.stop)
+		}
+		p.ExitMM()
+		if tr := e.u.Trampolines(p.MM); tr != nil {
+			t.Errorf("trampolines %#x after exit", tr)
+		}
+	})
 }
 
 // A fork after the optimization copies the text page with its call but not
@@ -233,23 +241,19 @@ func TestTrampolineMremapMunmapExit(t *testing.T) {
 // site, as on the live kernel (TestLiveForkedChildOfOptimized in
 // live/uprobe).
 func TestForkAfterOptimization(t *testing.T) {
-	for _, o := range optimizing {
-		t.Run(o.String(), func(t *testing.T) {
-			e, p, _, _ := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
-			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-			child := forkOf(t, e, p)
-			if mapsLine(child.MM, trampName) != "" {
-				t.Error("the child has a trampoline")
-			}
-			if got := siteBytes(t, e, child.MM); !bytes.Equal(got, callBytes(e, wantTramp)) {
-				t.Errorf("child site % x", got)
-			}
-			res := e.run(t, child, 0, "main", calls(1))
-			if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp || !slicesHas(res.sigs, kernel.SIGSEGV) {
-				t.Errorf("child: %v, signals %v; want SIGSEGV at %#x", res.stop, res.sigs, wantTramp)
-			}
-		})
-	}
+	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
+		child := forkOf(t, e, p)
+		if mapsLine(child.MM, trampName) != "" {
+			t.Error("the child has a trampoline")
+		}
+		if got := siteBytes(t, e, child.MM); !bytes.Equal(got, callBytes(e, wantTramp)) {
+			t.Errorf("child site % x", got)
+		}
+		res := e.run(t, child, 0, "main", calls(1))
+		if res.stop.Reason != cpu.StopFault || res.stop.Fault.Addr != wantTramp || !slicesHas(res.sigs, kernel.SIGSEGV) {
+			t.Errorf("child: %v, signals %v; want SIGSEGV at %#x", res.stop, res.sigs, wantTramp)
+		}
+	})
 }
 
 // onThread runs fn as task p on its model thread and waits for it.
@@ -504,24 +508,20 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // restores the optimized site in the three writes, as the live kernel does
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
-	for _, o := range optimizing {
-		t.Run(o.String(), func(t *testing.T) {
-			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
-			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
-			if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
-				t.Fatal(err)
-			}
-			e.u.UnregisterSync(nil)
-			if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
-				t.Errorf("site % x, want the nop5 restored", got)
-			}
-			res := e.run(t, p, 0, "main", calls(3))
-			wantHalt(t, res)
-			if res.regs.R[cpu.RAX] != 3 || k.hits != 1 {
-				t.Errorf("rax %d hits %d, want 3 calls and no more hits", res.regs.R[cpu.RAX], k.hits)
-			}
-		})
-	}
+	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe) {
+		if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
+			t.Fatal(err)
+		}
+		e.u.UnregisterSync(nil)
+		if got := siteBytes(t, e, p.MM); !bytes.Equal(got, nop5) {
+			t.Errorf("site % x, want the nop5 restored", got)
+		}
+		res := e.run(t, p, 0, "main", calls(3))
+		wantHalt(t, res)
+		if res.regs.R[cpu.RAX] != 3 || k.hits != 1 {
+			t.Errorf("rax %d hits %d, want 3 calls and no more hits", res.regs.R[cpu.RAX], k.hits)
+		}
+	})
 }
 
 // The text-poke syncs come before the first write of an optimization and

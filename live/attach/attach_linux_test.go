@@ -6,6 +6,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
+	"mmlab/live/livetest"
 	"mmlab/live/uprobe"
 )
 
@@ -13,13 +14,8 @@ import (
 // of a nop5 probe after the attach optimized the site where the kernel has
 // optimized uprobes.
 func TestRun(t *testing.T) {
-	if err := uprobe.Supported(); err != nil {
-		t.Skip(err)
-	}
-	o := attach.NewOptions()
-	if err := experiment.ParseOptions(o, "--n", "1,2", "--runs", "2", "--gap", "0"); err != nil {
-		t.Fatal(err)
-	}
+	livetest.NeedUprobes(t)
+	o := livetest.Options(t, attach.NewOptions(), "--n", "1,2", "--runs", "2", "--gap", "0")
 	var rs []attach.Result
 	params := map[string]any{}
 	env := experiment.Env{Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}

@@ -3,14 +3,10 @@
 package forkstall
 
 import (
-	"context"
-
 	"mmlab/experiment"
 	"mmlab/experiment/forkstall"
 	"mmlab/live"
 )
 
 // Run needs Linux.
-func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit func(forkstall.Result)) error {
-	return live.Unsupported("the live forkstall experiment needs Linux")
-}
+var Run = live.UnsupportedRunner[*forkstall.Options, experiment.Env, forkstall.Result]("the live forkstall experiment needs Linux")

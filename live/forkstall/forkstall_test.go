@@ -3,19 +3,16 @@ package forkstall
 import (
 	"context"
 	"errors"
-	"os"
 	"runtime"
 	"testing"
 
-	"mmlab/experiment"
 	"mmlab/experiment/forkstall"
 	"mmlab/live"
+	"mmlab/live/livetest"
 )
 
-func TestMain(m *testing.M) {
-	live.RunRole() // the tests' helper processes are this binary in a role
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary run the helper roles when Run re-executes it.
+func TestMain(m *testing.M) { live.RunTests(m) }
 
 // Where the experiment cannot run (not Linux, not root), Run says so with
 // an error wrapping live.ErrNotSupported, before it starts anything.
@@ -23,12 +20,8 @@ func TestRunNotSupported(t *testing.T) {
 	if runtime.GOOS == "linux" && live.IsRoot() {
 		t.Skip("the experiment runs here")
 	}
-	o := forkstall.Def.NewOptions()
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	env := experiment.Env{Progress: func(string, ...any) {}, Param: func(string, any) {}}
-	err := Run(context.Background(), o, env, func(forkstall.Result) { t.Error("a result") })
+	o := livetest.Options(t, forkstall.Def.NewOptions())
+	err := Run(context.Background(), o, livetest.Quiet, func(forkstall.Result) { t.Error("a result") })
 	if !errors.Is(err, live.ErrNotSupported) {
 		t.Errorf("Run = %v, want an error wrapping live.ErrNotSupported", err)
 	}

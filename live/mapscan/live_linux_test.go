@@ -2,7 +2,6 @@ package mapscan
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -13,10 +12,7 @@ import (
 )
 
 // TestMain lets the test binary run the helper roles when Run re-executes it.
-func TestMain(m *testing.M) {
-	live.RunRole()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { live.RunTests(m) }
 
 // Each case runs against the kernel: the mapper times calls and the
 // scanners finish passes; no helper process is left behind.

@@ -3,7 +3,6 @@
 package mapslock
 
 import (
-	"context"
 	"runtime"
 
 	"mmlab/experiment"
@@ -12,6 +11,4 @@ import (
 )
 
 // Run needs Linux.
-func Run(ctx context.Context, o *mapslock.Options, env experiment.Env, emit func(mapslock.Result)) error {
-	return live.Unsupported("PROCMAP_QUERY needs Linux, not %s", runtime.GOOS)
-}
+var Run = live.UnsupportedRunner[*mapslock.Options, experiment.Env, mapslock.Result]("PROCMAP_QUERY needs Linux, not %s", runtime.GOOS)

@@ -3,7 +3,6 @@ package maptear
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -14,10 +13,7 @@ import (
 )
 
 // TestMain lets the test binary run the child role when Run re-executes it.
-func TestMain(m *testing.M) {
-	live.RunRole()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { live.RunTests(m) }
 
 // run runs the live check with o, returning what it emitted.
 func run(ctx context.Context, o *maptear.Options) ([]maptear.Result, error) {

@@ -1,7 +1,6 @@
 package procmaps
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
@@ -20,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/live"
 )
 
 // The test binary re-executes itself in a child mode chosen by this variable.
@@ -89,20 +90,13 @@ func startHolder(t testing.TB, n int) *holder {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=hold", "MMLAB_PROCMAPS_N="+strconv.Itoa(n))
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := live.StartPiped(cmd)
 	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	h := &holder{cmd: cmd, stdin: stdin}
 	t.Cleanup(h.stop)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := stdout.ReadString('\n')
 	if line != "ready\n" {
 		t.Fatalf("holder child: %q, %v", line, err)
 	}

@@ -7,30 +7,18 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/redzone"
+	"mmlab/live/livetest"
 	"mmlab/live/uprobe"
 )
-
-var quiet = experiment.Env{Progress: func(string, ...any) {}, Param: func(string, any) {}}
-
-func options(t *testing.T, args ...string) *redzone.Options {
-	t.Helper()
-	o := redzone.NewOptions()
-	if err := experiment.ParseOptions(o, args...); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
 
 // No probe once, then a probe on the nop and one on the nop5 per attach
 // mode; every call counted; the nop5's red zone is clobbered exactly when
 // the kernel optimizes uprobes, and the verdict says so.
 func TestRun(t *testing.T) {
-	if err := uprobe.Supported(); err != nil {
-		t.Skip(err)
-	}
-	o := options(t, "--calls", "100", "--samples", "2")
+	livetest.NeedUprobes(t)
+	o := livetest.Options(t, redzone.NewOptions(), "--calls", "100", "--samples", "2")
 	var rs []redzone.Result
-	if err := Run(context.Background(), o, quiet, func(r redzone.Result) { rs = append(rs, r) }); err != nil {
+	if err := Run(context.Background(), o, livetest.Quiet, func(r redzone.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	want := [][2]string{{"none", redzone.SiteNone}, {"uprobe_multi", redzone.SiteNop}, {"uprobe_multi", redzone.SiteNop5},
@@ -61,13 +49,11 @@ func TestRun(t *testing.T) {
 
 // A cancelled run stops with the context's error and emits nothing.
 func TestRunStopsOnCancel(t *testing.T) {
-	if err := uprobe.Supported(); err != nil {
-		t.Skip(err)
-	}
+	livetest.NeedUprobes(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	n := 0
-	if err := Run(ctx, options(t), quiet, func(redzone.Result) { n++ }); !errors.Is(err, context.Canceled) || n != 0 {
+	if err := Run(ctx, livetest.Options(t, redzone.NewOptions()), livetest.Quiet, func(redzone.Result) { n++ }); !errors.Is(err, context.Canceled) || n != 0 {
 		t.Errorf("Run on a cancelled context: %v, %d results", err, n)
 	}
 }

@@ -7,29 +7,16 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/trigger"
-	"mmlab/live/uprobe"
+	"mmlab/live/livetest"
 )
-
-func options(t *testing.T, args ...string) *trigger.Options {
-	t.Helper()
-	o := trigger.NewOptions()
-	if err := experiment.ParseOptions(o, args...); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
-var quiet = experiment.Env{Progress: func(string, ...any) {}, Param: func(string, any) {}}
 
 // The case without a probe runs once, under attach "none"; a probed case
 // once per attach mode, each call a hit.
 func TestRun(t *testing.T) {
-	if err := uprobe.Supported(); err != nil {
-		t.Skip(err)
-	}
-	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "10ms", "--duration", "40ms", "--interval", "20ms")
+	livetest.NeedUprobes(t)
+	o := livetest.Options(t, trigger.NewOptions(), "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "10ms", "--duration", "40ms", "--interval", "20ms")
 	var rs []trigger.Result
-	if err := Run(context.Background(), o, quiet, func(r trigger.Result) { rs = append(rs, r) }); err != nil {
+	if err := Run(context.Background(), o, livetest.Quiet, func(r trigger.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	want := [][2]string{{"none", "nop"}, {"uprobe_multi", "uprobe-nop"}, {"perf", "uprobe-nop"}}
@@ -47,14 +34,12 @@ func TestRun(t *testing.T) {
 // An interrupted run stops with the context's error and emits nothing
 // unfinished.
 func TestRunStopsOnCancel(t *testing.T) {
-	if err := uprobe.Supported(); err != nil {
-		t.Skip(err)
-	}
+	livetest.NeedUprobes(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	o := options(t, "--cpus", "2", "--cases", "uprobe-nop", "--duration", "1h")
+	o := livetest.Options(t, trigger.NewOptions(), "--cpus", "2", "--cases", "uprobe-nop", "--duration", "1h")
 	n := 0
-	if err := Run(ctx, o, quiet, func(trigger.Result) { n++ }); !errors.Is(err, context.Canceled) || n != 0 {
+	if err := Run(ctx, o, livetest.Quiet, func(trigger.Result) { n++ }); !errors.Is(err, context.Canceled) || n != 0 {
 		t.Errorf("Run on a cancelled context: %v, %d results", err, n)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/live"
 )
 
 // The kernel's warning counter when an unregistering task is killed during
@@ -212,19 +214,12 @@ func startHelper(t *testing.T, test, want string, env ...string) (*exec.Cmd, io.
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
-	stdin, err := cmd.StdinPipe()
+	stdin, out, err := live.StartPiped(cmd)
 	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != want+"\n" {
+	if line, err := out.ReadString('\n'); err != nil || line != want+"\n" {
 		t.Fatalf("helper %s: %q, %v", test, line, err)
 	}
 	return cmd, stdin
