@@ -40,6 +40,9 @@ type Row struct {
 	Variant string `json:"variant"`
 }
 
+// LiveRow is the row of every live result: the running kernel.
+var LiveRow = Row{Target: Live, Variant: VariantKernel}
+
 // Where returns r; it makes every result that embeds a Row a Result.
 func (r Row) Where() Row { return r }
 

@@ -114,7 +114,7 @@ func TestResultKeys(t *testing.T) {
 	if got := keys(t, m); !slices.Equal(got, model) {
 		t.Errorf("model keys\n got %v\nwant %v", got, model)
 	}
-	l := NewResult(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, CaseIdle1000, ModeMulti1, 4096, runs)
+	l := NewResult(experiment.LiveRow, CaseIdle1000, ModeMulti1, 4096, runs)
 	if got := keys(t, l); !slices.Equal(got, live) {
 		t.Errorf("live keys\n got %v\nwant %v", got, live)
 	}
@@ -168,7 +168,7 @@ func TestLiveVerdict(t *testing.T) {
 // result prints "-".
 func TestTableLive(t *testing.T) {
 	o := parse(t, "--runs", "3")
-	live := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	live := experiment.LiveRow
 	rs := []Result{
 		{Row: live, Case: CaseBusyMaps, Mode: ModeMulti1, ForkMaxMs: 259, AttachMs: 61.1, DetachMs: 295, BaselineMs: 0.705},
 		{Row: live, Case: CaseIdle1000, Mode: ModeMulti1, ForkMaxMs: 8.73, AttachMs: 15.4, DetachMs: 31.4, BaselineMs: 0.488},

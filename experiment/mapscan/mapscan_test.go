@@ -99,13 +99,13 @@ func TestSummarise(t *testing.T) {
 		model.Runs != 3 || !slices.Equal(model.OpMaxUSRuns, []float64{50, 90, 20}) || model.Insufficient() {
 		t.Errorf("model summary: %+v", model)
 	}
-	live := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "text", runs)
+	live := Summarise(experiment.LiveRow, "text", runs)
 	b, _ := json.Marshal(live)
 	if strings.Contains(string(b), "lock_wait") || live.LockWaitMaxUS != nil {
 		t.Errorf("live summary has lock waits: %s", b)
 	}
 	runs[1] = Stats{}
-	empty := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "query", runs)
+	empty := Summarise(experiment.LiveRow, "query", runs)
 	if !empty.Insufficient() {
 		t.Errorf("a run without calls is not insufficient: %+v", empty)
 	}
@@ -142,7 +142,7 @@ func TestModel(t *testing.T) {
 // --rawdata is run-proc-vs-map.sh's: per run, in ms, the median of the
 // means, then the means and the maxima each sorted on its own.
 func TestRawData(t *testing.T) {
-	r := Summarise(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, "text", []Stats{
+	r := Summarise(experiment.LiveRow, "text", []Stats{
 		{Ops: 1, OpMeanUS: 12, OpMaxUS: 500}, {Ops: 1, OpMeanUS: 8, OpMaxUS: 3000}, {Ops: 1, OpMeanUS: 10, OpMaxUS: 40},
 	})
 	want := []string{"0.010 0.008 0.040", "0.010 0.010 0.500", "0.010 0.012 3.000"}

@@ -59,7 +59,7 @@ func TestParamsJSON(t *testing.T) {
 
 // A case that made no read is insufficient, never ok; a gap fails.
 func TestVerdict(t *testing.T) {
-	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	row := experiment.LiveRow
 	ok := Result{Row: row, Case: "split", Reads: 10, Queries: 10}
 	none := Result{Row: row, Case: "resize"}
 	torn := Result{Row: row, Case: "remap", Reads: 10, Gaps: 1}

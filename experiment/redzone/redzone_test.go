@@ -55,7 +55,7 @@ func TestModel(t *testing.T) {
 // call that corrupted the red zone fails the check.
 func TestVerdict(t *testing.T) {
 	live := func(site string, bad, mask uint64) Result {
-		return Result{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, Attach: "perf", Site: site,
+		return Result{Row: experiment.LiveRow, Attach: "perf", Site: site,
 			Calls: 100, Corrupted: bad, Mask: mask}
 	}
 	model := func(v string, bad uint64) Result {

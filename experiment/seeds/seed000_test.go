@@ -28,7 +28,7 @@ func TestSection000RedZone(t *testing.T) {
 		}
 		doc.Results = []redzone.Result{
 			{Row: experiment.Row{Target: experiment.Model, Variant: "call"}, Attach: redzone.AttachModel, Site: redzone.SiteNop5, Calls: 100, Corrupted: 99, Mask: 0xf},
-			{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, Attach: "perf", Site: redzone.SiteNop5, Calls: 100, Corrupted: c.bad, Mask: mask},
+			{Row: experiment.LiveRow, Attach: "perf", Site: redzone.SiteNop5, Calls: 100, Corrupted: c.bad, Mask: mask},
 		}
 		b, err := json.Marshal(doc)
 		if err != nil {

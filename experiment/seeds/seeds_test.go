@@ -37,7 +37,7 @@ func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
 		name  string
 		first float64
 	}{{mapslock.CaseOther, other}, {mapslock.CaseSame, same}} {
-		doc.Results = append(doc.Results, mapslock.Result{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel},
+		doc.Results = append(doc.Results, mapslock.Result{Row: experiment.LiveRow,
 			Case: c.name, HoldMs: 20, QueryMs: 0.001, First: c.first, Probed: 4, HoldMsRuns: make([]float64, 4)})
 	}
 	if err := doc.Save(dir); err != nil {

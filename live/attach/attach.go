@@ -71,7 +71,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 			}
 		}
 	}
-	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	row := experiment.LiveRow
 	for _, n := range o.N {
 		for _, m := range o.Attach {
 			c := cells[fmt.Sprint(m, n)]

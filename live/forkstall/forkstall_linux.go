@@ -363,7 +363,7 @@ func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit fun
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c, m, err)
 			}
-			r := forkstall.NewResult(experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, c, m, o.Size, runs)
+			r := forkstall.NewResult(experiment.LiveRow, c, m, o.Size, runs)
 			emit(r)
 			rs = append(rs, r)
 		}

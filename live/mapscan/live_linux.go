@@ -67,7 +67,7 @@ func Run(ctx context.Context, o *mapscan.Options, env experiment.Env, emit func(
 	if runtime.NumCPU() < 2 {
 		return live.Unsupported("the helpers run on CPUs 0 and 1: needs 2 CPUs, this machine has %d", runtime.NumCPU())
 	}
-	return mapscan.RunCases(ctx, o, experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, runOnce, emit)
+	return mapscan.RunCases(ctx, o, experiment.LiveRow, runOnce, emit)
 }
 
 // runOnce runs one live run: the mapper for o.Duration with o.Scanners

@@ -68,7 +68,7 @@ func Run(ctx context.Context, o *mapslock.Options, env experiment.Env, emit func
 			}
 			runs = append(runs, run)
 		}
-		res := mapslock.Result{Row: experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, Case: c, SizeBytes: uint64(o.Size)}
+		res := mapslock.Result{Row: experiment.LiveRow, Case: c, SizeBytes: uint64(o.Size)}
 		res.Summarize(runs)
 		env.Progress("%s: hold %.2f ms, query %.1f us, returned first in %.0f%% of %d probed runs", c, res.HoldMs, 1000*res.QueryMs, 100*res.First, res.Probed)
 		emit(res)

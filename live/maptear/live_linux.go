@@ -49,7 +49,7 @@ func Run(ctx context.Context, o *maptear.Options, env experiment.Env, emit func(
 		return err
 	}
 	defer s.close()
-	return maptear.Check(ctx, s, o, experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}, env.Progress, emit)
+	return maptear.Check(ctx, s, o, experiment.LiveRow, env.Progress, emit)
 }
 
 // pinThread locks the calling goroutine to its thread and the thread to

@@ -26,7 +26,7 @@ func Run(ctx context.Context, o *redzone.Options, env experiment.Env, emit func(
 	}
 	env.Param("optimized_uprobes", uprobe.HasOptimizedUprobes())
 	env.Param("live_clock", "thread-cpu")
-	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	row := experiment.LiveRow
 	measure := func(site, group string, mode uprobe.Mode) (redzone.Result, error) {
 		res, err := uprobe.RedZone(ctx, uprobe.RedZoneConfig{Site: siteName(site),
 			Mode: mode, Calls: uint64(o.Calls), Samples: o.Samples + 1})

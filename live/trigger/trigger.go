@@ -20,7 +20,7 @@ func Run(ctx context.Context, o *trigger.Options, env experiment.Env, emit func(
 	if err := uprobe.Supported(); err != nil {
 		return err
 	}
-	row := experiment.Row{Target: experiment.Live, Variant: experiment.VariantKernel}
+	row := experiment.LiveRow
 	for _, group := range append([]string{trigger.AttachNone}, o.Attach...) {
 		mode, _ := uprobe.ParseMode(group) // AttachNone: no probe, no mode
 		for _, name := range o.Cases {
