@@ -177,15 +177,9 @@ func gcCycles() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// gcLimit is the memory limit while collection is off.
+// gcLimit is the memory limit while collection is off
+// (experiment.QuietRuntime).
 const gcLimit = 6 << 30
-
-// quietGC turns collection off (but for gcLimit), gives every task of the
-// experiment an OS thread of its own (GOMAXPROCS above the number of tasks
-// that run at once, so a woken task runs when the host schedules its
-// thread rather than when Go preempts a busy goroutine, up to 10 ms later),
-// and returns the undo.
-func quietGC() func() { return experiment.QuietRuntime(gcLimit) }
 
 // forkRec is one timed fork of the forker.
 type forkRec struct {
@@ -303,7 +297,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	if Busy(o.Case) && (o.Size == 0 || o.BusyHold <= 0) {
 		return nil, errors.New("busy case without a size and a hold")
 	}
-	defer quietGC()()
+	defer experiment.QuietRuntime(gcLimit)()
 	mach := kernel.NewMachine(1)
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})

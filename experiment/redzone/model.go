@@ -8,6 +8,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -140,10 +141,10 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 // elapsed runs fn and returns the calling thread's CPU time it took, or
 // the wall time where the OS gives no thread clock.
 func elapsed(fn func()) time.Duration {
-	c0, ok := experiment.ThreadCPUTime()
+	c0, ok := sched.ThreadCPUTime()
 	t0 := time.Now()
 	fn()
-	if c1, _ := experiment.ThreadCPUTime(); ok {
+	if c1, _ := sched.ThreadCPUTime(); ok {
 		return c1 - c0
 	}
 	return time.Since(t0)
@@ -151,7 +152,7 @@ func elapsed(fn func()) time.Duration {
 
 // clockName says which clock the rates use.
 func clockName() string {
-	if _, ok := experiment.ThreadCPUTime(); ok {
+	if _, ok := sched.ThreadCPUTime(); ok {
 		return "thread-cpu"
 	}
 	return "wall"

@@ -11,6 +11,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/report"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -125,7 +126,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 	for i, t := range k.tasks {
 		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			n := int64(0)
-			t0, ok := experiment.ThreadCPUTime()
+			t0, ok := sched.ThreadCPUTime()
 			// At least one batch, so that a producer started late on a
 			// busy host still gives the sample a rate.
 			for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
@@ -135,7 +136,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 				}
 				n += triggerBatch
 			}
-			if t1, _ := experiment.ThreadCPUTime(); ok {
+			if t1, _ := sched.ThreadCPUTime(); ok {
 				cpuNs.Add(int64(t1 - t0))
 			}
 			total.Add(n)

@@ -9,6 +9,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -219,9 +220,9 @@ func BenchmarkHit(b *testing.B) {
 				var cpuTime time.Duration
 				b.ResetTimer()
 				r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) {
-					t0, _ := experiment.ThreadCPUTime()
+					t0, _ := sched.ThreadCPUTime()
 					s = experiment.Loop(r, 0, k.entry, uint64(b.N))
-					t1, _ := experiment.ThreadCPUTime()
+					t1, _ := sched.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})
 				<-r.Done()
