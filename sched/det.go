@@ -21,6 +21,18 @@ type Config struct {
 	// size; see NewSystem for the default), so that a model CPU can have a
 	// host CPU to itself while others share one.
 	Hosts []int
+	// HostPriority, in real-time mode, gives each model thread's OS thread
+	// a host scheduling priority in the model's order: a thread of
+	// priority p <= 0 runs SCHED_FIFO at real-time priority 1-p (at most
+	// 99), one of priority p > 0 SCHED_OTHER at nice p (at most 19). Model
+	// CPUs that share a host CPU then share it in the model's order: a
+	// normal-priority thread whose host sleep ends runs at once, where
+	// among SCHED_OTHER threads of one nice the host would let the running
+	// one finish its slice, up to a tick. Setting SCHED_FIFO needs
+	// CAP_SYS_NICE (root); without it the thread stays SCHED_OTHER at nice
+	// 0, which System.HostPriority reports. A model choice: the kernel
+	// schedules its tasks itself; a model CPU is host threads.
+	HostPriority bool
 	// Deterministic selects the deterministic mode (see the package doc):
 	// threads are plain goroutines of which exactly one runs at a time,
 	// chosen at every preemption point by Seed (or Schedule), in virtual
@@ -308,6 +320,7 @@ var (
 // New returns a System as cfg says.
 func New(cfg Config) *System {
 	s := NewSystem(cfg.CPUs)
+	s.hostPrio = cfg.HostPriority && !cfg.Deterministic
 	if hosts := hostCPUs(); len(hosts) > 0 {
 		for i, h := range cfg.Hosts[:min(len(cfg.Hosts), cfg.CPUs)] {
 			s.cpus[i].Host = hosts[h%len(hosts)]

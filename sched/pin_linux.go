@@ -28,3 +28,19 @@ func pin(cpu int) error {
 	set.Set(cpu)
 	return unix.SchedSetaffinity(0, &set)
 }
+
+// setHostPriority gives the calling OS thread the host scheduling priority
+// of model priority prio (Config.HostPriority): SCHED_FIFO at 1-prio for
+// prio <= 0, else SCHED_OTHER at nice prio. On failure the thread is left
+// SCHED_NORMAL (SCHED_OTHER) at nice 0 and the error returned.
+func setHostPriority(prio int) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL, Nice: int32(min(prio, 19))}
+	if prio <= 0 {
+		attr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(min(1-prio, 99))}
+	}
+	err := unix.SchedSetAttr(0, &attr, 0)
+	if err != nil {
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
+	}
+	return err
+}

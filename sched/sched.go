@@ -136,6 +136,9 @@ type System struct {
 	nextID  int
 
 	det *detRun // the deterministic run; nil in real-time mode
+
+	hostPrio     bool        // Config.HostPriority
+	hostPrioFail atomic.Bool // a thread could not take its host priority
 }
 
 // CPU is one model CPU.
@@ -273,6 +276,7 @@ func (t *Thread) run(fn func(*Thread)) {
 	if t.cpu.Host >= 0 {
 		_ = pin(t.cpu.Host) // best effort: a cgroup may forbid the core
 	}
+	t.setHostPriority()
 	<-t.wake
 	fn(t)
 	t.exit()
@@ -291,6 +295,18 @@ func (t *Thread) exit() {
 	handOff(next, yield)
 	t.sys().forget(t)
 }
+
+// setHostPriority gives the calling OS thread, t's, the host priority of
+// t's priority if the System has Config.HostPriority.
+func (t *Thread) setHostPriority() {
+	if s := t.sys(); s.hostPrio && setHostPriority(t.prio) != nil {
+		s.hostPrioFail.Store(true)
+	}
+}
+
+// HostPriority reports whether Config.HostPriority was asked for and every
+// thread so far took its host priority.
+func (s *System) HostPriority() bool { return s.hostPrio && !s.hostPrioFail.Load() }
 
 // forget removes the exited thread t from the tasklist and says it is done.
 func (s *System) forget(t *Thread) {
@@ -475,6 +491,7 @@ func (t *Thread) SetPrio(prio int) {
 		}
 	}
 	c.rq.Unlock()
+	t.setHostPriority()
 }
 
 // drainIPIsLocked runs every IPI queued for t's CPU on t, the current

@@ -58,3 +58,55 @@ func TestConfigHosts(t *testing.T) {
 		}
 	}
 }
+
+// With Config.HostPriority a model thread's OS thread takes the host
+// priority of its model priority, and SetPrio changes it; without it the
+// OS thread keeps the process's.
+func TestHostPriority(t *testing.T) {
+	type attr struct {
+		policy   uint32
+		nice     int32
+		priority uint32
+	}
+	read := func() attr {
+		a, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			t.Errorf("sched_getattr: %v", err)
+			return attr{}
+		}
+		return attr{a.Policy, a.Nice, a.Priority}
+	}
+	base := read()
+	for _, on := range []bool{false, true} {
+		s := New(Config{CPUs: 1, HostPriority: on})
+		var normal, nice, changed attr
+		s.Spawn(0, 0, func(*Thread) { normal = read() })
+		th := s.Spawn(0, 15, func(th *Thread) {
+			nice = read()
+			th.SetPrio(-2)
+			changed = read()
+		})
+		<-th.Done()
+		s.Stop()
+		if !on {
+			for _, got := range []attr{normal, nice, changed} {
+				if got != base {
+					t.Errorf("without HostPriority: OS thread has %+v, want the process's %+v", got, base)
+				}
+			}
+			continue
+		}
+		if !s.HostPriority() {
+			t.Skipf("no host priorities here (SCHED_FIFO needs CAP_SYS_NICE)")
+		}
+		if want := (attr{unix.SCHED_FIFO, 0, 1}); normal != want {
+			t.Errorf("priority 0: OS thread has %+v, want SCHED_FIFO 1 %+v", normal, want)
+		}
+		if want := (attr{unix.SCHED_NORMAL, 15, 0}); nice != want {
+			t.Errorf("priority 15: OS thread has %+v, want nice 15 %+v", nice, want)
+		}
+		if want := (attr{unix.SCHED_FIFO, 0, 3}); changed != want {
+			t.Errorf("after SetPrio(-2): OS thread has %+v, want SCHED_FIFO 3 %+v", changed, want)
+		}
+	}
+}

@@ -51,7 +51,13 @@ const regionBase = 0x7f0000000000
 // The run keeps Go's runtime out of the timings as forkstall does: no
 // garbage collection (below a memory limit), and more Ps than model
 // threads, so that a woken model thread waits for its host CPU only, never
-// for a P held by a thread of another model CPU.
+// for a P held by a thread of another model CPU. Its OS threads take host
+// priorities in the model's order (sched.Config.HostPriority: the mapper
+// and the busy-waiters SCHED_FIFO, the scanners nice 15): where the two
+// scanner CPUs share a host CPU, a busy-waiter whose host sleep ends would
+// otherwise wait behind the other CPU's running scanner thread for the rest
+// of its host slice or to the next host tick, and its busy time, during
+// which its scanner cannot run, would grow by as much.
 func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
 	if err := o.Check(); err != nil {
 		return Stats{}, err
@@ -77,7 +83,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	}
 
 	defer experiment.QuietRuntime(gcLimit)()
-	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU())})
+	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU()), HostPriority: true})
 	var acc Acc
 	var opErr error
 	mapperDone := make(chan struct{})
