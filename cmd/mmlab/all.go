@@ -59,14 +59,6 @@ func runAll(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
 		return experiment.ExitUsage
 	}
-	dir := *out
-	if dir == "" {
-		dir = "mmlab-results-" + time.Now().Format("20060102-150405")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "mmlab all: --out %s: %v\n", dir, err)
-		return experiment.ExitFailed
-	}
 	all := seeds.All()
 	setting := seeds.Quick
 	switch {
@@ -77,6 +69,14 @@ func runAll(ctx context.Context, args []string) int {
 		setting = seeds.Full
 	case *smoke:
 		setting = seeds.Smoke
+	}
+	dir := *out
+	if dir == "" {
+		dir = "mmlab-results-" + time.Now().Format("20060102-150405")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab all: --out %s: %v\n", dir, err)
+		return experiment.ExitFailed
 	}
 	plan := seeds.Plan(all, setting)
 	var total time.Duration

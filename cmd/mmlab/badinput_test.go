@@ -64,6 +64,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"report", notDoc}, 1, "not a result document"},
 	} {
 		cmd := exec.Command(bin, c.args...)
+		cmd.Dir = t.TempDir() // a usage error must leave it empty (mmlab all's default --out)
 		cmd.Stdin = strings.NewReader("")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -74,6 +75,9 @@ func TestBadInput(t *testing.T) {
 		}
 		if c.code == 2 && stdout.Len() > 0 {
 			t.Errorf("mmlab %q: a usage error printed %q on stdout", c.args, firstLines(stdout.String()))
+		}
+		if left, _ := os.ReadDir(cmd.Dir); c.code == 2 && len(left) > 0 {
+			t.Errorf("mmlab %q: a usage error left %s in the working directory", c.args, left[0].Name())
 		}
 	}
 }
