@@ -70,9 +70,37 @@ func nanosleep(d time.Duration) {
 	}
 }
 
-// mapperMain maps the region (populated, as mapper.c does), says "ready", waits for "go DURATION_NS SEED",
-// fragments the region with the warm-up operations, runs, prints its Stats
-// as one JSON line, and exits at the next line or EOF on stdin.
+// ready says "ready TID": the helper is set up, on the thread TID.
+func ready() { fmt.Printf("ready %d\n", unix.Gettid()) }
+
+// mapperReport is the mapper's last line, "stats" and its JSON.
+type mapperReport struct {
+	Stats mapscan.Stats
+	Span  lockSpan
+}
+
+// monoClock converts the times of time.Now to CLOCK_MONOTONIC ns, the
+// trace clock "mono": Go's monotonic reading advances with it, and the
+// offset is taken once, to within the length of one clock_gettime.
+type monoClock struct {
+	base time.Time
+	ns   int64
+}
+
+func newMonoClock() monoClock {
+	var ts unix.Timespec
+	t0 := time.Now()
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	t1 := time.Now()
+	return monoClock{base: t0.Add(t1.Sub(t0) / 2), ns: ts.Nano()}
+}
+
+func (c monoClock) mono(t time.Time) int64 { return c.ns + int64(t.Sub(c.base)) }
+
+// mapperMain maps the region (populated, as mapper.c does), says "ready",
+// waits for "go DURATION_NS SEED", fragments the region with the warm-up
+// operations, runs, prints its mapperReport as one JSON line, and exits at
+// the next line or EOF on stdin.
 func mapperMain() error {
 	if err := pinThread(0, 0); err != nil {
 		return err
@@ -82,7 +110,7 @@ func mapperMain() error {
 		return fmt.Errorf("mmap of the region: %s", unix.ErrnoName(e))
 	}
 	in := bufio.NewReader(os.Stdin)
-	fmt.Println("ready")
+	ready()
 	var durNS int64
 	var seed uint64
 	line, err := in.ReadString('\n')
@@ -115,18 +143,30 @@ func mapperMain() error {
 		}
 	}
 	var acc mapscan.Acc
+	clock := newMonoClock()
+	var first, last, slow0 time.Time
+	var slowest time.Duration = -1
 	deadline := time.Now().Add(time.Duration(durNS))
 	for time.Now().Before(deadline) {
 		t0 := time.Now()
 		isMmap, err := op()
-		d := time.Since(t0)
+		t1 := time.Now()
 		if err != nil {
 			return err
 		}
+		d := t1.Sub(t0)
 		acc.Add(isMmap, d, 0)
+		if first.IsZero() {
+			first = t0
+		}
+		last = t1
+		if d > slowest {
+			slowest, slow0 = d, t0
+		}
 		nanosleep(mapscan.MapperSleep)
 	}
-	b, _ := json.Marshal(acc.Stats())
+	span := lockSpan{Mapper: unix.Gettid(), From: clock.mono(first), To: clock.mono(last), SlowFrom: clock.mono(slow0), SlowTo: clock.mono(slow0.Add(slowest))}
+	b, _ := json.Marshal(mapperReport{acc.Stats(), span})
 	fmt.Printf("stats %s\n", b)
 	in.ReadString('\n') // stay until the scanners are done: EOF or any line
 	return nil
@@ -179,7 +219,7 @@ func scannerMain(pidStr, kind string) error {
 	default:
 		return fmt.Errorf("unknown scanner kind %q", kind)
 	}
-	fmt.Println("ready")
+	ready()
 	for n := 0; ; n++ {
 		select {
 		case <-term:
@@ -203,7 +243,7 @@ func busyMain(busyNS string) error {
 	if err := pinThread(1, 0); err != nil {
 		return err
 	}
-	fmt.Println("ready")
+	ready()
 	for {
 		t0 := time.Now()
 		for ns == 0 || time.Since(t0) < time.Duration(ns) {

@@ -15,6 +15,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
 	"mmlab/live"
+	"mmlab/live/tracefs"
 )
 
 // helperProc is one helper process.
@@ -22,6 +23,7 @@ type helperProc struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
+	tid int // the thread that does its work ("ready TID")
 }
 
 func startHelper(ctx context.Context, role string, env ...string) (*helperProc, error) {
@@ -34,7 +36,11 @@ func startHelper(ctx context.Context, role string, env ...string) (*helperProc, 
 		return nil, fmt.Errorf("mapscan: starting the %s: %w", role, err)
 	}
 	h := &helperProc{cmd: cmd, in: in, out: out}
-	if _, err := h.expect("ready"); err != nil {
+	tid, err := h.expect("ready")
+	if err == nil {
+		h.tid, err = strconv.Atoi(tid)
+	}
+	if err != nil {
 		h.kill()
 		return nil, fmt.Errorf("mapscan: the %s did not start: %w", role, err)
 	}
@@ -107,6 +113,16 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 			helpers = append(helpers, busy)
 		}
 	}
+	tids := []int{mapper.tid}
+	for _, s := range scanners {
+		tids = append(tids, s.tid)
+	}
+	tr, note := startLockTrace(tids)
+	defer func() {
+		if tr != nil {
+			tr.Close()
+		}
+	}()
 	if _, err := fmt.Fprintf(mapper.in, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
 	}
@@ -128,9 +144,16 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	if a.err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", a.err)
 	}
-	var st mapscan.Stats
-	if err := json.Unmarshal([]byte(a.line), &st); err != nil {
-		return st, fmt.Errorf("mapscan: mapper's stats: %w", err)
+	var rep mapperReport
+	if err := json.Unmarshal([]byte(a.line), &rep); err != nil {
+		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper's stats: %w", err)
+	}
+	st := rep.Stats
+	if tr != nil {
+		note = readLockTrace(tr, rep.Span, &st)
+	}
+	if note != "" {
+		st.LockTraceNote = "no lock tracepoints: " + note
 	}
 	for _, s := range scanners {
 		s.cmd.Process.Signal(syscall.SIGTERM)
@@ -142,4 +165,49 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 		st.ScanPasses += n
 	}
 	return st, nil
+}
+
+// traceBufKB is each CPU's trace buffer in the run's instance: the
+// mapper's and scanners' rw_semaphore sleeps and the ends of their other
+// lock waits, a few thousand events in a run of seconds.
+const traceBufKB = 4096
+
+// startLockTrace creates the run's ftrace instance recording the lock
+// tracepoints of the threads tids; nil and why not if it cannot.
+func startLockTrace(tids []int) (*tracefs.Instance, string) {
+	tr, err := tracefs.New("mono", traceBufKB)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if err = tr.SetPIDs(tids...); err == nil {
+		if err = tr.Enable(lockFilter, lockEvents...); err == nil {
+			err = tr.Start()
+		}
+	}
+	if err != nil {
+		tr.Close()
+		return nil, err.Error()
+	}
+	return tr, ""
+}
+
+// readLockTrace stops tr and sets st's lock figures from its events; it
+// returns why not if it cannot (events lost, or unreadable).
+func readLockTrace(tr *tracefs.Instance, span lockSpan, st *mapscan.Stats) string {
+	if err := tr.Stop(); err != nil {
+		return err.Error()
+	}
+	evs, lost, err := tr.Events()
+	if err == nil && lost > 0 {
+		err = fmt.Errorf("%d trace events lost", lost)
+	}
+	var ws []lockWait
+	if err == nil {
+		ws, err = lockWaits(evs)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	span.figures(ws, st)
+	return ""
 }
