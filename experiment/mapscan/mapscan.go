@@ -399,7 +399,11 @@ op_max_us the maximum over runs of the maximum (the seed's summary),
 op_max_median_us the median of the per-run maxima; means_us and maxima_us
 give their spread. The model also reports the mapper's time blocked on
 locks per call, and traces the slowest call to the locks it waited for and
-to the scanners preempted holding them. --rawdata prints each case's runs
+to the scanners preempted holding them. The live target gives the same
+figures from the kernel's lock:contention_begin/end tracepoints (a private
+ftrace instance; needs root and tracefs, else the line says "no lock
+tracepoints"): the mapper's and the scanners' sleeps on the mapper's
+mmap_lock, not its per-VMA lock waits nor preemption. --rawdata prints each case's runs
 as run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run
 means, the j-th smallest per-run mean, the j-th smallest per-run max.
 A run that timed no call makes the result insufficient (exit status 1).

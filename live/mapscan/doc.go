@@ -7,6 +7,11 @@
 // (4 KiB read()s of the text, or a PROCMAP_QUERY walk) at nice 15, each with
 // a normal-priority busy-waiter that spins --busyduration and sleeps 1 ms.
 //
+// The lock figures come from the kernel's lock:contention_begin and
+// lock:contention_end tracepoints of the mapper's and the scanners'
+// threads, recorded in a private ftrace instance (mmlab/live/tracefs) that
+// each run creates and removes; see lockwait.go for what they cannot show.
+//
 // The helpers are re-executions of the running binary in the roles
 // mapscan-mapper, mapscan-scanner and mapscan-busy (live.RegisterRole).
 package mapscan

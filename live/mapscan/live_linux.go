@@ -18,6 +18,11 @@ import (
 	"mmlab/live/tracefs"
 )
 
+// hooks are the package's test hooks (export_linux_test.go).
+var hooks struct {
+	traceStarted func() // in runOnce, once the helpers are ready and the trace is set up
+}
+
 // helperProc is one helper process.
 type helperProc struct {
 	cmd *exec.Cmd
@@ -123,6 +128,9 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 			tr.Close()
 		}
 	}()
+	if hooks.traceStarted != nil {
+		hooks.traceStarted()
+	}
 	if _, err := fmt.Fprintf(mapper.in, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
 	}
