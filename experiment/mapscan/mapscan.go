@@ -5,11 +5,12 @@
 // in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15,
 // each on a CPU of its own with a normal-priority busy-waiter (spin
 // --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them on the
-// model (the live side shares one CPU between them), so a busy-waiter
-// preempts a scanner: with the Before walk the scanner may then
-// hold the mmap read lock, and the mapper's mmap and munmap wait for the
-// whole preemption (the priority inversion the seed removes); with the
-// After walk it holds at most one VMA's read lock, or nothing.
+// model (the live side too on 4 or more CPUs, else it shares one CPU
+// between them), so a busy-waiter preempts a scanner: with the Before walk
+// the scanner may then hold the mmap read lock, and the mapper's mmap and
+// munmap wait for the whole preemption (the priority inversion the seed
+// removes); with the After walk it holds at most one VMA's read lock, or
+// nothing.
 //
 // The package is the experiment's one definition (Def): cases, options,
 // the per-run figures (Stats, Acc), the typed result and its summary over
@@ -387,7 +388,8 @@ spins --busyduration (default 2ms, run-latency.sh's; 0 for ever, which
 starves the model's scanners: its CPUs have no time slices) and sleeps
 1 ms; a scanner preempted while it holds the mmap lock stalls the mapper.
 The model places each scanner and its busy-waiter on a CPU of its own (CPUs
-1 and 2), as run-proc-vs-map.sh does; the live target puts both on CPU 1.
+1 and 2), as run-proc-vs-map.sh does; the live target does so on CPUs 2 and
+3 of a machine with 4 or more CPUs, and on fewer puts all four on CPU 1.
 The model runs the maps walk before seed 003 (v6.16: the mmap read lock
 per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
 preempted as --preempt says: none (the default, as this 6.18 kernel boots:

@@ -29,12 +29,13 @@ const (
 	pidEnv      = "MMLAB_MAPSCAN_PID"
 	kindEnv     = "MMLAB_MAPSCAN_KIND"
 	busyEnv     = "MMLAB_MAPSCAN_BUSY_NS" // the busy-waiter's spin in ns (0: for ever)
+	cpuEnv      = "MMLAB_MAPSCAN_CPU"     // the CPU of a scanner or busy-waiter
 )
 
 func init() {
 	live.RegisterRole(roleMapper, helper(mapperMain))
-	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv)) }))
-	live.RegisterRole(roleBusy, helper(func() error { return busyMain(os.Getenv(busyEnv)) }))
+	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv), os.Getenv(cpuEnv)) }))
+	live.RegisterRole(roleBusy, helper(func() error { return busyMain(os.Getenv(busyEnv), os.Getenv(cpuEnv)) }))
 }
 
 // helper returns the role main of a helper: on error it prints "err ..."
@@ -47,6 +48,15 @@ func helper(run func() error) func() int {
 		}
 		return 0
 	}
+}
+
+// pinThreadTo is pinThread on the CPU cpuStr names in decimal.
+func pinThreadTo(cpuStr string, nice int) error {
+	cpu, err := strconv.Atoi(cpuStr)
+	if err != nil || cpu < 0 {
+		return fmt.Errorf("bad CPU %q", cpuStr)
+	}
+	return pinThread(cpu, nice)
 }
 
 // pinThread locks the goroutine to its thread and puts the thread on cpu
@@ -172,16 +182,16 @@ func mapperMain() error {
 	return nil
 }
 
-// scannerMain reads pid's maps in a loop until SIGTERM, then prints the
-// number of full passes.
-func scannerMain(pidStr, kind string) error {
+// scannerMain reads pid's maps on CPU cpu in a loop until SIGTERM, then
+// prints the number of full passes.
+func scannerMain(pidStr, kind, cpu string) error {
 	pid, err := strconv.Atoi(pidStr)
 	if err != nil {
 		return fmt.Errorf("bad pid %q", pidStr)
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	if err := pinThread(1, mapscan.ScannerNice); err != nil {
+	if err := pinThreadTo(cpu, mapscan.ScannerNice); err != nil {
 		return err
 	}
 	var pass func() error
@@ -233,14 +243,14 @@ func scannerMain(pidStr, kind string) error {
 	}
 }
 
-// busyMain is busywait.c: on CPU 1 at normal priority it spins for the
+// busyMain is busywait.c: on its CPU at normal priority it spins for the
 // duration in ns busyNS (for ever if 0), then sleeps 1 ms, until killed.
-func busyMain(busyNS string) error {
+func busyMain(busyNS, cpu string) error {
 	ns, err := strconv.ParseInt(busyNS, 10, 64)
 	if err != nil || ns < 0 {
 		return fmt.Errorf("bad busy duration %q", busyNS)
 	}
-	if err := pinThread(1, 0); err != nil {
+	if err := pinThreadTo(cpu, 0); err != nil {
 		return err
 	}
 	ready()
