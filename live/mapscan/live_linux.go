@@ -202,7 +202,7 @@ const traceBufKB = 4096
 func startLockTrace(tids []int) (*tracefs.Instance, string) {
 	tr, err := tracefs.New("mono", traceBufKB)
 	if err != nil {
-		return nil, err.Error()
+		return nil, strings.TrimPrefix(err.Error(), live.ErrNotSupported.Error()+": ")
 	}
 	if err = tr.SetPIDs(tids...); err == nil {
 		if err = tr.Enable(lockFilter, lockEvents...); err == nil {

@@ -54,7 +54,7 @@ func New(clock string, bufKB int) (*Instance, error) {
 		}
 		return in, nil
 	}
-	return nil, live.Unsupported("tracefs: no instances directory (%s)", strings.Join(tried, "; "))
+	return nil, live.Unsupported("tracefs: %s", strings.Join(tried, "; "))
 }
 
 func (in *Instance) setup(clock string, bufKB int) error {
