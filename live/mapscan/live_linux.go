@@ -192,15 +192,13 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	return st, nil
 }
 
-// traceBufKB is each CPU's trace buffer in the run's instance: the
-// mapper's and scanners' rw_semaphore sleeps and the ends of their other
-// lock waits, a few thousand events in a run of seconds.
-const traceBufKB = 4096
-
 // startLockTrace creates the run's ftrace instance recording the lock
-// tracepoints of the threads tids; nil and why not if it cannot.
+// tracepoints of the threads tids; nil and why not if it cannot. The
+// default buffer holds a run's events many times over: the mapper's and
+// the scanners' rw_semaphore sleeps and the ends of their other lock
+// waits, some thousands in a run of seconds; a loss is reported.
 func startLockTrace(tids []int) (*tracefs.Instance, string) {
-	tr, err := tracefs.New("mono", traceBufKB)
+	tr, err := tracefs.New("mono")
 	if err != nil {
 		return nil, strings.TrimPrefix(err.Error(), live.ErrNotSupported.Error()+": ")
 	}

@@ -77,7 +77,7 @@ func TestRunLiveCancel(t *testing.T) {
 	if _, err := runOnce(ctx, mapscan.RunSpec{Scanners: "text", Duration: time.Hour}); err != context.Canceled {
 		t.Fatalf("a run cancelled while tracing returned %v", err)
 	}
-	if in, err := tracefs.New("mono", 0); err == nil {
+	if in, err := tracefs.New("mono"); err == nil {
 		in.Close()
 		if len(traced) != 1 {
 			t.Errorf("instances while tracing: %v, want one", traced)

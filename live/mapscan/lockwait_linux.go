@@ -141,6 +141,9 @@ func (s lockSpan) mmapLock(ws []lockWait) string {
 // rw_semaphores; ScannersSlept the scanners' sleeps on the mapper's
 // mmap_lock.
 func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
+	if st.Ops == 0 {
+		return // no call timed: no window
+	}
 	lock := s.mmapLock(ws)
 	var sum, longest, slowLock, slowOther int64
 	var slept mapscan.HeldStat
@@ -161,9 +164,7 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 			slept.MaxUS = max(slept.MaxUS, float64(d)/1e3)
 		}
 	}
-	if st.Ops > 0 {
-		st.LockWaitMeanUS = float64(sum) / 1e3 / float64(st.Ops)
-	}
+	st.LockWaitMeanUS = float64(sum) / 1e3 / float64(st.Ops)
 	st.LockWaitMaxUS = float64(longest) / 1e3
 	st.MaxOpWaitUS, st.ScannersSlept = nil, nil
 	if slowLock > 0 {

@@ -99,11 +99,17 @@ func TestLockFiguresCaptured(t *testing.T) {
 		t.Errorf("figures cut at 18137.210: %+v, want %+v", st, want)
 	}
 
-	// No one slept: the figures are zero, not absent.
+	// No one slept: the figures are zero, not absent. No call timed: no
+	// window, no figures.
 	st = mapscan.Stats{Ops: 10}
 	span.figures(nil, &st)
 	if !reflect.DeepEqual(st, mapscan.Stats{Ops: 10}) {
 		t.Errorf("figures without waits %+v", st)
+	}
+	st = mapscan.Stats{}
+	span.figures(ws, &st)
+	if !reflect.DeepEqual(st, mapscan.Stats{}) {
+		t.Errorf("figures without calls %+v", st)
 	}
 }
 

@@ -28,10 +28,10 @@ type Instance struct {
 }
 
 // New creates an instance, stopped (tracing_on 0), with the trace clock
-// clock ("mono": CLOCK_MONOTONIC, as clock_gettime gives it) and a ring
-// buffer of bufKB KiB per CPU (0 keeps the default). Without tracefs or the
-// permission to create an instance the error wraps live.ErrNotSupported.
-func New(clock string, bufKB int) (*Instance, error) {
+// clock ("mono": CLOCK_MONOTONIC, as clock_gettime gives it) and the
+// default ring buffer. Without tracefs or the permission to create an
+// instance the error wraps live.ErrNotSupported.
+func New(clock string) (*Instance, error) {
 	name := fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), instances.Add(1))
 	var tried []string
 	for _, root := range roots {
@@ -48,7 +48,7 @@ func New(clock string, bufKB int) (*Instance, error) {
 			return nil, fmt.Errorf("tracefs: creating %s: %w", dir, err)
 		}
 		in := &Instance{dir: dir}
-		if err := in.setup(clock, bufKB); err != nil {
+		if err := in.setup(clock); err != nil {
 			in.Close()
 			return nil, err
 		}
@@ -57,17 +57,11 @@ func New(clock string, bufKB int) (*Instance, error) {
 	return nil, live.Unsupported("tracefs: %s", strings.Join(tried, "; "))
 }
 
-func (in *Instance) setup(clock string, bufKB int) error {
+func (in *Instance) setup(clock string) error {
 	if err := in.write("tracing_on", "0"); err != nil {
 		return err
 	}
-	if err := in.write("trace_clock", clock); err != nil {
-		return err
-	}
-	if bufKB > 0 {
-		return in.write("buffer_size_kb", strconv.Itoa(bufKB))
-	}
-	return nil
+	return in.write("trace_clock", clock)
 }
 
 // errText is an error's errno text alone, without the path.

@@ -14,7 +14,7 @@ import (
 // An instance has the clock asked for, starts stopped, records the events
 // enabled, and is gone after Close.
 func TestInstance(t *testing.T) {
-	in, err := New("mono", 256)
+	in, err := New("mono")
 	if errors.Is(err, live.ErrNotSupported) {
 		t.Skip(err)
 	}
