@@ -22,9 +22,9 @@ import (
 //     (kernel/locking/rwsem.c:rwsem_down_write_slowpath calls
 //     rwsem_optimistic_spin before trace_contention_begin);
 //   - per-VMA lock waits: __vma_start_write (mm/mmap_lock.c) waits for the
-//     VMA's readers through rcuwait_wait_event, with no lock tracepoint,
-//     and vma_start_read only tries, so a VMA-lock wait of the mapper is
-//     not attributed;
+//     VMA's readers in __vma_enter_locked through rcuwait_wait_event, with
+//     no lock tracepoint, and vma_start_read only tries, so a VMA-lock wait
+//     of the mapper is not attributed;
 //   - the mapper's time runnable but off its CPU (preempted).
 var (
 	lockEvents = []string{"lock/contention_begin", "lock/contention_end"}
