@@ -175,6 +175,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	}
 	st := rep.Stats
 	if tr != nil {
+		rep.Span.Scanners = tids[1:]
 		note = readLockTrace(tr, rep.Span, &st)
 	}
 	if note != "" {
@@ -202,9 +203,15 @@ func startLockTrace(tids []int) (*tracefs.Instance, string) {
 	if err != nil {
 		return nil, strings.TrimPrefix(err.Error(), live.ErrNotSupported.Error()+": ")
 	}
-	if err = tr.SetPIDs(tids...); err == nil {
-		if err = tr.Enable(lockFilter, lockEvents...); err == nil {
-			err = tr.Start()
+	for _, step := range []func() error{
+		func() error { return tr.SetPIDs(tids...) },
+		func() error { return tr.SetEvent(lockBegin, "filter", rwsemFlags) },
+		func() error { return tr.SetEvent(lockBegin, "trigger", "stacktrace if "+rwsemFlags) },
+		func() error { return tr.Enable(lockBegin, lockEnd) },
+		tr.Start,
+	} {
+		if err = step(); err != nil {
+			break
 		}
 	}
 	if err != nil {

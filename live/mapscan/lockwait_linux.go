@@ -2,20 +2,23 @@ package mapscan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"mmlab/experiment/mapscan"
 	"mmlab/live/tracefs"
 )
 
-// The lock tracepoints read, and the filter that keeps of their begins only
-// the rw_semaphores' (flags READ or WRITE; a spinlock's are SPIN, a
-// mutex's MUTEX): lock:contention_begin and lock:contention_end bracket a
-// task's sleep on a lock, which is what the model's wait accounting
-// counts. The mmap_lock tracepoints (mmap_lock_start_locking,
+// The lock tracepoints read: lock:contention_begin and lock:contention_end
+// bracket a task's sleep on a lock, which is what the model's wait
+// accounting counts. Of the begins only the rw_semaphores' are kept (flags
+// READ or WRITE; a spinlock's are SPIN, a mutex's MUTEX), each with its
+// kernel stack (a stacktrace trigger), which names the function that took
+// the lock. The mmap_lock tracepoints (mmap_lock_start_locking,
 // mmap_lock_acquire_returned) name the mm but fire on every acquisition,
-// contended or not, so they would count each call's lock taking as a wait
-// and record several events per call.
+// contended or not: they would count each call's lock taking as a wait and
+// record several events per call, where the contention events come only
+// with the sleeps, tens in a run.
 //
 // What these tracepoints cannot show, so that the figures leave it out:
 //   - a writer's optimistic spinning on the owner before it sleeps
@@ -25,14 +28,23 @@ import (
 //     VMA's readers in __vma_enter_locked through rcuwait_wait_event, with
 //     no lock tracepoint, and vma_start_read only tries, so a VMA-lock wait
 //     of the mapper is not attributed;
+//   - who held the lock: the tracepoints name only the waiters;
 //   - the mapper's time runnable but off its CPU (preempted).
-var (
-	lockEvents = []string{"lock/contention_begin", "lock/contention_end"}
-	lockFilter = map[string]string{"lock/contention_begin": "flags & 6"} // LCB_F_READ | LCB_F_WRITE
+const (
+	lockBegin    = "lock/contention_begin"
+	lockEnd      = "lock/contention_end"
+	rwsemFlags   = "flags & 6" // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
+	mmapLockName = "mmap_lock" // the model's name of the mm's mmap_lock
 )
 
-// mmapLockName is the model's name of the mm's mmap_lock.
-const mmapLockName = "mmap_lock"
+// mmapLockCallers are the kernel functions through which the mapper and
+// the scanners take the mapper's mmap_lock (the mmap_*_lock helpers of
+// include/linux/mmap_lock.h are inline, so the caller of down_write_killable
+// or down_read is the frame above it): mmap's and munmap's
+// mmap_write_lock_killable (mm/util.c:vm_mmap_pgoff, mm/vma.c:__vm_munmap),
+// MAP_POPULATE's mmap_read_lock (mm/gup.c:__mm_populate), and the per-VMA
+// maps walk's fallback mmap_read_lock_killable (mm/mmap_lock.c:lock_next_vma).
+var mmapLockCallers = []string{"vm_mmap_pgoff", "__vm_munmap", "__mm_populate", "lock_next_vma"}
 
 // lockWait is one sleep of a task on an rw_semaphore, from its
 // lock:contention_begin to its lock:contention_end.
@@ -40,11 +52,13 @@ type lockWait struct {
 	tid        int
 	addr       string // the lock's address as the trace prints it (hashed with hash-ptr, stable for the boot)
 	write      bool
-	begin, end int64 // trace clock ns; end -1 if the trace ended first
+	caller     string // the function that took the lock ("" without a stack)
+	begin, end int64  // trace clock ns; end -1 if the trace ended first
 }
 
 // lockWaits pairs each task's rw_semaphore contention_begin with its next
-// contention_end on the same address; other locks' ends are dropped.
+// contention_end on the same address, and with the stack that follows the
+// begin; other locks' ends are dropped.
 func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 	type key struct {
 		tid  int
@@ -52,6 +66,7 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 	}
 	var ws []lockWait
 	open := map[key]int{}
+	stackless := map[int]int{} // by tid: its last begin, until its stack comes
 	for _, e := range evs {
 		addr, rest, _ := strings.Cut(e.Args, " ")
 		k := key{e.TID, addr}
@@ -67,12 +82,19 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 			}
 			if _, ok := open[k]; !ok {
 				open[k] = len(ws)
+				stackless[e.TID] = len(ws)
 				ws = append(ws, lockWait{tid: e.TID, addr: addr, write: write, begin: e.TimeNS, end: -1})
+			}
+		case tracefs.StackTrace:
+			if i, ok := stackless[e.TID]; ok {
+				ws[i].caller = lockCaller(e.Stack)
+				delete(stackless, e.TID)
 			}
 		case "contention_end":
 			if i, ok := open[k]; ok {
 				ws[i].end = e.TimeNS
 				delete(open, k)
+				delete(stackless, e.TID)
 			}
 		default:
 			return nil, fmt.Errorf("mapscan: unexpected trace event %q", e.Name)
@@ -81,11 +103,30 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 	return ws, nil
 }
 
-// lockSpan is what the mapper reports of a run for its lock figures: its
-// thread, and the CLOCK_MONOTONIC times (ns) of the timed calls and of the
-// slowest one. The trace holds only the mapper's and the scanners' threads.
+// lockCaller returns the function that called the rw_semaphore's down_*
+// in a contention_begin's stack (innermost frame first: the tracepoint,
+// rwsem_down_*_slowpath, down_*, its caller), without a compiler suffix
+// (".isra.0"); "" if the stack does not show it.
+func lockCaller(stack []string) string {
+	for i, f := range stack {
+		if strings.HasPrefix(f, "rwsem_down_") {
+			for _, g := range stack[i+1:] {
+				if !strings.HasPrefix(g, "down_") && !strings.HasPrefix(g, "__down_") {
+					name, _, _ := strings.Cut(g, ".")
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// lockSpan is what a run's lock figures are taken within: the mapper's and
+// the scanners' threads, and the CLOCK_MONOTONIC times (ns) of the timed
+// calls and of the slowest one, which the mapper reports.
 type lockSpan struct {
 	Mapper           int   // the mapper's thread id
+	Scanners         []int `json:"-"` // the scanners' (the parent knows them)
 	From, To         int64 // the first call's start, the last call's end
 	SlowFrom, SlowTo int64 // the slowest call's start and end
 }
@@ -105,31 +146,31 @@ func (w lockWait) in(from, to int64) bool {
 	return w.begin <= to && (w.end < 0 || w.end >= from)
 }
 
-// mmapLock returns the address of the mapper's mmap_lock: the lock the
-// mapper waited on for write most often (its mmap and munmap take the
-// mmap_lock for write; the only other rw_semaphore it write-locks, its
-// anon_vma's, is contended only by the kernel's rmap walks), else, if the
-// mapper never waited for write, the lock the scanners waited on most
-// often (the maps walk's fallback mmap_read_lock_killable of the mapper's
-// mm). "" if no one waited. A heuristic: the trace prints no mm.
+// mmapLock returns the address of the mapper's mmap_lock: that of the
+// mapper's or the scanners' sleeps taken through mmapLockCallers (the
+// most of them, should the callers name two); "" if none slept so.
 func (s lockSpan) mmapLock(ws []lockWait) string {
-	pick := func(of func(lockWait) bool) string {
-		n := map[string]int{}
-		best := ""
-		for _, w := range ws {
-			if of(w) && w.in(s.From, s.To) {
-				n[w.addr]++
-				if best == "" || n[w.addr] > n[best] || n[w.addr] == n[best] && w.addr < best {
-					best = w.addr
-				}
+	n := map[string]int{}
+	best := ""
+	for _, w := range ws {
+		if (w.tid == s.Mapper || slices.Contains(s.Scanners, w.tid)) && slices.Contains(mmapLockCallers, w.caller) {
+			n[w.addr]++
+			if best == "" || n[w.addr] > n[best] || n[w.addr] == n[best] && w.addr < best {
+				best = w.addr
 			}
 		}
-		return best
 	}
-	if a := pick(func(w lockWait) bool { return w.tid == s.Mapper && w.write }); a != "" {
-		return a
+	return best
+}
+
+// otherLock names an rw_semaphore other than the mmap_lock by the function
+// that took it ("rw_semaphore in vma_prepare": the anon_vma's lock, for
+// this anonymous region).
+func otherLock(w lockWait) string {
+	if w.caller == "" {
+		return "rw_semaphore (no stack)"
 	}
-	return pick(func(w lockWait) bool { return w.tid != s.Mapper })
+	return "rw_semaphore in " + w.caller
 }
 
 // figures sets st's lock figures from the waits, as the model's wait
@@ -137,15 +178,16 @@ func (s lockSpan) mmapLock(ws []lockWait) string {
 // LockWaitMeanUS is the mapper's time asleep on its mmap_lock per call;
 // LockWaitMaxUS its longest single sleep there (one call may sleep twice:
 // MAP_POPULATE's mmap_read_lock after mmap's write lock); MaxOpWaitUS the
-// slowest call's time asleep on the mmap_lock, and on other
-// rw_semaphores; ScannersSlept the scanners' sleeps on the mapper's
-// mmap_lock.
+// slowest call's time asleep on the mmap_lock and on each other
+// rw_semaphore (by otherLock); ScannersSlept the scanners' sleeps on the
+// mapper's mmap_lock.
 func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 	if st.Ops == 0 {
 		return // no call timed: no window
 	}
 	lock := s.mmapLock(ws)
-	var sum, longest, slowLock, slowOther int64
+	var sum, longest int64
+	slow := map[string]int64{}
 	var slept mapscan.HeldStat
 	for _, w := range ws {
 		if !w.in(s.From, s.To) {
@@ -156,10 +198,10 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 		case w.tid == s.Mapper && w.addr == lock:
 			sum += d
 			longest = max(longest, d)
-			slowLock += w.overlap(s.SlowFrom, s.SlowTo)
+			slow[mmapLockName] += w.overlap(s.SlowFrom, s.SlowTo)
 		case w.tid == s.Mapper:
-			slowOther += w.overlap(s.SlowFrom, s.SlowTo)
-		case w.addr == lock:
+			slow[otherLock(w)] += w.overlap(s.SlowFrom, s.SlowTo)
+		case slices.Contains(s.Scanners, w.tid) && w.addr == lock:
 			slept.Count++
 			slept.MaxUS = max(slept.MaxUS, float64(d)/1e3)
 		}
@@ -167,14 +209,13 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 	st.LockWaitMeanUS = float64(sum) / 1e3 / float64(st.Ops)
 	st.LockWaitMaxUS = float64(longest) / 1e3
 	st.MaxOpWaitUS, st.ScannersSlept = nil, nil
-	if slowLock > 0 {
-		st.MaxOpWaitUS = map[string]float64{mmapLockName: float64(slowLock) / 1e3}
-	}
-	if slowOther > 0 {
-		if st.MaxOpWaitUS == nil {
-			st.MaxOpWaitUS = map[string]float64{}
+	for name, d := range slow {
+		if d > 0 {
+			if st.MaxOpWaitUS == nil {
+				st.MaxOpWaitUS = map[string]float64{}
+			}
+			st.MaxOpWaitUS[name] = float64(d) / 1e3
 		}
-		st.MaxOpWaitUS["other rw_semaphores"] = float64(slowOther) / 1e3
 	}
 	if slept.Count > 0 {
 		st.ScannersSlept = mapscan.Held{mmapLockName: slept}

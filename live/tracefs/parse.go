@@ -9,21 +9,27 @@ import (
 	"strings"
 )
 
-// Event is one line of an instance's trace file, in the default output
-// options (context-info on, record-tgid off): "COMM-TID [CPU] FLAGS
-// SECONDS.MICROS: NAME: ARGS".
+// Event is one entry of an instance's trace file, in the default output
+// options (context-info on, record-tgid off): a line "COMM-TID [CPU] FLAGS
+// SECONDS.MICROS: NAME: ARGS", or for a kernel stack (an event's
+// stacktrace trigger) "...: <stack trace>" and one line " => FUNCTION"
+// per frame, innermost first.
 type Event struct {
 	Comm   string
 	TID    int   // the task's pid, the thread id
 	CPU    int   //
 	TimeNS int64 // the trace clock's time, to the microsecond the text gives
 	Name   string
-	Args   string // the event's print format applied to its fields
+	Args   string   // the event's print format applied to its fields
+	Stack  []string // a StackTrace's frames
 }
+
+// StackTrace is the Name of a kernel stack entry.
+const StackTrace = "<stack trace>"
 
 // lineRE matches an event line; a comm may itself contain "-" and spaces,
 // so the tid is the digits after the last "-" before the CPU field.
-var lineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+\S+\s+(\d+)\.(\d{6}): ([\w:]+): ?(.*)$`)
+var lineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+\S+\s+(\d+)\.(\d{6}): (\w+|<stack trace>):? ?(.*)$`)
 
 // entriesRE matches the header line that counts the events the buffer
 // holds and those written to it; fewer held than written means some were
@@ -52,6 +58,13 @@ func Parse(r io.Reader) (evs []Event, lost int, err error) {
 			continue
 		}
 		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if frame, ok := strings.CutPrefix(line, " => "); ok {
+			if len(evs) == 0 || evs[len(evs)-1].Name != StackTrace {
+				return evs, lost, fmt.Errorf("tracefs: a stack frame outside a stack: %q", line)
+			}
+			evs[len(evs)-1].Stack = append(evs[len(evs)-1].Stack, frame)
 			continue
 		}
 		if m := lostRE.FindStringSubmatch(line); m != nil {

@@ -83,16 +83,16 @@ func (in *Instance) write(file, s string) error {
 	return nil
 }
 
-// Enable enables the events, each "system/name" ("lock/contention_begin"),
-// with the filter expression filter[event] if there is one.
-func (in *Instance) Enable(filter map[string]string, events ...string) error {
+// SetEvent writes value to the file of event "system/name"
+// ("lock/contention_begin", "filter", "flags & 6").
+func (in *Instance) SetEvent(event, file, value string) error {
+	return in.write(filepath.Join("events", event, file), value)
+}
+
+// Enable enables the events, each "system/name".
+func (in *Instance) Enable(events ...string) error {
 	for _, ev := range events {
-		if f, ok := filter[ev]; ok {
-			if err := in.write(filepath.Join("events", ev, "filter"), f); err != nil {
-				return err
-			}
-		}
-		if err := in.write(filepath.Join("events", ev, "enable"), "1"); err != nil {
+		if err := in.SetEvent(ev, "enable", "1"); err != nil {
 			return err
 		}
 	}

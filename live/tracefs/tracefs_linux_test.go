@@ -43,11 +43,17 @@ func TestInstance(t *testing.T) {
 	if on := read("tracing_on"); on != "0" {
 		t.Errorf("a new instance has tracing_on %s", on)
 	}
-	if err := in.Enable(map[string]string{"lock/contention_begin": "flags & 6"}, "lock/contention_begin", "lock/contention_end"); err != nil {
+	if err := in.SetEvent("lock/contention_begin", "filter", "flags & 6"); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Enable("lock/contention_begin", "lock/contention_end"); err != nil {
 		t.Fatal(err)
 	}
 	if f := read("events/lock/contention_begin/filter"); f != "flags & 6" {
 		t.Errorf("filter %q", f)
+	}
+	if e := read("events/lock/contention_end/enable"); e != "1" {
+		t.Errorf("enable %q", e)
 	}
 	if err := in.SetPIDs(os.Getpid()); err != nil {
 		t.Fatal(err)
