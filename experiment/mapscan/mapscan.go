@@ -167,10 +167,6 @@ type Stats struct {
 	// walk's fallback to the mmap lock; live: the walk's fallback
 	// mmap_read_lock_killable of the mapper's mm).
 	ScannersSlept Held `json:",omitempty"`
-	// LockTraceNote says why a live run has no lock figures (the kernel's
-	// lock tracepoints could not be read: no tracefs, no permission, events
-	// lost); empty when it has them, and on the model.
-	LockTraceNote string `json:",omitempty"`
 	// ScannersRunWait is, of those waits, the part after the wake-up:
 	// the time a scanner waited for its CPU holding the lock.
 	ScannersRunWait Held `json:",omitempty"`
@@ -180,6 +176,10 @@ type Stats struct {
 	// MapperHostWaitMaxUS is the longest time the model's mapper waited
 	// for a host CPU during one call, taken out of that call's time.
 	MapperHostWaitMaxUS float64 `json:",omitempty"`
+	// LockTraceNote says why a live run has no lock figures (the kernel's
+	// lock tracepoints could not be read: no tracefs, no permission, events
+	// lost); empty when it has them, and on the model.
+	LockTraceNote string `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -405,9 +405,10 @@ to the scanners preempted holding them. The live target gives the same
 figures from the kernel's lock:contention_begin/end tracepoints (a private
 ftrace instance; needs root and tracefs, else the line says "no lock
 tracepoints"): the mapper's and the scanners' sleeps on the mapper's
-mmap_lock, not its per-VMA lock waits nor preemption. --rawdata prints each case's runs
-as run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run
-means, the j-th smallest per-run mean, the j-th smallest per-run max.
+mmap_lock and the mapper's on other rw_semaphores, not its per-VMA lock
+waits nor preemption. --rawdata prints each case's runs as
+run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
+the j-th smallest per-run mean, the j-th smallest per-run max.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants,

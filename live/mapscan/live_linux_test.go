@@ -127,11 +127,21 @@ func TestRunLiveLockTrace(t *testing.T) {
 	if *r.LockWaitMaxUS > r.OpMaxUS+1 {
 		t.Errorf("the mapper's longest sleep %.1f us is longer than its slowest call %.1f us", *r.LockWaitMaxUS, r.OpMaxUS)
 	}
-	if *r.LockWaitMeanUS > *r.LockWaitMaxUS {
-		t.Errorf("lock wait mean %.1f us over the max %.1f us", *r.LockWaitMeanUS, *r.LockWaitMaxUS)
+	// A call sleeps at most twice on the mmap_lock: mmap's write lock, then
+	// MAP_POPULATE's read lock.
+	if *r.LockWaitMeanUS > 2**r.LockWaitMaxUS {
+		t.Errorf("lock wait mean %.1f us over twice the longest sleep %.1f us", *r.LockWaitMeanUS, *r.LockWaitMaxUS)
 	}
-	if w := r.SlowestWaitUS["mmap_lock"]; w < 0 || w > r.OpMaxUS {
-		t.Errorf("the slowest call (%.1f us) waited %.1f us on the mmap_lock", r.OpMaxUS, w)
+	// The slowest call's sleeps are taken within it.
+	var slept float64
+	for lock, w := range r.SlowestWaitUS {
+		if w <= 0 {
+			t.Errorf("the slowest call slept %.1f us on %s", w, lock)
+		}
+		slept += w
+	}
+	if slept > r.OpMaxUS {
+		t.Errorf("the slowest call (%.1f us) slept %.1f us: %v", r.OpMaxUS, slept, r.SlowestWaitUS)
 	}
 	for lock, hs := range r.ScannerSlept {
 		if lock != "mmap_lock" || hs.Count < 1 || hs.MaxUS < 0 {
