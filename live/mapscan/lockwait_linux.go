@@ -51,7 +51,6 @@ var mmapLockCallers = []string{"vm_mmap_pgoff", "__vm_munmap", "__mm_populate", 
 type lockWait struct {
 	tid        int
 	addr       string // the lock's address as the trace prints it (hashed with hash-ptr, stable for the boot)
-	write      bool
 	caller     string // the function that took the lock ("" without a stack)
 	begin, end int64  // trace clock ns; end -1 if the trace ended first
 }
@@ -72,18 +71,13 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 		k := key{e.TID, addr}
 		switch e.Name {
 		case "contention_begin":
-			var write bool
-			switch rest {
-			case "(flags=READ)":
-			case "(flags=WRITE)":
-				write = true
-			default:
+			if rest != "(flags=READ)" && rest != "(flags=WRITE)" {
 				continue // not an rw_semaphore (the filter leaves none)
 			}
 			if _, ok := open[k]; !ok {
 				open[k] = len(ws)
 				stackless[e.TID] = len(ws)
-				ws = append(ws, lockWait{tid: e.TID, addr: addr, write: write, begin: e.TimeNS, end: -1})
+				ws = append(ws, lockWait{tid: e.TID, addr: addr, begin: e.TimeNS, end: -1})
 			}
 		case tracefs.StackTrace:
 			if i, ok := stackless[e.TID]; ok {

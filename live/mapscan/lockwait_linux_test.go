@@ -43,17 +43,17 @@ var capturedSpan = lockSpan{Mapper: 8500, Scanners: []int{8507, 8513},
 func TestLockWaitsCaptured(t *testing.T) {
 	ws := capturedWaits(t)
 	const mm, av = "00000000ae60acde", "00000000c4bf4b73"
-	us := func(tid int, addr string, write bool, caller string, b, e int64) lockWait {
-		return lockWait{tid: tid, addr: addr, write: write, caller: caller, begin: 18810_000000_000 + b*1e3, end: 18810_000000_000 + e*1e3}
+	us := func(tid int, addr string, caller string, b, e int64) lockWait {
+		return lockWait{tid: tid, addr: addr, caller: caller, begin: 18810_000000_000 + b*1e3, end: 18810_000000_000 + e*1e3}
 	}
 	want := []lockWait{
-		us(8507, mm, false, "lock_next_vma", 364455, 364700),
-		us(8500, mm, true, "vm_mmap_pgoff", 364475, 364738),
-		us(8513, mm, false, "lock_next_vma", 364744, 375132),
-		us(8500, mm, true, "__vm_munmap", 364770, 375163),
-		us(8507, mm, false, "lock_next_vma", 866815, 866841),
-		us(77, av, false, "folio_lock_anon_vma_read", 882616, 882705),
-		us(8500, av, true, "vma_prepare", 882627, 882739),
+		us(8507, mm, "lock_next_vma", 364455, 364700),
+		us(8500, mm, "vm_mmap_pgoff", 364475, 364738),
+		us(8513, mm, "lock_next_vma", 364744, 375132),
+		us(8500, mm, "__vm_munmap", 364770, 375163),
+		us(8507, mm, "lock_next_vma", 866815, 866841),
+		us(77, av, "folio_lock_anon_vma_read", 882616, 882705),
+		us(8500, av, "vma_prepare", 882627, 882739),
 	}
 	if !reflect.DeepEqual(ws, want) {
 		t.Errorf("waits\n%+v\nwant\n%+v", ws, want)

@@ -16,9 +16,9 @@ import (
 // roots are the places tracefs is mounted, in the order tried.
 var roots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
-// Prefix starts the name of every instance this package creates; the rest
+// prefix starts the name of every instance this package creates; the rest
 // is "PID-N", the process and a counter.
-const Prefix = "mmlab-"
+const prefix = "mmlab-"
 
 var instances atomic.Int64 // the N of the next instance name
 
@@ -32,7 +32,7 @@ type Instance struct {
 // default ring buffer. Without tracefs or the permission to create an
 // instance the error wraps live.ErrNotSupported.
 func New(clock string) (*Instance, error) {
-	name := fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), instances.Add(1))
+	name := fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), instances.Add(1))
 	var tried []string
 	for _, root := range roots {
 		parent := filepath.Join(root, "instances")
@@ -139,7 +139,7 @@ func (in *Instance) Close() error {
 func Leftovers() []string {
 	var dirs []string
 	for _, root := range roots {
-		m, _ := filepath.Glob(filepath.Join(root, "instances", fmt.Sprintf("%s%d-*", Prefix, os.Getpid())))
+		m, _ := filepath.Glob(filepath.Join(root, "instances", fmt.Sprintf("%s%d-*", prefix, os.Getpid())))
 		dirs = append(dirs, m...)
 	}
 	return dirs
