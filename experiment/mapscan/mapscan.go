@@ -5,11 +5,12 @@
 // in a loop, as text or with PROCMAP_QUERY. The scanners run at nice 15,
 // each on a CPU of its own with a normal-priority busy-waiter (spin
 // --busyduration, sleep 1 ms), as run-proc-vs-map.sh places them on the
-// model (the live side shares one CPU between them), so a busy-waiter
-// preempts a scanner: with the Before walk the scanner may then
-// hold the mmap read lock, and the mapper's mmap and munmap wait for the
-// whole preemption (the priority inversion the seed removes); with the
-// After walk it holds at most one VMA's read lock, or nothing.
+// model (the live side too on 4 or more CPUs, else it shares one CPU
+// between them), so a busy-waiter preempts a scanner: with the Before walk
+// the scanner may then hold the mmap read lock, and the mapper's mmap and
+// munmap wait for the whole preemption (the priority inversion the seed
+// removes); with the After walk it holds at most one VMA's read lock, or
+// nothing.
 //
 // The package is the experiment's one definition (Def): cases, options,
 // the per-run figures (Stats, Acc), the typed result and its summary over
@@ -143,23 +144,28 @@ func (r RunSpec) Check() error {
 	return nil
 }
 
-// Stats are one run's figures. Lock waits are the model's only.
+// Stats are one run's figures. The lock waits are the model's wait
+// accounting, or on the live target the kernel's lock:contention_begin and
+// lock:contention_end tracepoints (mmlab/live/mapscan): there only sleeps
+// on rw_semaphores count, the mmap_lock's among them, and no preemption
+// nor host wait is seen.
 type Stats struct {
 	Ops, MmapOps, MunmapOps   int
 	MmapMeanUS, MmapMaxUS     float64
 	MunmapMeanUS, MunmapMaxUS float64
 	OpMeanUS, OpMaxUS         float64
-	LockWaitMeanUS            float64 // time blocked on any lock per op
-	LockWaitMaxUS             float64
-	ScanPasses                int // full scans the scanners finished
-	// The model's wait accounting: the slowest call's time blocked per
-	// lock, and the scanners' preemptions inside the walk by the lock they
-	// held.
+	LockWaitMeanUS            float64 // time blocked on a lock per op (live: on the mmap_lock)
+	LockWaitMaxUS             float64 // the longest (live: the longest single sleep on the mmap_lock)
+	ScanPasses                int     // full scans the scanners finished
+	// The wait accounting: the slowest call's time blocked per lock, and
+	// (the model's only) the scanners' preemptions inside the walk by the
+	// lock they held.
 	MaxOpWaitUS map[string]float64 `json:",omitempty"`
 	Preempted   Held               `json:",omitempty"`
 	// ScannersSlept is the scanners' own lock waits: a reader granted the
 	// lock while it waits for its CPU holds it all that time (the After
-	// walk's fallback to the mmap lock).
+	// walk's fallback to the mmap lock; live: the walk's fallback
+	// mmap_read_lock_killable of the mapper's mm).
 	ScannersSlept Held `json:",omitempty"`
 	// ScannersRunWait is, of those waits, the part after the wake-up:
 	// the time a scanner waited for its CPU holding the lock.
@@ -170,6 +176,10 @@ type Stats struct {
 	// MapperHostWaitMaxUS is the longest time the model's mapper waited
 	// for a host CPU during one call, taken out of that call's time.
 	MapperHostWaitMaxUS float64 `json:",omitempty"`
+	// LockTraceNote says why a live run has no lock figures (the kernel's
+	// lock tracepoints could not be read: no tracefs, no permission, events
+	// lost); empty when it has them, and on the model.
+	LockTraceNote string `json:",omitempty"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -220,8 +230,9 @@ func (a *Acc) Stats() Stats {
 
 // Result summarises the runs of one case on one target and variant as the
 // seed does: the median of the means and the maximum of the maxima, with
-// the per-run values in the *_runs lists. The lock waits are the model's
-// only (absent from live results).
+// the per-run values in the *_runs lists. The lock waits are absent from
+// a live result whose runs could not all read the lock tracepoints
+// (LockTraceNote says why).
 type Result struct {
 	experiment.Row
 	Scanners   string `json:"scanners"`
@@ -259,6 +270,9 @@ type Result struct {
 	// MapperHostWaitMaxUS is the longest wait of the model's mapper for a
 	// host CPU in one call, over all runs, taken out of the call's time.
 	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
+	// LockTraceNote is the first run's Stats.LockTraceNote that is not
+	// empty.
+	LockTraceNote string `json:"lock_trace_note,omitempty"`
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -266,11 +280,14 @@ type Result struct {
 func (r Result) Insufficient() bool { return slices.Contains(r.OpsRuns, 0) }
 
 // Summarise summarises the runs all of case scanners; the lock waits are
-// kept for the model.
+// kept for the model, and for a live case whose every run has them.
 func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 	r := Result{Row: row, Scanners: scanners, Runs: len(all)}
 	slowest := -1.0
 	for _, s := range all {
+		if r.LockTraceNote == "" {
+			r.LockTraceNote = s.LockTraceNote
+		}
 		r.Ops += s.Ops
 		r.OpsRuns = append(r.OpsRuns, s.Ops)
 		r.ScanPasses += s.ScanPasses
@@ -297,7 +314,7 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		{&r.OpMeanUS, &r.OpMeanUSRuns, func(s Stats) float64 { return s.OpMeanUS }, false},
 		{&r.OpMaxUS, &r.OpMaxUSRuns, func(s Stats) float64 { return s.OpMaxUS }, true},
 	}
-	if row.Target == experiment.Model {
+	if row.Target == experiment.Model || r.LockTraceNote == "" {
 		r.LockWaitMeanUS, r.LockWaitMaxUS = new(float64), new(float64)
 		ms = append(ms,
 			metric{r.LockWaitMeanUS, &r.LockWaitMeanUSRuns, func(s Stats) float64 { return s.LockWaitMeanUS }, false},
@@ -371,7 +388,8 @@ spins --busyduration (default 2ms, run-latency.sh's; 0 for ever, which
 starves the model's scanners: its CPUs have no time slices) and sleeps
 1 ms; a scanner preempted while it holds the mmap lock stalls the mapper.
 The model places each scanner and its busy-waiter on a CPU of its own (CPUs
-1 and 2), as run-proc-vs-map.sh does; the live target puts both on CPU 1.
+1 and 2), as run-proc-vs-map.sh does; the live target does so on CPUs 2 and
+3 of a machine with 4 or more CPUs, and on fewer puts all four on CPU 1.
 The model runs the maps walk before seed 003 (v6.16: the mmap read lock
 per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
 preempted as --preempt says: none (the default, as this 6.18 kernel boots:
@@ -383,9 +401,14 @@ op_max_us the maximum over runs of the maximum (the seed's summary),
 op_max_median_us the median of the per-run maxima; means_us and maxima_us
 give their spread. The model also reports the mapper's time blocked on
 locks per call, and traces the slowest call to the locks it waited for and
-to the scanners preempted holding them. --rawdata prints each case's runs
-as run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run
-means, the j-th smallest per-run mean, the j-th smallest per-run max.
+to the scanners preempted holding them. The live target gives the same
+figures from the kernel's lock:contention_begin/end tracepoints (a private
+ftrace instance; needs root and tracefs, else the line says "no lock
+tracepoints"): the mapper's and the scanners' sleeps on the mapper's
+mmap_lock and the mapper's on other rw_semaphores, not its per-VMA lock
+waits nor preemption. --rawdata prints each case's runs as
+run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
+the j-th smallest per-run mean, the j-th smallest per-run max.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants,
@@ -465,15 +488,23 @@ func RawData(r Result) []string {
 
 // Attribution traces r's slowest call to the locks it waited for, and
 // those to the scanners preempted holding them or granted them while they
-// waited for their CPU: the model's wait accounting (empty for live results and for runs that timed no call). A
-// slowest call that blocked on no lock lost its time outside the model's
-// locks (the host's scheduling of the model's threads).
+// waited for their CPU: the model's wait accounting, or the live kernel's
+// lock tracepoints (sleeps on rw_semaphores only: no preemption, no
+// per-VMA lock wait, no optimistic spinning). Empty for runs that timed no
+// call. A slowest call that blocked on no lock lost its time elsewhere
+// (the model: the host's scheduling of its threads; live: the kernel's
+// work, preemption, or a lock the tracepoints do not show).
 func Attribution(r Result) string {
-	if r.Target != experiment.Model || r.Ops == 0 {
+	if r.Ops == 0 {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s: slowest call %.1f us, blocked", r.Target, r.Variant, r.Scanners, r.OpMaxUS)
+	fmt.Fprintf(&b, "%s %s %s: slowest call %.1f us", r.Target, r.Variant, r.Scanners, r.OpMaxUS)
+	if r.Target != experiment.Model && r.LockTraceNote != "" {
+		fmt.Fprintf(&b, "; %s", r.LockTraceNote)
+		return b.String()
+	}
+	b.WriteString(", blocked")
 	if len(r.SlowestWaitUS) == 0 {
 		b.WriteString(" on no lock")
 	}
@@ -491,11 +522,18 @@ func Attribution(r Result) string {
 		b.WriteString("; scanners slept on")
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
 			hs := r.ScannerSlept[lock]
-			fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
+			if r.Target == experiment.Model {
+				fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
+			} else {
+				fmt.Fprintf(&b, " %s %d times (longest %.1f us)", lock, hs.Count, hs.MaxUS)
+			}
 		}
 	}
 	if r.MapperHostWaitMaxUS > 0 {
 		fmt.Fprintf(&b, "; the mapper's waits for a host CPU (up to %.1f us in one call) are left out of the calls' times, not of their lock waits", r.MapperHostWaitMaxUS)
+	}
+	if r.Target != experiment.Model {
+		b.WriteString(" (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)")
 	}
 	return b.String()
 }

@@ -87,7 +87,8 @@ func TestOptions(t *testing.T) {
 }
 
 // The seed's summary: the median of the means, the maximum of the maxima;
-// lock waits on the model only; a run that timed no call is insufficient.
+// lock waits on the model, and on the live target when every run read the
+// lock tracepoints; a run that timed no call is insufficient.
 func TestSummarise(t *testing.T) {
 	runs := []Stats{
 		{Ops: 10, OpMeanUS: 5, OpMaxUS: 50, LockWaitMaxUS: 7, ScanPasses: 1},
@@ -100,9 +101,14 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("model summary: %+v", model)
 	}
 	live := Summarise(experiment.LiveRow, "text", runs)
+	if live.LockWaitMaxUS == nil || *live.LockWaitMaxUS != 9 || live.LockTraceNote != "" {
+		t.Errorf("traced live summary: %+v", live)
+	}
+	runs[2].LockTraceNote = "no lock tracepoints: needs root"
+	live = Summarise(experiment.LiveRow, "text", runs)
 	b, _ := json.Marshal(live)
-	if strings.Contains(string(b), "lock_wait") || live.LockWaitMaxUS != nil {
-		t.Errorf("live summary has lock waits: %s", b)
+	if strings.Contains(string(b), "lock_wait") || live.LockWaitMaxUS != nil || live.LockTraceNote != runs[2].LockTraceNote {
+		t.Errorf("live summary with an untraced run has lock waits: %s", b)
 	}
 	runs[1] = Stats{}
 	empty := Summarise(experiment.LiveRow, "query", runs)
@@ -217,5 +223,24 @@ func TestScanTextWritesEveryChunk(t *testing.T) {
 		if want := procfs.Maps(m); out.String() != want || len(want) <= procfs.ChunkSize {
 			t.Errorf("%s: a pass wrote %d bytes, want the %d of the maps text", v, out.Len(), len(want))
 		}
+	}
+}
+
+// A live result's attribution line gives the tracepoints' figures, or the
+// reason it has none.
+func TestAttributionLive(t *testing.T) {
+	traced := Summarise(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockWaitMaxUS: 800,
+		MaxOpWaitUS: map[string]float64{"mmap_lock": 800}, ScannersSlept: Held{"mmap_lock": {Count: 3, MaxUS: 810}}}})
+	want := "live kernel text: slowest call 900.0 us, blocked 800.0 us on mmap_lock; scanners slept on mmap_lock 3 times (longest 810.0 us) (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)"
+	if got := Attribution(traced); got != want {
+		t.Errorf("traced:\n%s\nwant\n%s", got, want)
+	}
+	untraced := Summarise(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockTraceNote: "no lock tracepoints: needs root"}})
+	want = "live kernel text: slowest call 900.0 us; no lock tracepoints: needs root"
+	if got := Attribution(untraced); got != want {
+		t.Errorf("untraced:\n%s\nwant\n%s", got, want)
+	}
+	if got := Attribution(Summarise(experiment.LiveRow, "text", []Stats{{}})); got != "" {
+		t.Errorf("a result without calls: %q", got)
 	}
 }

@@ -29,12 +29,13 @@ const (
 	pidEnv      = "MMLAB_MAPSCAN_PID"
 	kindEnv     = "MMLAB_MAPSCAN_KIND"
 	busyEnv     = "MMLAB_MAPSCAN_BUSY_NS" // the busy-waiter's spin in ns (0: for ever)
+	cpuEnv      = "MMLAB_MAPSCAN_CPU"     // the CPU of a scanner or busy-waiter
 )
 
 func init() {
 	live.RegisterRole(roleMapper, helper(mapperMain))
-	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv)) }))
-	live.RegisterRole(roleBusy, helper(func() error { return busyMain(os.Getenv(busyEnv)) }))
+	live.RegisterRole(roleScanner, helper(func() error { return scannerMain(os.Getenv(pidEnv), os.Getenv(kindEnv), os.Getenv(cpuEnv)) }))
+	live.RegisterRole(roleBusy, helper(func() error { return busyMain(os.Getenv(busyEnv), os.Getenv(cpuEnv)) }))
 }
 
 // helper returns the role main of a helper: on error it prints "err ..."
@@ -47,6 +48,15 @@ func helper(run func() error) func() int {
 		}
 		return 0
 	}
+}
+
+// pinThreadTo is pinThread on the CPU cpuStr names in decimal.
+func pinThreadTo(cpuStr string, nice int) error {
+	cpu, err := strconv.Atoi(cpuStr)
+	if err != nil || cpu < 0 {
+		return fmt.Errorf("bad CPU %q", cpuStr)
+	}
+	return pinThread(cpu, nice)
 }
 
 // pinThread locks the goroutine to its thread and puts the thread on cpu
@@ -70,9 +80,37 @@ func nanosleep(d time.Duration) {
 	}
 }
 
-// mapperMain maps the region (populated, as mapper.c does), says "ready", waits for "go DURATION_NS SEED",
-// fragments the region with the warm-up operations, runs, prints its Stats
-// as one JSON line, and exits at the next line or EOF on stdin.
+// ready says "ready TID": the helper is set up, on the thread TID.
+func ready() { fmt.Printf("ready %d\n", unix.Gettid()) }
+
+// mapperReport is the mapper's last line, "stats" and its JSON.
+type mapperReport struct {
+	Stats mapscan.Stats
+	Span  lockSpan
+}
+
+// monoClock converts the times of time.Now to CLOCK_MONOTONIC ns, the
+// trace clock "mono": Go's monotonic reading advances with it, and the
+// offset is taken once, to within the length of one clock_gettime.
+type monoClock struct {
+	base time.Time
+	ns   int64
+}
+
+func newMonoClock() monoClock {
+	var ts unix.Timespec
+	t0 := time.Now()
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	t1 := time.Now()
+	return monoClock{base: t0.Add(t1.Sub(t0) / 2), ns: ts.Nano()}
+}
+
+func (c monoClock) mono(t time.Time) int64 { return c.ns + int64(t.Sub(c.base)) }
+
+// mapperMain maps the region (populated, as mapper.c does), says "ready",
+// waits for "go DURATION_NS SEED", fragments the region with the warm-up
+// operations, runs, prints its mapperReport as one JSON line, and exits at
+// the next line or EOF on stdin.
 func mapperMain() error {
 	if err := pinThread(0, 0); err != nil {
 		return err
@@ -82,7 +120,7 @@ func mapperMain() error {
 		return fmt.Errorf("mmap of the region: %s", unix.ErrnoName(e))
 	}
 	in := bufio.NewReader(os.Stdin)
-	fmt.Println("ready")
+	ready()
 	var durNS int64
 	var seed uint64
 	line, err := in.ReadString('\n')
@@ -115,33 +153,45 @@ func mapperMain() error {
 		}
 	}
 	var acc mapscan.Acc
+	clock := newMonoClock()
+	var first, last, slow0 time.Time
+	var slowest time.Duration = -1
 	deadline := time.Now().Add(time.Duration(durNS))
 	for time.Now().Before(deadline) {
 		t0 := time.Now()
 		isMmap, err := op()
-		d := time.Since(t0)
+		t1 := time.Now()
 		if err != nil {
 			return err
 		}
+		d := t1.Sub(t0)
 		acc.Add(isMmap, d, 0)
+		if first.IsZero() {
+			first = t0
+		}
+		last = t1
+		if d > slowest {
+			slowest, slow0 = d, t0
+		}
 		nanosleep(mapscan.MapperSleep)
 	}
-	b, _ := json.Marshal(acc.Stats())
+	span := lockSpan{Mapper: unix.Gettid(), From: clock.mono(first), To: clock.mono(last), SlowFrom: clock.mono(slow0), SlowTo: clock.mono(slow0.Add(slowest))}
+	b, _ := json.Marshal(mapperReport{acc.Stats(), span})
 	fmt.Printf("stats %s\n", b)
 	in.ReadString('\n') // stay until the scanners are done: EOF or any line
 	return nil
 }
 
-// scannerMain reads pid's maps in a loop until SIGTERM, then prints the
-// number of full passes.
-func scannerMain(pidStr, kind string) error {
+// scannerMain reads pid's maps on CPU cpu in a loop until SIGTERM, then
+// prints the number of full passes.
+func scannerMain(pidStr, kind, cpu string) error {
 	pid, err := strconv.Atoi(pidStr)
 	if err != nil {
 		return fmt.Errorf("bad pid %q", pidStr)
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	if err := pinThread(1, mapscan.ScannerNice); err != nil {
+	if err := pinThreadTo(cpu, mapscan.ScannerNice); err != nil {
 		return err
 	}
 	var pass func() error
@@ -179,7 +229,7 @@ func scannerMain(pidStr, kind string) error {
 	default:
 		return fmt.Errorf("unknown scanner kind %q", kind)
 	}
-	fmt.Println("ready")
+	ready()
 	for n := 0; ; n++ {
 		select {
 		case <-term:
@@ -193,17 +243,17 @@ func scannerMain(pidStr, kind string) error {
 	}
 }
 
-// busyMain is busywait.c: on CPU 1 at normal priority it spins for the
+// busyMain is busywait.c: on its CPU at normal priority it spins for the
 // duration in ns busyNS (for ever if 0), then sleeps 1 ms, until killed.
-func busyMain(busyNS string) error {
+func busyMain(busyNS, cpu string) error {
 	ns, err := strconv.ParseInt(busyNS, 10, 64)
 	if err != nil || ns < 0 {
 		return fmt.Errorf("bad busy duration %q", busyNS)
 	}
-	if err := pinThread(1, 0); err != nil {
+	if err := pinThreadTo(cpu, 0); err != nil {
 		return err
 	}
-	fmt.Println("ready")
+	ready()
 	for {
 		t0 := time.Now()
 		for ns == 0 || time.Since(t0) < time.Duration(ns) {

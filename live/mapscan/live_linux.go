@@ -15,13 +15,20 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/mapscan"
 	"mmlab/live"
+	"mmlab/live/tracefs"
 )
+
+// hooks are the package's test hooks (export_linux_test.go).
+var hooks struct {
+	traceStarted func() // in runOnce, once the helpers are ready and the trace is set up
+}
 
 // helperProc is one helper process.
 type helperProc struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
+	tid int // the thread that does its work ("ready TID")
 }
 
 func startHelper(ctx context.Context, role string, env ...string) (*helperProc, error) {
@@ -34,7 +41,11 @@ func startHelper(ctx context.Context, role string, env ...string) (*helperProc, 
 		return nil, fmt.Errorf("mapscan: starting the %s: %w", role, err)
 	}
 	h := &helperProc{cmd: cmd, in: in, out: out}
-	if _, err := h.expect("ready"); err != nil {
+	tid, err := h.expect("ready")
+	if err == nil {
+		h.tid, err = strconv.Atoi(tid)
+	}
+	if err != nil {
 		h.kill()
 		return nil, fmt.Errorf("mapscan: the %s did not start: %w", role, err)
 	}
@@ -59,6 +70,22 @@ func (h *helperProc) kill() {
 	h.in.Close()
 	h.cmd.Process.Kill()
 	h.cmd.Wait()
+}
+
+// scannerCPUs returns the CPU of each scanner and its busy-waiter on a
+// machine with ncpu CPUs, the mapper being on CPU 0: with 4 or more, CPUs 2
+// and 3, one scanner and one busy-waiter on each, as run-proc-vs-map.sh
+// runs proc-vs-map.sh (--nbusycpus 2 --cpubusytasks 2; its script keeps
+// CPU 1); with fewer, all four on CPU 1.
+func scannerCPUs(ncpu int) []int {
+	cpus := make([]int, mapscan.NumScanners)
+	for i := range cpus {
+		cpus[i] = 1
+		if ncpu >= 4 {
+			cpus[i] = 2 + i
+		}
+	}
+	return cpus
 }
 
 // Run runs the benchmark on the running kernel: o.Runs runs of each case,
@@ -91,21 +118,35 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	var scanners []*helperProc
 	if o.Scanners != "none" {
 		// As proc-vs-map.sh: the scanners first, then their busy-waiters.
-		for range mapscan.NumScanners {
-			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.cmd.Process.Pid), kindEnv+"="+o.Scanners)
+		cpus := scannerCPUs(runtime.NumCPU())
+		for i := range mapscan.NumScanners {
+			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.cmd.Process.Pid), kindEnv+"="+o.Scanners, cpuEnv+"="+strconv.Itoa(cpus[i]))
 			if err != nil {
 				return mapscan.Stats{}, err
 			}
 			helpers = append(helpers, s)
 			scanners = append(scanners, s)
 		}
-		for range mapscan.NumScanners {
-			busy, err := startHelper(ctx, roleBusy, busyEnv+"="+strconv.FormatInt(o.BusyDuration.Nanoseconds(), 10))
+		for i := range mapscan.NumScanners {
+			busy, err := startHelper(ctx, roleBusy, busyEnv+"="+strconv.FormatInt(o.BusyDuration.Nanoseconds(), 10), cpuEnv+"="+strconv.Itoa(cpus[i]))
 			if err != nil {
 				return mapscan.Stats{}, err
 			}
 			helpers = append(helpers, busy)
 		}
+	}
+	tids := []int{mapper.tid}
+	for _, s := range scanners {
+		tids = append(tids, s.tid)
+	}
+	tr, note := startLockTrace(tids)
+	defer func() {
+		if tr != nil {
+			tr.Close()
+		}
+	}()
+	if hooks.traceStarted != nil {
+		hooks.traceStarted()
 	}
 	if _, err := fmt.Fprintf(mapper.in, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
@@ -128,9 +169,17 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	if a.err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", a.err)
 	}
-	var st mapscan.Stats
-	if err := json.Unmarshal([]byte(a.line), &st); err != nil {
-		return st, fmt.Errorf("mapscan: mapper's stats: %w", err)
+	var rep mapperReport
+	if err := json.Unmarshal([]byte(a.line), &rep); err != nil {
+		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper's stats: %w", err)
+	}
+	st := rep.Stats
+	if tr != nil {
+		rep.Span.Scanners = tids[1:]
+		note = readLockTrace(tr, rep.Span, &st)
+	}
+	if note != "" {
+		st.LockTraceNote = "no lock tracepoints: " + note
 	}
 	for _, s := range scanners {
 		s.cmd.Process.Signal(syscall.SIGTERM)
@@ -142,4 +191,53 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 		st.ScanPasses += n
 	}
 	return st, nil
+}
+
+// startLockTrace creates the run's ftrace instance recording the lock
+// tracepoints of the threads tids; nil and why not if it cannot. The
+// default buffer holds a run's events many times over: the mapper's and
+// the scanners' rw_semaphore sleeps and the ends of their other lock
+// waits, some thousands in a run of seconds; a loss is reported.
+func startLockTrace(tids []int) (*tracefs.Instance, string) {
+	tr, err := tracefs.New("mono")
+	if err != nil {
+		return nil, strings.TrimPrefix(err.Error(), live.ErrNotSupported.Error()+": ")
+	}
+	for _, step := range []func() error{
+		func() error { return tr.SetPIDs(tids...) },
+		func() error { return tr.SetEvent(lockBegin, "filter", rwsemFlags) },
+		func() error { return tr.SetEvent(lockBegin, "trigger", "stacktrace if "+rwsemFlags) },
+		func() error { return tr.Enable(lockBegin, lockEnd) },
+		tr.Start,
+	} {
+		if err = step(); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		tr.Close()
+		return nil, err.Error()
+	}
+	return tr, ""
+}
+
+// readLockTrace stops tr and sets st's lock figures from its events; it
+// returns why not if it cannot (events lost, or unreadable).
+func readLockTrace(tr *tracefs.Instance, span lockSpan, st *mapscan.Stats) string {
+	if err := tr.Stop(); err != nil {
+		return err.Error()
+	}
+	evs, lost, err := tr.Events()
+	if err == nil && lost > 0 {
+		err = fmt.Errorf("%d trace events lost", lost)
+	}
+	var ws []lockWait
+	if err == nil {
+		ws, err = lockWaits(evs)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	span.figures(ws, st)
+	return ""
 }

@@ -1,0 +1,138 @@
+package mapscan
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"mmlab/experiment/mapscan"
+	"mmlab/live/tracefs"
+)
+
+// capturedWaits are the rw_semaphore waits of ../tracefs/testdata's
+// capture (all tasks' lock:contention_begin with stacks and _end during a
+// live mapscan run with text scanners, described in tracefs's parse test):
+// the mapper is thread 8500, the scanners 8507 and 8513, the mapper's
+// mmap_lock prints as 00000000ae60acde; kdamond (77) and the mapper sleep
+// on its anon_vma's lock, 00000000c4bf4b73.
+func capturedWaits(t *testing.T) []lockWait {
+	t.Helper()
+	f, err := os.Open("../tracefs/testdata/lock-contention.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, _, err := tracefs.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := lockWaits(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+var capturedSpan = lockSpan{Mapper: 8500, Scanners: []int{8507, 8513},
+	From: 18810_364000_000, To: 18810_883000_000} // before the first event, after the last
+
+// The waits pair each thread's rw_semaphore begin with its end on the same
+// lock and name the function that took it from the begin's stack; the
+// spinlocks' events are left out; the mmap_lock is the lock taken in
+// vm_mmap_pgoff, __vm_munmap and lock_next_vma.
+func TestLockWaitsCaptured(t *testing.T) {
+	ws := capturedWaits(t)
+	const mm, av = "00000000ae60acde", "00000000c4bf4b73"
+	us := func(tid int, addr string, caller string, b, e int64) lockWait {
+		return lockWait{tid: tid, addr: addr, caller: caller, begin: 18810_000000_000 + b*1e3, end: 18810_000000_000 + e*1e3}
+	}
+	want := []lockWait{
+		us(8507, mm, "lock_next_vma", 364455, 364700),
+		us(8500, mm, "vm_mmap_pgoff", 364475, 364738),
+		us(8513, mm, "lock_next_vma", 364744, 375132),
+		us(8500, mm, "__vm_munmap", 364770, 375163),
+		us(8507, mm, "lock_next_vma", 866815, 866841),
+		us(77, av, "folio_lock_anon_vma_read", 882616, 882705),
+		us(8500, av, "vma_prepare", 882627, 882739),
+	}
+	if !reflect.DeepEqual(ws, want) {
+		t.Errorf("waits\n%+v\nwant\n%+v", ws, want)
+	}
+	if got := capturedSpan.mmapLock(ws); got != mm {
+		t.Errorf("the mapper's mmap_lock %q, want %q", got, mm)
+	}
+	// Without the mapper's own mmap_lock sleeps the scanners' name it; a
+	// sleep without a stack names nothing.
+	if got := (lockSpan{Mapper: 1, Scanners: capturedSpan.Scanners}).mmapLock(ws); got != mm {
+		t.Errorf("the scanners' mmap_lock %q, want %q", got, mm)
+	}
+	for i := range ws {
+		ws[i].caller = ""
+	}
+	if got := capturedSpan.mmapLock(ws); got != "" {
+		t.Errorf("stackless waits name the mmap_lock %q", got)
+	}
+}
+
+// The figures as the model gives them: the mapper's sleeps on its mmap_lock
+// per call and the longest, the slowest call's part of them and of other
+// rw_semaphores, the scanners' sleeps on the mmap_lock; clipped to the
+// timed calls; another task's sleeps left out.
+func TestLockFiguresCaptured(t *testing.T) {
+	ws := capturedWaits(t)
+	span := capturedSpan
+	span.SlowFrom, span.SlowTo = 18810_364760_000, 18810_375170_000
+	st := mapscan.Stats{Ops: 4}
+	span.figures(ws, &st)
+	// The mapper slept 263 and 10393 us on the mmap_lock, the scanners
+	// 245, 10388 and 26 us.
+	want := mapscan.Stats{Ops: 4, LockWaitMeanUS: (263 + 10393) / 4.0, LockWaitMaxUS: 10393,
+		MaxOpWaitUS:   map[string]float64{"mmap_lock": 10393},
+		ScannersSlept: mapscan.Held{"mmap_lock": {Count: 3, MaxUS: 10388}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("figures %+v, want %+v", st, want)
+	}
+
+	// The slowest call is the munmap that split a VMA and slept 112 us on
+	// its anon_vma's lock in vma_prepare, while kdamond walked the rmap.
+	span.SlowFrom, span.SlowTo = 18810_882600_000, 18810_882750_000
+	st = mapscan.Stats{Ops: 4}
+	span.figures(ws, &st)
+	if want := map[string]float64{"rw_semaphore in vma_prepare": 112}; !reflect.DeepEqual(st.MaxOpWaitUS, want) {
+		t.Errorf("the slowest call's sleeps %v, want %v", st.MaxOpWaitUS, want)
+	}
+
+	// Calls timed until 18810.370000: the munmap's sleep and the scanner's
+	// are cut there, the slowest call no longer contains one.
+	span.To, span.SlowFrom, span.SlowTo = 18810_370000_000, 18810_364000_000, 18810_364400_000
+	st = mapscan.Stats{Ops: 4}
+	span.figures(ws, &st)
+	want = mapscan.Stats{Ops: 4, LockWaitMeanUS: (263 + 5230) / 4.0, LockWaitMaxUS: 5230,
+		ScannersSlept: mapscan.Held{"mmap_lock": {Count: 2, MaxUS: 5256}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("figures cut at 18810.370: %+v, want %+v", st, want)
+	}
+
+	// No one slept: the figures are zero, not absent. No call timed: no
+	// window, no figures.
+	st = mapscan.Stats{Ops: 4}
+	span.figures(nil, &st)
+	if !reflect.DeepEqual(st, mapscan.Stats{Ops: 4}) {
+		t.Errorf("figures without waits %+v", st)
+	}
+	st = mapscan.Stats{}
+	span.figures(ws, &st)
+	if !reflect.DeepEqual(st, mapscan.Stats{}) {
+		t.Errorf("figures without calls %+v", st)
+	}
+}
+
+// run-proc-vs-map.sh's placement on 4 or more CPUs (scanners on CPUs 2 and
+// 3), all on CPU 1 on fewer.
+func TestScannerCPUs(t *testing.T) {
+	for ncpu, want := range map[int][]int{2: {1, 1}, 3: {1, 1}, 4: {2, 3}, 64: {2, 3}} {
+		if got := scannerCPUs(ncpu); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d CPUs: %v, want %v", ncpu, got, want)
+		}
+	}
+}
