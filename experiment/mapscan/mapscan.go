@@ -176,6 +176,9 @@ type Stats struct {
 	// MapperHostWaitMaxUS is the longest time the model's mapper waited
 	// for a host CPU during one call, taken out of that call's time.
 	MapperHostWaitMaxUS float64 `json:",omitempty"`
+	// NoHostPriority says that the model's threads ran without host
+	// priorities (sched.Config.HostPriority needs CAP_SYS_NICE).
+	NoHostPriority bool `json:",omitempty"`
 	// LockTraceNote says why a live run has no lock figures (the kernel's
 	// lock tracepoints could not be read: no tracefs, no permission, events
 	// lost); empty when it has them, and on the model.
@@ -270,6 +273,8 @@ type Result struct {
 	// MapperHostWaitMaxUS is the longest wait of the model's mapper for a
 	// host CPU in one call, over all runs, taken out of the call's time.
 	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
+	// NoHostPriority: a model run's threads had no host priorities.
+	NoHostPriority bool `json:"no_host_priority,omitempty"`
 	// LockTraceNote is the first run's Stats.LockTraceNote that is not
 	// empty.
 	LockTraceNote string `json:"lock_trace_note,omitempty"`
@@ -288,6 +293,7 @@ func Summarise(row experiment.Row, scanners string, all []Stats) Result {
 		if r.LockTraceNote == "" {
 			r.LockTraceNote = s.LockTraceNote
 		}
+		r.NoHostPriority = r.NoHostPriority || s.NoHostPriority
 		r.Ops += s.Ops
 		r.OpsRuns = append(r.OpsRuns, s.Ops)
 		r.ScanPasses += s.ScanPasses
@@ -390,6 +396,10 @@ starves the model's scanners: its CPUs have no time slices) and sleeps
 The model places each scanner and its busy-waiter on a CPU of its own (CPUs
 1 and 2), as run-proc-vs-map.sh does; the live target does so on CPUs 2 and
 3 of a machine with 4 or more CPUs, and on fewer puts all four on CPU 1.
+The model's threads take host priorities in its order where the host lets
+them (as root: the mapper and the busy-waiters SCHED_FIFO, the scanners
+nice 15), so that model CPUs sharing a host CPU do not delay each other's
+busy-waiters.
 The model runs the maps walk before seed 003 (v6.16: the mmap read lock
 per 4 KiB chunk) and after it (v6.17+: per-VMA locks), with its kernel code
 preempted as --preempt says: none (the default, as this 6.18 kernel boots:
@@ -531,6 +541,9 @@ func Attribution(r Result) string {
 	}
 	if r.MapperHostWaitMaxUS > 0 {
 		fmt.Fprintf(&b, "; the mapper's waits for a host CPU (up to %.1f us in one call) are left out of the calls' times, not of their lock waits", r.MapperHostWaitMaxUS)
+	}
+	if r.NoHostPriority {
+		b.WriteString("; the model's threads had no host priorities (CAP_SYS_NICE), so a busy-waiter's host wake-up could wait behind the other scanner CPU's thread")
 	}
 	if r.Target != experiment.Model {
 		b.WriteString(" (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)")

@@ -3,6 +3,8 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +25,9 @@ func TestRunModelSmoke(t *testing.T) {
 			t.Logf("%s %s: %+v", v, c, st)
 			if st.Ops == 0 || (c == "none") != (st.ScanPasses == 0) {
 				t.Errorf("%s %s: %d ops, %d scan passes", v, c, st.Ops, st.ScanPasses)
+			}
+			if runtime.GOOS == "linux" && os.Geteuid() == 0 && st.NoHostPriority {
+				t.Errorf("%s %s: as root the model's threads ran without host priorities", v, c)
 			}
 		}
 	}

@@ -170,6 +170,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		}
 	}
 	st := acc.Stats()
+	st.NoHostPriority = !sys.HostPriority()
 	for i, p := range passes {
 		st.ScanPasses += p
 		st.Preempted = scanners[i].held.merge(st.Preempted)
