@@ -17,7 +17,7 @@ import (
 type Event struct {
 	Comm   string
 	TID    int   // the task's pid, the thread id
-	CPU    int   //
+	CPU    int   // the CPU it ran on
 	TimeNS int64 // the trace clock's time, to the microsecond the text gives
 	Name   string
 	Args   string   // the event's print format applied to its fields
