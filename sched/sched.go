@@ -464,6 +464,13 @@ func (t *Thread) Block(wait func()) {
 	c.rq.Unlock()
 	t.nvcsw.Add(1)
 	handOff(next, yield)
+	if next != nil {
+		// handOff's send readied next onto this goroutine's P. If wait
+		// keeps the OS thread in a host syscall (a nanosleep), the P stays
+		// with it, and next would run only once the runtime's sysmon takes
+		// the P away, which can be milliseconds: yield the P first.
+		runtime.Gosched()
+	}
 
 	wait()
 
