@@ -49,6 +49,12 @@ const (
 	NumScanners = 2
 	WarmupOps   = 4000 // untimed operations that fragment the region first
 	regionPages = RegionSize / PageSize
+	// PassCost is what a text scanner spends on its CPU between two
+	// passes, holding none of the mapper's locks: scanpid.sh's bash forks
+	// and execs a cat for each pass. `time (for i in $(seq 1000); do cat
+	// /proc/self/stat >/dev/null; done)` takes 1.14 s on a 2-vCPU x86-64
+	// VM. The live scanner runs a cat each pass; the model spends this.
+	PassCost = time.Millisecond
 )
 
 // Options are the benchmark's flags; their JSON (with the constants
@@ -388,8 +394,9 @@ Paul McKenney's proc-mmap_sem-test, the benchmark of seed 003. A mapper,
 alone on CPU 0, re-maps (MAP_FIXED|MAP_POPULATE) or unmaps a random page of
 a populated 128 MiB anonymous region, sleeping 10us between calls and timing
 each, for --duration. Two scanners read its /proc/PID/maps in a loop, as
-text in 4 KiB read()s (scanners=text) or with PROCMAP_QUERY
-(scanners=query), at nice 15, each with a normal-priority busy-waiter that
+text in 4 KiB read()s by a new cat each pass as scanpid.sh runs them
+(scanners=text; the model spends 1 ms of CPU holding no lock for each cat)
+or with PROCMAP_QUERY (scanners=query), at nice 15, each with a normal-priority busy-waiter that
 spins --busyduration (default 2ms, run-latency.sh's; 0 for ever, which
 starves the model's scanners: its CPUs have no time slices) and sleeps
 1 ms; a scanner preempted while it holds the mmap lock stalls the mapper.

@@ -13,6 +13,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/mm"
 	"mmlab/procfs"
+	"mmlab/sched"
 )
 
 func TestRunModelSmoke(t *testing.T) {
@@ -247,5 +248,31 @@ func TestAttributionLive(t *testing.T) {
 	}
 	if got := Attribution(Summarise(experiment.LiveRow, "text", []Stats{{}})); got != "" {
 		t.Errorf("a result without calls: %q", got)
+	}
+}
+
+// A text scanner's pass cost (spend) keeps its CPU as user-space work, so
+// a better thread that wakes on the CPU meanwhile runs before it ends.
+func TestSpendIsPreemptible(t *testing.T) {
+	sys := sched.New(sched.Config{CPUs: 1})
+	spending := make(chan struct{})
+	better := make(chan struct{})
+	var ranFirst bool
+	a := sys.Spawn(0, 15, func(th *sched.Thread) {
+		close(spending)
+		spend(th, time.Minute) // until Stop, if the better thread runs first
+		select {
+		case <-better:
+			ranFirst = true
+		default:
+		}
+	})
+	<-spending
+	sys.Spawn(0, 0, func(*sched.Thread) { close(better) })
+	<-better
+	sys.Stop()
+	<-a.Done()
+	if !ranFirst {
+		t.Error("the better thread ran only after the pass cost was spent")
 	}
 }

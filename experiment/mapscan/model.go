@@ -87,6 +87,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	var acc Acc
 	var opErr error
 	mapperDone := make(chan struct{})
+	scanning := make(chan struct{}, NumScanners) // a scanner finished its first pass, or ended
 	// The mapper: CPU 0, normal priority.
 	sys.Spawn(0, 0, func(th *sched.Thread) {
 		defer close(mapperDone)
@@ -94,6 +95,22 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		t.Thread = th
 		hw := openHostWaitClock()
 		defer hw.close()
+		if o.Scanners != "none" && o.BusyDuration != 0 {
+			// A model choice: the timed test starts once each scanner has
+			// read the maps once (mapper.c starts when the script has
+			// launched them), so that every run times calls against
+			// scanners that scan. Busy-waiters that never sleep starve
+			// the scanners: then it starts at once.
+			t.Block(func() {
+				for range NumScanners {
+					select {
+					case <-scanning:
+					case <-ctx.Done():
+						return
+					}
+				}
+			})
+		}
 		deadline := time.Now().Add(o.Duration)
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			t.TakeBlocked()
@@ -123,6 +140,12 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 		for i := range NumScanners {
 			cpu := 1 + i
 			sys.Spawn(cpu, ScannerNice, func(th *sched.Thread) {
+				first := true
+				defer func() {
+					if first {
+						scanning <- struct{}{}
+					}
+				}()
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
@@ -140,6 +163,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				for !th.Stopping() {
 					var err error
 					if o.Scanners == "text" {
+						spend(th, PassCost)
 						err = scanText(f, null)
 					} else {
 						err = scanQuery(f, name)
@@ -149,6 +173,10 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 						return
 					}
 					passes[i]++
+					if first {
+						first = false
+						scanning <- struct{}{}
+					}
 				}
 			})
 		}
@@ -220,6 +248,24 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 		}
 	}
 }
+
+// spend keeps th's model CPU for d of its time as user-space work that
+// holds no lock (a text scanner's cat process, PassCost), with a
+// preemption point every spendStep, so that a better thread waking on the
+// CPU takes it within one. Like busyWait it sleeps on the host while it
+// holds its model CPU, so it takes no host CPU from another model CPU's
+// threads.
+func spend(th *sched.Thread, d time.Duration) {
+	for d > 0 && !th.Stopping() {
+		t0 := time.Now()
+		nanosleep(min(d, spendStep))
+		d -= time.Since(t0)
+		th.Point()
+	}
+}
+
+// spendStep is spend's distance between preemption points.
+const spendStep = 50 * time.Microsecond
 
 // hostPlacement returns the host CPU (sched.Config.Hosts) of each of ncpu
 // model CPUs on a host with nhost CPUs: the mapper's CPU 0 on a host CPU of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
@@ -197,28 +198,26 @@ func scannerMain(pidStr, kind, cpu string) error {
 	var pass func() error
 	switch kind {
 	case "text":
-		path := "/proc/" + pidStr + "/maps"
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		// scanpid.sh: cat /proc/PID/maps >/dev/null, a new cat each pass
+		// (forked by this pinned, niced thread, whose CPU and nice it
+		// inherits).
+		cat, err := exec.LookPath("cat")
 		if err != nil {
-			return fmt.Errorf("open %s: %s", path, unix.ErrnoName(err.(unix.Errno)))
+			return err
 		}
-		buf := make([]byte, mapscan.PageSize)
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer null.Close()
+		path := "/proc/" + pidStr + "/maps"
 		pass = func() error {
-			if _, err := unix.Seek(fd, 0, 0); err != nil {
-				return err
+			cmd := exec.Command(cat, path)
+			cmd.Stdout, cmd.Stderr = null, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("%s %s: %w", cat, path, err)
 			}
-			for {
-				n, err := unix.Read(fd, buf)
-				if err == unix.EINTR {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("read %s: %s", path, unix.ErrnoName(err.(unix.Errno)))
-				}
-				if n == 0 {
-					return nil
-				}
-			}
+			return nil
 		}
 	case "query":
 		r, err := procmaps.Open(pid)

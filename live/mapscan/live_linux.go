@@ -204,6 +204,7 @@ func startLockTrace(tids []int) (*tracefs.Instance, string) {
 		return nil, strings.TrimPrefix(err.Error(), live.ErrNotSupported.Error()+": ")
 	}
 	for _, step := range []func() error{
+		func() error { return tr.SetOption("event-fork", true) }, // a text scanner's cats
 		func() error { return tr.SetPIDs(tids...) },
 		func() error { return tr.SetEvent(lockBegin, "filter", rwsemFlags) },
 		func() error { return tr.SetEvent(lockBegin, "trigger", "stacktrace if "+rwsemFlags) },

@@ -50,6 +50,7 @@ var mmapLockCallers = []string{"vm_mmap_pgoff", "__vm_munmap", "__mm_populate", 
 // lock:contention_begin to its lock:contention_end.
 type lockWait struct {
 	tid        int
+	comm       string // the task's command name
 	addr       string // the lock's address as the trace prints it (hashed with hash-ptr, stable for the boot)
 	caller     string // the function that took the lock ("" without a stack)
 	begin, end int64  // trace clock ns; end -1 if the trace ended first
@@ -77,7 +78,7 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 			if _, ok := open[k]; !ok {
 				open[k] = len(ws)
 				stackless[e.TID] = len(ws)
-				ws = append(ws, lockWait{tid: e.TID, addr: addr, begin: e.TimeNS, end: -1})
+				ws = append(ws, lockWait{tid: e.TID, comm: e.Comm, addr: addr, begin: e.TimeNS, end: -1})
 			}
 		case tracefs.StackTrace:
 			if i, ok := stackless[e.TID]; ok {
@@ -120,7 +121,7 @@ func lockCaller(stack []string) string {
 // calls and of the slowest one, which the mapper reports.
 type lockSpan struct {
 	Mapper           int   // the mapper's thread id
-	Scanners         []int `json:"-"` // the scanners' (the parent knows them)
+	Scanners         []int `json:"-"` // the scanners' (the parent knows them); their cats count as theirs (scanner)
 	From, To         int64 // the first call's start, the last call's end
 	SlowFrom, SlowTo int64 // the slowest call's start and end
 }
@@ -147,7 +148,7 @@ func (s lockSpan) mmapLock(ws []lockWait) string {
 	n := map[string]int{}
 	best := ""
 	for _, w := range ws {
-		if (w.tid == s.Mapper || slices.Contains(s.Scanners, w.tid)) && slices.Contains(mmapLockCallers, w.caller) {
+		if (w.tid == s.Mapper || s.scanner(w)) && slices.Contains(mmapLockCallers, w.caller) {
 			n[w.addr]++
 			if best == "" || n[w.addr] > n[best] || n[w.addr] == n[best] && w.addr < best {
 				best = w.addr
@@ -155,6 +156,13 @@ func (s lockSpan) mmapLock(ws []lockWait) string {
 		}
 	}
 	return best
+}
+
+// scanner reports whether w is a scanner's: of a scanner's thread, or of a
+// cat a text scanner ran for a pass (the trace follows the scanners'
+// children: event-fork).
+func (s lockSpan) scanner(w lockWait) bool {
+	return w.tid != s.Mapper && (slices.Contains(s.Scanners, w.tid) || w.comm == "cat")
 }
 
 // otherLock names an rw_semaphore other than the mmap_lock by the function
@@ -195,7 +203,7 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 			slow[mmapLockName] += w.overlap(s.SlowFrom, s.SlowTo)
 		case w.tid == s.Mapper:
 			slow[otherLock(w)] += w.overlap(s.SlowFrom, s.SlowTo)
-		case slices.Contains(s.Scanners, w.tid) && w.addr == lock:
+		case s.scanner(w) && w.addr == lock:
 			slept.Count++
 			slept.MaxUS = max(slept.MaxUS, float64(d)/1e3)
 		}

@@ -43,20 +43,29 @@ var capturedSpan = lockSpan{Mapper: 8500, Scanners: []int{8507, 8513},
 func TestLockWaitsCaptured(t *testing.T) {
 	ws := capturedWaits(t)
 	const mm, av = "00000000ae60acde", "00000000c4bf4b73"
-	us := func(tid int, addr string, caller string, b, e int64) lockWait {
-		return lockWait{tid: tid, addr: addr, caller: caller, begin: 18810_000000_000 + b*1e3, end: 18810_000000_000 + e*1e3}
+	us := func(tid int, comm, addr string, caller string, b, e int64) lockWait {
+		return lockWait{tid: tid, comm: comm, addr: addr, caller: caller, begin: 18810_000000_000 + b*1e3, end: 18810_000000_000 + e*1e3}
 	}
 	want := []lockWait{
-		us(8507, mm, "lock_next_vma", 364455, 364700),
-		us(8500, mm, "vm_mmap_pgoff", 364475, 364738),
-		us(8513, mm, "lock_next_vma", 364744, 375132),
-		us(8500, mm, "__vm_munmap", 364770, 375163),
-		us(8507, mm, "lock_next_vma", 866815, 866841),
-		us(77, av, "folio_lock_anon_vma_read", 882616, 882705),
-		us(8500, av, "vma_prepare", 882627, 882739),
+		us(8507, "lt-mmlab", mm, "lock_next_vma", 364455, 364700),
+		us(8500, "lt-mmlab", mm, "vm_mmap_pgoff", 364475, 364738),
+		us(8513, "lt-mmlab", mm, "lock_next_vma", 364744, 375132),
+		us(8500, "lt-mmlab", mm, "__vm_munmap", 364770, 375163),
+		us(8507, "lt-mmlab", mm, "lock_next_vma", 866815, 866841),
+		us(77, "kdamond.0", av, "folio_lock_anon_vma_read", 882616, 882705),
+		us(8500, "lt-mmlab", av, "vma_prepare", 882627, 882739),
 	}
 	if !reflect.DeepEqual(ws, want) {
 		t.Errorf("waits\n%+v\nwant\n%+v", ws, want)
+	}
+	// A scanner's waits are its threads' and its cats'; kdamond's are not.
+	for _, c := range []struct {
+		w    lockWait
+		want bool
+	}{{ws[0], true}, {ws[1], false}, {ws[5], false}, {lockWait{tid: 9000, comm: "cat"}, true}, {lockWait{tid: 9001, comm: "bash"}, false}} {
+		if got := capturedSpan.scanner(c.w); got != c.want {
+			t.Errorf("scanner(%+v) = %v, want %v", c.w, got, c.want)
+		}
 	}
 	if got := capturedSpan.mmapLock(ws); got != mm {
 		t.Errorf("the mapper's mmap_lock %q, want %q", got, mm)

@@ -109,6 +109,17 @@ func (in *Instance) SetPIDs(tids ...int) error {
 	return in.write("set_event_pid", strings.Join(s, " "))
 }
 
+// SetOption sets the trace option name (options/NAME) on or off
+// ("event-fork": the children of set_event_pid's tasks are added to it
+// when they fork).
+func (in *Instance) SetOption(name string, on bool) error {
+	v := "0"
+	if on {
+		v = "1"
+	}
+	return in.write(filepath.Join("options", name), v)
+}
+
 // Start and Stop switch recording on and off (tracing_on).
 func (in *Instance) Start() error { return in.write("tracing_on", "1") }
 func (in *Instance) Stop() error  { return in.write("tracing_on", "0") }
