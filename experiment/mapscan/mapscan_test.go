@@ -3,8 +3,6 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 )
 
 func TestRunModelSmoke(t *testing.T) {
+	canFIFO := hostCanFIFO()
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
 		for _, c := range Cases {
 			st, err := RunModel(context.Background(), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin})
@@ -27,8 +26,8 @@ func TestRunModelSmoke(t *testing.T) {
 			if st.Ops == 0 || (c == "none") != (st.ScanPasses == 0) {
 				t.Errorf("%s %s: %d ops, %d scan passes", v, c, st.Ops, st.ScanPasses)
 			}
-			if runtime.GOOS == "linux" && os.Geteuid() == 0 && st.NoHostPriority {
-				t.Errorf("%s %s: as root the model's threads ran without host priorities", v, c)
+			if canFIFO && st.NoHostPriority {
+				t.Errorf("%s %s: the model's threads ran without host priorities, which this process may set", v, c)
 			}
 		}
 	}
