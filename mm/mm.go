@@ -94,10 +94,14 @@ type MM struct {
 	exited bool // exit_mmap ran (MmapLock)
 }
 
+// MmapLockName is MM.MmapLock's name in stats and wait accounting
+// (locking.BlockRecorder).
+const MmapLockName = "mmap_lock"
+
 // New returns an empty address space.
 func New() *MM {
 	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table)}
-	m.MmapLock.SetName("mmap_lock")
+	m.MmapLock.SetName(MmapLockName)
 	m.vmaWriters.init()
 	m.Users.Store(1)
 	return m

@@ -460,15 +460,16 @@ func (t *Thread) Block(wait func()) {
 	c := t.cpu
 	t.drainIPIsLocked()
 	next := c.pickLocked(math.MaxInt)
-	yield := c.setCurrLocked(next)
+	c.setCurrLocked(next)
 	c.rq.Unlock()
 	t.nvcsw.Add(1)
-	handOff(next, yield)
+	// handOff's send readies next onto this goroutine's P. If wait keeps
+	// the OS thread in a host syscall (a nanosleep), the P stays with it,
+	// and next would run only once the runtime's sysmon takes the P away,
+	// which can be milliseconds: so Block yields the P after every
+	// hand-off, not only every yieldEvery-th before it.
+	handOff(next, false)
 	if next != nil {
-		// handOff's send readied next onto this goroutine's P. If wait
-		// keeps the OS thread in a host syscall (a nanosleep), the P stays
-		// with it, and next would run only once the runtime's sysmon takes
-		// the P away, which can be milliseconds: yield the P first.
 		runtime.Gosched()
 	}
 

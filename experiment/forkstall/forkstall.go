@@ -45,7 +45,7 @@ import (
 // Lock names as kernel.Task accounts them.
 const (
 	lockDupMmap = "dup_mmap_sem"
-	lockMmap    = "mmap_lock"
+	lockMmap    = mm.MmapLockName
 )
 
 // modelHold is how long one populate of the busy process holds its mmap

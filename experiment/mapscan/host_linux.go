@@ -9,10 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nanosleep sleeps d in one nanosleep(2) of the calling OS thread, as
+// Nanosleep sleeps d in one nanosleep(2) of the calling OS thread, as
 // mapper.c and busywait.c sleep: d plus the thread's timer slack, where
-// Go's time.Sleep rounds sleeps under a millisecond up to about one.
-func nanosleep(d time.Duration) {
+// Go's time.Sleep rounds sleeps under a millisecond up to about one. The
+// model's mapper and busy-waiters sleep so, and the live helpers.
+func Nanosleep(d time.Duration) {
 	ts := unix.NsecToTimespec(int64(d))
 	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 	}

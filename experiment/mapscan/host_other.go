@@ -4,8 +4,8 @@ package mapscan
 
 import "time"
 
-// nanosleep is time.Sleep outside Linux.
-func nanosleep(d time.Duration) { time.Sleep(d) }
+// Nanosleep is time.Sleep outside Linux.
+func Nanosleep(d time.Duration) { time.Sleep(d) }
 
 // hostWaitClock is not available outside Linux: openHostWaitClock returns
 // nil, and the mapper's timings include its waits for a host CPU.

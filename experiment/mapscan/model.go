@@ -130,7 +130,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 				d -= min(w1-w0, d)
 			}
 			acc.AddBlocked(isMmap, d, t.TakeBlocked())
-			t.Block(func() { nanosleep(MapperSleep) })
+			t.Block(func() { Nanosleep(MapperSleep) })
 		}
 	})
 	passes := make([]int, NumScanners)
@@ -216,7 +216,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 // busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
 // BusySleep, repeat (keep it for ever if busy is 0), in periods counted
 // from start. It keeps its model CPU without spinning its host CPU: while
-// current it sleeps (nanosleep) to the end of its busy time, as a thread
+// current it sleeps (Nanosleep) to the end of its busy time, as a thread
 // that stalls its CPU (it runs no model code, so nothing waits for it).
 //
 // Model choices the kernel does not make, because two scanner CPUs may
@@ -225,16 +225,17 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 // that the scanners, which run only while their busy-waiters sleep, seldom
 // run at the same time and the host does not preempt one for the other
 // while it holds a lock. busywait.c restarts its period when its sleep
-// ends, so two of them drift in and out of phase. A busy time still ends
-// only when the busy-waiter's OS thread runs again, which on a host CPU
-// shared with the other scanner's thread can be a host time slice late.
+// ends, so two of them drift in and out of phase. A busy time ends when
+// the busy-waiter's OS thread runs again, at once when the threads have
+// host priorities (RunModel), else up to a host time slice late on a host
+// CPU shared with the other scanner's thread.
 func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	t := kernel.NewTask("busy")
 	t.Thread = th
 	period := busy + BusySleep
 	for !th.Stopping() {
 		if busy == 0 {
-			nanosleep(BusySleep) // keep the CPU; see Stopping again
+			Nanosleep(BusySleep) // keep the CPU; see Stopping again
 			continue
 		}
 		phase := time.Since(start) % period
@@ -242,9 +243,9 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 			phase += period // before start: the periods run back from it
 		}
 		if phase < busy {
-			nanosleep(busy - phase)
+			Nanosleep(busy - phase)
 		} else {
-			t.Block(func() { nanosleep(period - phase) })
+			t.Block(func() { Nanosleep(period - phase) })
 		}
 	}
 }
@@ -258,7 +259,7 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 func spend(th *sched.Thread, d time.Duration) {
 	for d > 0 && !th.Stopping() {
 		t0 := time.Now()
-		nanosleep(min(d, spendStep))
+		Nanosleep(min(d, spendStep))
 		d -= time.Since(t0)
 		th.Point()
 	}

@@ -75,12 +75,6 @@ func pinThread(cpu, nice int) error {
 	return nil
 }
 
-func nanosleep(d time.Duration) {
-	ts := unix.NsecToTimespec(int64(d))
-	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-	}
-}
-
 // ready says "ready TID": the helper is set up, on the thread TID.
 func ready() { fmt.Printf("ready %d\n", unix.Gettid()) }
 
@@ -174,7 +168,7 @@ func mapperMain() error {
 		if d > slowest {
 			slowest, slow0 = d, t0
 		}
-		nanosleep(mapscan.MapperSleep)
+		mapscan.Nanosleep(mapscan.MapperSleep)
 	}
 	span := lockSpan{Mapper: unix.Gettid(), From: clock.mono(first), To: clock.mono(last), SlowFrom: clock.mono(slow0), SlowTo: clock.mono(slow0.Add(slowest))}
 	b, _ := json.Marshal(mapperReport{acc.Stats(), span})
@@ -257,6 +251,6 @@ func busyMain(busyNS, cpu string) error {
 		t0 := time.Now()
 		for ns == 0 || time.Since(t0) < time.Duration(ns) {
 		}
-		nanosleep(mapscan.BusySleep)
+		mapscan.Nanosleep(mapscan.BusySleep)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"mmlab/experiment/mapscan"
 	"mmlab/live/tracefs"
+	"mmlab/mm"
 )
 
 // The lock tracepoints read: lock:contention_begin and lock:contention_end
@@ -33,8 +34,8 @@ import (
 const (
 	lockBegin    = "lock/contention_begin"
 	lockEnd      = "lock/contention_end"
-	rwsemFlags   = "flags & 6" // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
-	mmapLockName = "mmap_lock" // the model's name of the mm's mmap_lock
+	rwsemFlags   = "flags & 6"     // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
+	mmapLockName = mm.MmapLockName // the model's name of the mmap_lock
 )
 
 // mmapLockCallers are the kernel functions through which the mapper and
