@@ -5,6 +5,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/uprobes"
@@ -25,10 +26,10 @@ type ModelKernel struct {
 	Uprobes *uprobes.Uprobes
 }
 
-// NewModelKernel returns a model kernel of cpus CPUs whose uprobes are of
-// c. On error nothing of it runs.
-func NewModelKernel(cpus int, c uprobes.Config) (*ModelKernel, error) {
-	mach := kernel.NewMachine(cpus)
+// NewModelKernel returns a model kernel of cpus CPUs on the machine d whose
+// uprobes are of c. On error nothing of it runs.
+func NewModelKernel(d machine.Description, cpus int, c uprobes.Config) (*ModelKernel, error) {
+	mach := kernel.NewMachine(d, cpus)
 	u, err := uprobes.New(mach, c)
 	if err != nil {
 		mach.Stop()
@@ -79,7 +80,7 @@ func (p *ModelProgram) Offset(label string) uint64 { return p.Addr(label) - Mode
 // runs its code in (Loop). The caller adds the other threads
 // (kernel.Task.NewThread).
 func (k *ModelKernel) Process(comm string, p *ModelProgram, threads int) (*kernel.Task, error) {
-	t := kernel.NewTaskMM(comm)
+	t := k.Machine.NewTaskMM(comm)
 	t.MM.Hooks = k.Uprobes
 	if _, err := t.MM.Mmap(nil, ModelText, p.File.Size, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(p.File), 0); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/uprobes"
 )
 
@@ -18,7 +19,7 @@ func TestModelProcessLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := NewModelKernel(2, uprobes.Variants[0].Config)
+	k, err := NewModelKernel(machine.MustNamed("x86-64"), 2, uprobes.Variants[0].Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/procfs"
@@ -38,7 +39,7 @@ func pieceProt(i int) int {
 
 // arena maps the pieces and the spare page in a new mm.
 func arena() *mm.MM {
-	m := mm.New()
+	m := mm.New(machine.Host().Features)
 	for i := range arenaPieces {
 		if _, err := m.Mmap(nil, pieceStart(i), piecePages*pgtable.PageSize, pieceProt(i), anonFixed, nil, 0); err != nil {
 			panic(err)

@@ -6,6 +6,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/sched"
@@ -112,7 +113,7 @@ type check struct {
 func newWorld(d Design, props []Property, cfg uprobes.Config, cpus int, choose func(sched.Choice) int, maxSteps int) (*World, error) {
 	w := &World{Design: d, props: props, inflight: map[uint64]int{}}
 	w.Sys = sched.New(sched.Config{CPUs: cpus, Deterministic: true, Choose: choose, Check: w.check, MaxSteps: maxSteps})
-	w.Mach = kernel.NewMachineOn(w.Sys)
+	w.Mach = kernel.NewMachineOn(machine.Host(), w.Sys)
 	u, err := uprobes.New(w.Mach, cfg)
 	if err != nil {
 		return nil, err
@@ -155,7 +156,7 @@ func addr(label string) uint64 { return program.labels[label] }
 
 // newProc returns a process that maps the program and a stack.
 func (w *World) newProc(name string) *kernel.Task {
-	t := kernel.NewTaskMM(name)
+	t := w.Mach.NewTaskMM(name)
 	t.MM.Hooks = w.U
 	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(program.code)), mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, w.File, 0); err != nil {

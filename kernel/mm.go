@@ -2,14 +2,15 @@ package kernel
 
 import (
 	"mmlab/locking"
+	"mmlab/machine"
 	"mmlab/mm"
 )
 
 // NewTaskMM returns a new single-threaded process named comm with a fresh,
-// empty address space.
-func NewTaskMM(comm string) *Task {
+// empty address space on a machine with features f.
+func NewTaskMM(comm string, f machine.Features) *Task {
 	t := NewTask(comm)
-	t.MM = mm.New()
+	t.MM = mm.New(f)
 	return t
 }
 

@@ -3,6 +3,7 @@ package kernel
 import (
 	"testing"
 
+	"mmlab/machine"
 	"mmlab/mm"
 )
 
@@ -11,7 +12,7 @@ import (
 // shares the address space, and the last ExitMM tears it down.
 func TestForkCopiesAddressSpace(t *testing.T) {
 	const addr = 0x100000000000
-	p := NewTaskMM("p")
+	p := NewTaskMM("p", machine.MustNamed("x86-64").Features)
 	if _, err := p.MM.Mmap(p, addr, 4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestForkCopiesAddressSpace(t *testing.T) {
 // TestForkKilledParent: dup_mmap takes the parent's mmap lock killably, so a
 // fork waiting behind a writer returns EINTR when the parent is killed.
 func TestForkKilledParent(t *testing.T) {
-	p := NewTaskMM("p")
+	p := NewTaskMM("p", machine.MustNamed("x86-64").Features)
 	p.MM.MmapWriteLock(nil)
 	done := make(chan error)
 	go func() {

@@ -7,6 +7,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/locking"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/sched"
 )
@@ -38,6 +39,9 @@ import (
 // lock the writer holds or the VMA lock it write-locked).
 type Machine struct {
 	Sys *sched.System
+	// Desc is the machine the model runs as, given at construction: its
+	// features go to every address space made on it (NewTaskMM).
+	Desc machine.Description
 	// Traps handles int3 and single-step traps (package uprobes). Set
 	// before any task runs.
 	Traps Traps
@@ -80,14 +84,20 @@ type Traps interface {
 	Syscall(r *Runner) (handled bool, sig Signal)
 }
 
-// NewMachine returns a machine of ncpu model CPUs.
-func NewMachine(ncpu int) *Machine { return NewMachineOn(sched.NewSystem(ncpu)) }
-
-// NewMachineOn returns a machine on the CPUs of sys, in sys's mode (a
-// deterministic System runs its tasks when sys.Run is called).
-func NewMachineOn(sys *sched.System) *Machine {
-	return &Machine{Sys: sys, percpu: make([]machineCPU, sys.NumCPU())}
+// NewMachine returns a machine described by d with ncpu model CPUs.
+func NewMachine(d machine.Description, ncpu int) *Machine {
+	return NewMachineOn(d, sched.NewSystem(ncpu))
 }
+
+// NewMachineOn returns a machine described by d on the CPUs of sys, in
+// sys's mode (a deterministic System runs its tasks when sys.Run is called).
+func NewMachineOn(d machine.Description, sys *sched.System) *Machine {
+	return &Machine{Sys: sys, Desc: d, percpu: make([]machineCPU, sys.NumCPU())}
+}
+
+// NewTaskMM returns a new single-threaded process named comm with an empty
+// address space on m's features.
+func (m *Machine) NewTaskMM(comm string) *Task { return NewTaskMM(comm, m.Desc.Features) }
 
 // Stop asks every thread to finish and waits until all have.
 func (m *Machine) Stop() { m.Sys.Stop() }

@@ -6,6 +6,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 )
 
@@ -14,10 +15,10 @@ import (
 // model CPU until it stops.
 func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.Regs) {
 	t.Helper()
-	mach := kernel.NewMachine(1)
+	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
 	t.Cleanup(mach.Stop)
 	in := mm.NewInode("/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
-	task := kernel.NewTaskMM("prog")
+	task := kernel.NewTaskMM("prog", machine.MustNamed("x86-64").Features)
 	if _, err := task.MM.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestDetMmapLockDeadlockCycle(t *testing.T) {
 	found := false
 	for seed := range uint64(64) {
 		sys := sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed})
-		a, b := New(), New()
+		a, b := New(testFeatures), New(testFeatures)
 		a.MmapLock.SetName("mmap_lock A")
 		b.MmapLock.SetName("mmap_lock B")
 		for i, order := range [][2]*MM{{a, b}, {b, a}} {

@@ -38,7 +38,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 		}
 	}
 	defer m.MmapWriteUnlock()
-	child := New()
+	child := New(m.feat)
 	child.Hooks = m.Hooks
 	if o.NewMM != nil {
 		o.NewMM(child)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/locking"
+	"mmlab/machine"
 	"mmlab/mm/mt"
 	"mmlab/mm/pgtable"
 )
@@ -92,15 +93,20 @@ type MM struct {
 	MmapBase uint64
 
 	exited bool // exit_mmap ran (MmapLock)
+
+	// feat are the machine features the address-space rules follow
+	// (protection keys, mmap_min_addr, la57). Fixed at New; a fork's
+	// child has its parent's.
+	feat machine.Features
 }
 
 // MmapLockName is MM.MmapLock's name in stats and wait accounting
 // (locking.BlockRecorder).
 const MmapLockName = "mmap_lock"
 
-// New returns an empty address space.
-func New() *MM {
-	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table)}
+// New returns an empty address space on a machine with features f.
+func New(f machine.Features) *MM {
+	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f}
 	m.MmapLock.SetName(MmapLockName)
 	m.vmaWriters.init()
 	m.Users.Store(1)

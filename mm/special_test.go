@@ -20,7 +20,7 @@ func mapAnon(t *testing.T, m *MM, start, end uint64) {
 // free range is at least two pages minus one byte (the alignment's worst
 // case), inside the limits and above mmap_min_addr.
 func TestUnmappedArea(t *testing.T) {
-	m := New()
+	m := New(testFeatures)
 	mapAnon(t, m, 0x10000, 0x20000)
 	mapAnon(t, m, 0x21000, 0x30000) // a one-page hole at 0x20000: too small
 	mapAnon(t, m, 0x32000, 0x40000) // a two-page hole at 0x30000
@@ -54,7 +54,7 @@ func TestUnmappedArea(t *testing.T) {
 // A special mapping whose Mremap refuses cannot be moved (EPERM, and it
 // stays), cannot grow (VM_DONTEXPAND: EFAULT), and can be unmapped.
 func TestSpecialMappingMremapMunmap(t *testing.T) {
-	m := New()
+	m := New(testFeatures)
 	sm := &SpecialMapping{Name: "[uprobes-trampoline]", Pages: []*pgtable.Page{pgtable.NewAnonPage()},
 		Mremap: func() error { return errno.EPERM }}
 	const at = 0x3ff000

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"mmlab/errno"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/uapi"
 )
@@ -32,7 +33,7 @@ func pieces(t testing.TB, m *mm.MM, base uint64, n int) {
 // Both walks give the text of the one-chunk walk, in chunks of whole lines
 // of at most ChunkSize bytes.
 func TestWalksMatchMaps(t *testing.T) {
-	m := mm.New()
+	m := mm.New(machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 300)
 	f := mm.Open(mm.NewInode("/usr/lib/libmodel.so", 8*4096, nil))
 	if _, err := m.Mmap(nil, 0x7f0000000000, 4*4096, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE, f, 4096); err != nil {
@@ -76,7 +77,7 @@ func TestWalksMatchMaps(t *testing.T) {
 // Both walks behave the same.
 func TestResumeShowsGrownVMATwice(t *testing.T) {
 	for _, v := range variants {
-		m := mm.New()
+		m := mm.New(machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 200)
 		mf := OpenMaps(m, Options{Variant: v})
 		c1, err := mf.Read()
@@ -134,7 +135,7 @@ func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.P
 // (fs/proc/task_mmu.c), checked against the live kernel in
 // query_linux_test.go.
 func TestQuerySemantics(t *testing.T) {
-	m := mm.New()
+	m := mm.New(machine.MustNamed("x86-64").Features)
 	const a = 0x7f0000000000
 	in := mm.NewInode("/opt/model/libx.so", 16*4096, nil)
 	in.BuildID = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}

@@ -3,10 +3,12 @@ package replay
 import (
 	"bytes"
 	"fmt"
-	live "mmlab/live/replay"
 	"os"
 	"path/filepath"
 	"testing"
+
+	live "mmlab/live/replay"
+	"mmlab/machine"
 
 	"mmlab/mm"
 	"mmlab/trace"
@@ -28,7 +30,7 @@ func TestDebugTrace(t *testing.T) {
 			fmt.Printf("   %x-%x %v flags=%x pgoff=%x anon=%p chain=%d\n", v.Start, v.End, v.Flags, uint64(v.Flags), v.Pgoff, v.AnonVMA, v.ChainLen())
 		}
 	}
-	Run(t.Context(), p, os.Stdout)
+	Run(t.Context(), machine.Host().Features, p, os.Stdout)
 }
 
 // TestDebugCompare replays every *.trace in $DBG_DIR on both targets and
@@ -52,7 +54,7 @@ func TestDebugCompare(t *testing.T) {
 		if err := live.Run(t.Context(), p, &want); err != nil {
 			t.Fatal(err)
 		}
-		if err := Run(t.Context(), p, &got); err != nil {
+		if err := Run(t.Context(), machine.Host().Features, p, &got); err != nil {
 			t.Fatal(err)
 		}
 		if d := trace.Diff(want.String(), got.String()); d != "" {

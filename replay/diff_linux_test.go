@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	live "mmlab/live/replay"
+	"mmlab/machine"
 	"mmlab/trace"
 )
 
@@ -52,7 +53,7 @@ func compareTargets(t *testing.T, name string, lo int64, n int, opt trace.GenOpt
 			}
 			t.Fatalf("seed %d: live: %v", s, err)
 		}
-		if err := Run(ctx, p, &got); err != nil {
+		if err := Run(ctx, machine.Host().Features, p, &got); err != nil {
 			t.Fatalf("seed %d: model: %v", s, err)
 		}
 		lines += bytes.Count(want.Bytes(), []byte("\n"))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/trace"
 )
@@ -76,7 +77,7 @@ func familyCoverage(t *testing.T, family string, n int) map[string]int {
 			before[m] = now
 		}
 		var out bytes.Buffer
-		err := Run(context.Background(), p, &out)
+		err := Run(context.Background(), machine.Host().Features, p, &out)
 		debugHook = nil
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"mmlab/machine"
 	"mmlab/trace"
 )
 
@@ -45,7 +46,7 @@ func runFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Run(context.Background(), p, &out); err != nil {
+	if err := Run(context.Background(), machine.Host().Features, p, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()

@@ -12,6 +12,7 @@ import (
 	"io"
 
 	"mmlab/errno"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/trace"
@@ -23,12 +24,12 @@ import (
 // space exits and the parent goes on. Run stops early with ctx's error when
 // ctx is cancelled. Like the live runner, it first refuses a Program that
 // breaks a rule of trace.Parse (Program.Validate), with the same error.
-func Run(ctx context.Context, p *trace.Program, w io.Writer) error {
+func Run(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}}
-	root := mm.New()
+	root := mm.New(f)
 	_, err := r.run(root, 0)
 	root.Exit()
 	if ferr := r.out.Flush(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	live "mmlab/live/replay"
+	"mmlab/machine"
 	"mmlab/trace"
 )
 
@@ -25,7 +26,7 @@ func TestTargetsRefuseProgramsAlike(t *testing.T) {
 			t.Fatal(err)
 		}
 		f(p)
-		merr := Run(context.Background(), p, io.Discard)
+		merr := Run(context.Background(), machine.Host().Features, p, io.Discard)
 		lerr := live.Run(context.Background(), p, io.Discard)
 		if merr == nil || lerr == nil || merr.Error() != lerr.Error() {
 			t.Errorf("case %d: model %v, live %v; want the same error", i, merr, lerr)

@@ -5,6 +5,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/sched"
@@ -48,7 +49,7 @@ func newEnvOn(t testing.TB, sys *sched.System, c Config, prog func(a *cpu.Asm)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach := kernel.NewMachineOn(sys)
+	mach := kernel.NewMachineOn(machine.MustNamed("x86-64"), sys)
 	t.Cleanup(mach.Stop)
 	u, err := New(mach, c)
 	if err != nil {
@@ -77,7 +78,7 @@ func (e *env) addr(label string) uint64 {
 // newProc returns a process that maps the program and a stack.
 func (e *env) newProc(tb testing.TB, name string) *kernel.Task {
 	tb.Helper()
-	t := kernel.NewTaskMM(name)
+	t := kernel.NewTaskMM(name, machine.MustNamed("x86-64").Features)
 	t.MM.Hooks = e.u
 	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(e.code)), mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, e.file, 0); err != nil {

@@ -12,6 +12,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/errno"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 )
@@ -639,7 +640,7 @@ func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs
 // find_nearest_trampoline takes the page below only if it is strictly
 // nearer to the call's end than the page above.
 func TestFindNearestTrampolineTie(t *testing.T) {
-	m := mm.New()
+	m := mm.New(machine.MustNamed("x86-64").Features)
 	if _, err := m.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}

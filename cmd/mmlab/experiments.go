@@ -21,6 +21,7 @@ import (
 	liveredzone "mmlab/live/redzone"
 	livereplay "mmlab/live/replay"
 	livetrigger "mmlab/live/trigger"
+	"mmlab/machine"
 	"mmlab/replay"
 	"mmlab/trace"
 )
@@ -41,6 +42,8 @@ var boundExperiments = []experiment.Experiment{
 
 // replayTargets are the two runners of `mmlab replay`.
 var replayTargets = map[string]func(context.Context, *trace.Program, io.Writer) error{
-	"model": replay.Run,
-	"live":  livereplay.Run,
+	"model": func(ctx context.Context, p *trace.Program, w io.Writer) error {
+		return replay.Run(ctx, machine.Host().Features, p, w)
+	},
+	"live": livereplay.Run,
 }

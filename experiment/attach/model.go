@@ -13,6 +13,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/uprobes"
 )
@@ -133,7 +134,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(max(1, c.CPUs), v.Config)
+	mk, err := experiment.NewModelKernel(machine.Host(), max(1, c.CPUs), v.Config)
 	if err != nil {
 		return nil, err
 	}

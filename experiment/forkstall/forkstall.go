@@ -35,6 +35,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
@@ -115,7 +116,7 @@ func newText(name string) *mm.File {
 
 // newProc returns a process that maps text r-xp and a stack.
 func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
-	t := kernel.NewTaskMM(comm)
+	t := kernel.NewTaskMM(comm, machine.Host().Features)
 	t.MM.Hooks = hooks
 	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
@@ -298,7 +299,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		return nil, errors.New("busy case without a size and a hold")
 	}
 	defer experiment.QuietRuntime(gcLimit)()
-	mach := kernel.NewMachine(1)
+	mach := kernel.NewMachine(machine.Host(), 1)
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})
 	if err != nil {

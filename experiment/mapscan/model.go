@@ -13,6 +13,7 @@ import (
 	"mmlab/errno"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/sched"
@@ -62,7 +63,7 @@ func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, er
 	if err := o.Check(); err != nil {
 		return Stats{}, err
 	}
-	m := mm.New()
+	m := mm.New(machine.Host().Features)
 	// mapper.c: the whole region MAP_POPULATE.
 	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
 		return Stats{}, err

@@ -9,6 +9,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/uapi"
@@ -79,7 +80,7 @@ func TestQueryUnderWriteLock(t *testing.T) {
 		{procfs.After, otherBase, false},
 		{procfs.After, regionBase, true},
 	} {
-		m := mm.New()
+		m := mm.New(machine.MustNamed("x86-64").Features)
 		flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
 		for _, base := range []uint64{regionBase, otherBase} {
 			if _, err := m.Mmap(nil, base, 1<<20, mm.PROT_READ|mm.PROT_WRITE, flags, nil, 0); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/experiment"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/uapi"
@@ -59,7 +60,7 @@ type ModelSpace struct {
 // NewModelSpace maps the pieces in a new model address space read with the
 // maps walk v.
 func NewModelSpace(v procfs.Variant) (*ModelSpace, error) {
-	m := mm.New()
+	m := mm.New(machine.Host().Features)
 	for i := range NPieces {
 		prot := mm.PROT_READ | mm.PROT_WRITE
 		if i%2 == 1 {

@@ -8,6 +8,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -31,7 +32,7 @@ func newDesignKernel(opt uprobes.Optimize, bare bool) (*designKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
+	mk, err := experiment.NewModelKernel(machine.Host(), 1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/report"
 	"mmlab/sched"
 	"mmlab/uprobes"
@@ -73,7 +74,7 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(c.CPUs, v.Config)
+	mk, err := experiment.NewModelKernel(machine.Host(), c.CPUs, v.Config)
 	if err != nil {
 		return nil, err
 	}
