@@ -93,20 +93,20 @@ var ErrUnknown = errors.New("unknown machine")
 // run as root on a bare host; Source says which.
 var named = []Description{
 	{
-		Name:   "x86-64",
-		Source: "an x86-64 CPU without protection keys (before Intel Skylake-SP or AMD Zen 3) under a Debian or Ubuntu kernel: vm.mmap_min_addr 65536 (CONFIG_DEFAULT_MMAP_MIN_ADDR), CONFIG_LSM_MMAP_MIN_ADDR 65536, 4-level paging, run as root with CAP_SYS_RAWIO",
+		Name:     "x86-64",
+		Source:   "an x86-64 CPU without protection keys (before Intel Skylake-SP or AMD Zen 3) under a Debian or Ubuntu kernel: vm.mmap_min_addr 65536 (CONFIG_DEFAULT_MMAP_MIN_ADDR), CONFIG_LSM_MMAP_MIN_ADDR 65536, 4-level paging, run as root with CAP_SYS_RAWIO",
 		Features: Features{MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
 		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
 	},
 	{
-		Name:   "x86-64-pku",
-		Source: "as x86-64, on a CPU whose protection keys the kernel enabled (ospke: Intel Skylake-SP and later, AMD Zen 3 and later)",
+		Name:     "x86-64-pku",
+		Source:   "as x86-64, on a CPU whose protection keys the kernel enabled (ospke: Intel Skylake-SP and later, AMD Zen 3 and later)",
 		Features: Features{OSPKE: true, MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
 		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
 	},
 	{
-		Name:   "x86-64-la57",
-		Source: "as x86-64-pku, with 5-level paging (Intel Ice Lake-SP and later, AMD Zen 4 and later, booted without no5lvl)",
+		Name:     "x86-64-la57",
+		Source:   "as x86-64-pku, with 5-level paging (Intel Ice Lake-SP and later, AMD Zen 4 and later, booted without no5lvl)",
 		Features: Features{OSPKE: true, LA57: true, MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
 		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
 	},
