@@ -51,6 +51,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"mmlab/errno"
@@ -442,9 +443,7 @@ func (c *CPU) setUD(rip uint64) {
 //go:noinline
 func (c *CPU) setPF(rip, addr uint64, acc Access, err error) {
 	sig := errno.SIGSEGV
-	if s, ok := err.(errno.Signal); ok {
-		sig = s
-	}
+	errors.As(err, &sig)
 	c.fault = Fault{Vector: VectorPF, Signal: sig, RIP: rip, Addr: addr, Access: acc, Err: err}
 }
 

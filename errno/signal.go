@@ -35,3 +35,59 @@ func (s Signal) String() string {
 }
 
 func (s Signal) Error() string { return s.String() }
+
+// SigCode is a siginfo si_code of a memory fault (include/uapi/asm-generic/siginfo.h).
+type SigCode int
+
+// The si_codes of the model's faults.
+const (
+	SEGV_MAPERR SigCode = 1 // no VMA at the address
+	SEGV_ACCERR SigCode = 2 // the VMA's protection forbids the access
+	SEGV_PKUERR SigCode = 4 // the thread's PKRU forbids the access to the VMA's protection key
+	BUS_ADRERR  SigCode = 2 // a file page past EOF
+)
+
+// Name returns the si_code's name for sig ("SEGV_PKUERR"), as the kernel's
+// headers spell it, or "code N".
+func (c SigCode) Name(sig Signal) string {
+	switch {
+	case sig == SIGSEGV && c == SEGV_MAPERR:
+		return "SEGV_MAPERR"
+	case sig == SIGSEGV && c == SEGV_ACCERR:
+		return "SEGV_ACCERR"
+	case sig == SIGSEGV && c == SEGV_PKUERR:
+		return "SEGV_PKUERR"
+	case sig == SIGBUS && c == BUS_ADRERR:
+		return "BUS_ADRERR"
+	}
+	return "code " + strconv.Itoa(int(c))
+}
+
+// SigInfo is a fault's signal with the siginfo the kernel fills for it
+// (force_sig_fault, force_sig_pkuerr): si_code and, for SEGV_PKUERR, si_pkey.
+// It is an error; errors.Is matches its Signal and errors.As finds the
+// Signal in it, so a caller that only wants the signal need not know it.
+type SigInfo struct {
+	Signo Signal
+	Code  SigCode
+	Pkey  int // si_pkey, with SEGV_PKUERR
+}
+
+// Fault returns the SigInfo of sig with code.
+func Fault(sig Signal, code SigCode) SigInfo { return SigInfo{Signo: sig, Code: code} }
+
+// Error returns the signal and its code: "SIGSEGV SEGV_ACCERR", as the
+// trace language prints a fault.
+func (s SigInfo) Error() string { return s.Signo.String() + " " + s.Code.Name(s.Signo) }
+
+// Is reports whether target is s's Signal.
+func (s SigInfo) Is(target error) bool { t, ok := target.(Signal); return ok && t == s.Signo }
+
+// As sets a *Signal target to s's Signal.
+func (s SigInfo) As(target any) bool {
+	if p, ok := target.(*Signal); ok {
+		*p = s.Signo
+		return true
+	}
+	return false
+}

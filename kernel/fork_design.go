@@ -34,6 +34,7 @@ type ForkHooks struct {
 // After (seed 000 patches 2, 6, 7): see forkAfter.
 func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 	c := NewTask(t.Comm)
+	c.pkru = t.pkru // fpu_clone(): the child has the parent's PKRU
 	if h.InitTask != nil {
 		h.InitTask(c)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"mmlab/cpu"
+	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -258,41 +259,53 @@ func (r *Runner) resumed() {
 }
 
 // Page translates addr for the interpreter (cpu.Memory): the VMA must allow
-// the access (exec needs VM_EXEC, write VM_WRITE, read any access bit, as
-// x86 pages without NX-less read protection do), then the page is looked up,
-// faulting it in (breaking copy-on-write for a write) if needed.
+// the access as mm.AccessError says (write needs VM_WRITE, read and fetch
+// any access bit; data accesses also the task's PKRU for the VMA's
+// protection key), then the page is looked up, faulting it in (breaking
+// copy-on-write for a write) if needed; a fetch from a present page needs
+// VM_EXEC (mm.NXError). The model CPU caches a translation
+// only after Page allowed it, and the model has no WRPKRU, so a cached
+// translation stays allowed until the next flush.
 func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 	m := r.Task.MM
 	if m == nil {
-		return nil, SIGSEGV
+		return nil, errno.Fault(SIGSEGV, errno.SEGV_MAPERR)
 	}
 	defer r.checkResumed()
+	var code mm.FaultCode
+	switch acc {
+	case cpu.Exec:
+		code = mm.X86_PF_INSTR
+	case cpu.Write:
+		code = mm.X86_PF_WRITE
+	}
 	for {
 		m.MmapReadLock(r)
 		v := m.VMALookup(addr)
-		var need mm.VMFlags
-		switch acc {
-		case cpu.Exec:
-			need = mm.VM_EXEC
-		case cpu.Write:
-			need = mm.VM_WRITE
-		default:
-			need = mm.VM_ACCESS_FLAGS
-		}
-		if v == nil || v.Flags&need == 0 {
+		if err := m.AccessError(v, code, r.Task.pkru); err != nil {
 			m.MmapReadUnlock()
-			return nil, SIGSEGV
+			return nil, err
 		}
 		pte, ok := m.PT.Lookup(addr)
+		var nx error
+		if ok && acc == cpu.Exec {
+			nx = mm.NXError(v)
+		}
 		m.MmapReadUnlock()
+		if nx != nil {
+			return nil, nx
+		}
 		if ok && (acc != cpu.Write || pte.Write) {
 			return pte.Page, nil
 		}
-		if err := m.Fault(r, addr, acc == cpu.Write); err != nil {
+		if err := m.Fault(r, addr, code); err != nil {
 			return nil, err
 		}
 	}
 }
+
+// PKRU returns the task's PKRU register (mm.PKRUHolder).
+func (r *Runner) PKRU() *mm.PKRU { return r.Task.PKRU() }
 
 // Fatal, CPU, Block and RecordBlocked make the Runner the task's
 // locking.Waiter: Block notes that the task slept.

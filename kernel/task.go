@@ -95,6 +95,11 @@ type Task struct {
 	// through Thread.Block.
 	Thread *sched.Thread
 
+	// pkru is the thread's PKRU register (its XSAVE state): InitPKRU for
+	// a new task, as after execve(); clone and fork copy it. Only the
+	// thread itself, and the mm operations it calls, touch it.
+	pkru mm.PKRU
+
 	cpu     atomic.Int32  // model CPU when Thread is nil; -1 for none
 	pending atomic.Uint64 // pending signals: bit sig-1 (struct sigpending)
 	killed  atomic.Bool   // a fatal signal is pending (fatal_signal_pending)
@@ -123,8 +128,12 @@ func NewTask(comm string) *Task {
 }
 
 func newTask(tid int, g *ThreadGroup, comm string) *Task {
-	return &Task{TID: tid, Group: g, Comm: comm, fatal: make(chan struct{})}
+	return &Task{TID: tid, Group: g, Comm: comm, pkru: mm.InitPKRU, fatal: make(chan struct{})}
 }
+
+// PKRU returns the thread's PKRU register (mm.PKRUHolder): the mm
+// operations it calls read and write it as the kernel does current's.
+func (t *Task) PKRU() *mm.PKRU { return &t.pkru }
 
 // NewThread returns a new thread in t's thread group (clone with
 // CLONE_THREAD), on t's CPU. A thread born into a group that a fatal signal
@@ -133,6 +142,7 @@ func newTask(tid int, g *ThreadGroup, comm string) *Task {
 func (t *Task) NewThread() *Task {
 	nt := newTask(int(lastPID.Add(1)), t.Group, t.Comm)
 	nt.cpu.Store(t.cpu.Load())
+	nt.pkru = t.pkru // copy_thread: the FPU state, PKRU with it, is copied
 	if nt.MM = t.MM; nt.MM != nil {
 		nt.MM.Users.Add(1) // CLONE_VM: mmget
 	}

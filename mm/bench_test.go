@@ -102,7 +102,7 @@ func TestFaultLookupNoAlloc(t *testing.T) {
 		if err := m.StoreByte(nil, arena+6, 2); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Fault(nil, arena+7, true); err != nil {
+		if err := m.Fault(nil, arena+7, X86_PF_WRITE); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {

@@ -75,8 +75,8 @@ const (
 	MREMAP_DONTUNMAP = 4
 )
 
-// calcVMProtBits mirrors include/linux/mman.h:calc_vm_prot_bits() (no pkeys:
-// this machine's CPU has no PKU, so PROT_EXEC alone adds no pkey bits).
-func calcVMProtBits(prot int) VMFlags {
-	return VMFlags(prot) & VM_ACCESS_FLAGS
+// calcVMProtBits mirrors include/linux/mman.h:calc_vm_prot_bits(): prot's
+// access bits and, through x86's arch_calc_vm_prot_bits(), pkey's bits.
+func calcVMProtBits(prot, pkey int) VMFlags {
+	return VMFlags(prot)&VM_ACCESS_FLAGS | pkeyFlags(pkey)
 }

@@ -39,6 +39,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 	}
 	defer m.MmapWriteUnlock()
 	child := New(m.feat)
+	child.pkeyAllocationMap, child.execOnlyPkey = m.pkeyAllocationMap, m.execOnlyPkey // arch_dup_pkeys
 	child.Hooks = m.Hooks
 	if o.NewMM != nil {
 		o.NewMM(child)

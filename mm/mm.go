@@ -98,6 +98,13 @@ type MM struct {
 	// (protection keys, mmap_min_addr, la57). Fixed at New; a fork's
 	// child has its parent's.
 	feat machine.Features
+
+	// pkeyAllocationMap and execOnlyPkey are mm_context_t's
+	// pkey_allocation_map (bit k: key k allocated) and execute_only_pkey
+	// (-1: none yet), set as init_new_context() sets them with OSPKE and
+	// copied by fork (arch_dup_pkeys) (MmapLock, write).
+	pkeyAllocationMap uint16
+	execOnlyPkey      int
 }
 
 // MmapLockName is MM.MmapLock's name in stats and wait accounting
@@ -107,6 +114,9 @@ const MmapLockName = "mmap_lock"
 // New returns an empty address space on a machine with features f.
 func New(f machine.Features) *MM {
 	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f}
+	if f.OSPKE {
+		m.pkeyAllocationMap, m.execOnlyPkey = 0x1, -1 // key 0 is allocated implicitly
+	}
 	m.MmapLock.SetName(MmapLockName)
 	m.vmaWriters.init()
 	m.Users.Store(1)

@@ -26,7 +26,7 @@ func (m *MM) Mmap(w locking.Waiter, addr, length uint64, prot, flags int, file *
 	if err := m.MmapWriteLockKillable(w); err != nil {
 		return 0, err
 	}
-	addr, populate, err := m.doMmap(addr, length, prot, flags, file, off>>pgtable.PageShift)
+	addr, populate, err := m.doMmap(pkruOf(w), addr, length, prot, flags, file, off>>pgtable.PageShift)
 	m.checkInvariants()
 	m.MmapWriteUnlock()
 	if err == nil && populate != 0 {
@@ -35,9 +35,12 @@ func (m *MM) Mmap(w locking.Waiter, addr, length uint64, prot, flags int, file *
 	return addr, err
 }
 
-// doMmap mirrors mm/mmap.c:do_mmap(). Returns the address and the length to
-// populate. Caller holds the write lock.
-func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint64) (uint64, uint64, error) {
+// doMmap mirrors mm/mmap.c:do_mmap() for the calling thread whose PKRU is
+// pkru: a PROT_EXEC-only mapping gets the mm's execute-only protection key
+// (key 0 when none is free), before the address is chosen, as in the
+// kernel. Returns the address and the length to populate. Caller holds the
+// write lock.
+func (m *MM) doMmap(pkru *PKRU, addr, length uint64, prot, flags int, file *File, pgoff uint64) (uint64, uint64, error) {
 	if length == 0 {
 		return 0, 0, errno.EINVAL
 	}
@@ -51,6 +54,10 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 	if pgoff+length>>pgtable.PageShift < pgoff { // offset overflow
 		return 0, 0, errEOVERFLOW
 	}
+	pkey := 0
+	if prot == PROT_EXEC {
+		pkey = max(m.executeOnlyPkey(pkru), 0)
+	}
 	addr, err := m.getUnmappedArea(addr, length, flags&MAP_FIXED != 0)
 	if err != nil {
 		return 0, 0, err
@@ -61,7 +68,7 @@ func (m *MM) doMmap(addr, length uint64, prot, flags int, file *File, pgoff uint
 	if file != nil && !fileMmapOK(pgoff, length) {
 		return 0, 0, errEOVERFLOW
 	}
-	vmFlags := calcVMProtBits(prot) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC
+	vmFlags := calcVMProtBits(prot, pkey) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC
 	switch flags & MAP_TYPE {
 	case MAP_SHARED:
 		vmFlags |= VM_SHARED | VM_MAYSHARE

@@ -6,9 +6,10 @@ import (
 	"mmlab/mm/pgtable"
 )
 
-// Mprotect mirrors mm/mprotect.c:do_mprotect_pkey(): change the protection
-// of [start, start+length), VMA by VMA, splitting and merging as
-// mprotect_fixup() does. A hole in the range gives ENOMEM after the VMAs
+// Mprotect mirrors mm/mprotect.c:do_mprotect_pkey() for mprotect(2) (pkey
+// -1): change the protection of [start, start+length), VMA by VMA, splitting
+// and merging as mprotect_fixup() does. Each VMA's protection key follows
+// arch_override_mprotect_pkey() (pkeys.go), for the calling thread w. A hole in the range gives ENOMEM after the VMAs
 // before it have been changed, as in the kernel.
 func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 	if offsetInPage(start) {
@@ -31,6 +32,7 @@ func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 	defer m.MmapWriteUnlock()
 	defer m.checkInvariants()
 
+	pkru := pkruOf(w)
 	vmas := m.vmasIn(start, end)
 	if len(vmas) == 0 || vmas[0].Start > start {
 		return errno.ENOMEM
@@ -45,7 +47,7 @@ func (m *MM) Mprotect(w locking.Waiter, start, length uint64, prot int) error {
 		if vma.Start != tmp {
 			return errno.ENOMEM
 		}
-		newFlags := calcVMProtBits(prot) | vma.Flags&^VM_ACCESS_FLAGS
+		newFlags := calcVMProtBits(prot, m.overrideMprotectPkey(vma, prot, pkru)) | vma.Flags&^(VM_ACCESS_FLAGS|ARCH_VM_PKEY_FLAGS)
 		if newFlags&^(newFlags>>4)&VM_ACCESS_FLAGS != 0 {
 			return errno.EACCES
 		}

@@ -97,7 +97,7 @@ func TestFileMergeNeedsSameFileAndOffsets(t *testing.T) {
 	if v, err := m.LoadByte(nil, arena+3*pg+5); err != nil || v != byte((3*pg+5)%251) {
 		t.Fatalf("file byte %d %v", v, err)
 	}
-	if _, err := m.LoadByte(nil, arena+6*pg); err != errno.SIGBUS {
+	if _, err := m.LoadByte(nil, arena+6*pg); err != errno.Fault(errno.SIGBUS, errno.BUS_ADRERR) {
 		t.Fatalf("load past EOF: %v, want SIGBUS", err)
 	}
 }
@@ -249,7 +249,7 @@ func TestPlacementAndSpecialMapping(t *testing.T) {
 	if v, err := m.LoadByte(nil, xol); err != nil || v != 0xcc {
 		t.Fatalf("special page read %#x %v", v, err)
 	}
-	if err := m.StoreByte(nil, xol, 1); err != errno.SIGSEGV {
+	if err := m.StoreByte(nil, xol, 1); err != errno.Fault(errno.SIGSEGV, errno.SEGV_ACCERR) {
 		t.Fatalf("store into [uprobes]: %v", err)
 	}
 	c, err := m.Fork(nil)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"runtime"
 
-	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/rcu"
 	"mmlab/sched"
@@ -340,18 +339,21 @@ func (m *MM) vmaMarkDetached(v *VMA) {
 	}
 }
 
-// lockForAccess mirrors the locking of arch/x86/mm/fault.c:do_user_addr_fault():
-// first lock_vma_under_rcu; a VMA that fails the access check under its
-// lock gives SIGSEGV at once. A write fault on private memory that has no
+// lockForAccess mirrors the locking of arch/x86/mm/fault.c:do_user_addr_fault()
+// for an access by thread w: first lock_vma_under_rcu; a VMA that fails the
+// access check (AccessError, with w's PKRU) under its lock gives its signal
+// at once. A write fault on private memory that has no
 // anon_vma yet cannot be handled under the VMA lock alone (vmf_anon_prepare
 // returns VM_FAULT_RETRY): it drops the VMA lock and falls back, as does a
 // failed VMA lock, to the mmap read lock (lock_mm_and_find_vma). It returns
 // the VMA, locked by its VMA lock (vmaLocked) or by the mmap read lock.
-func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, vmaLocked bool, err error) {
+func (m *MM) lockForAccess(w locking.Waiter, addr uint64, code FaultCode) (v *VMA, vmaLocked bool, err error) {
+	pkru := *pkruOf(w)
+	write := code&X86_PF_WRITE != 0
 	if v = m.lockVMAUnderRCU(rcu.ThreadOf(w), addr); v != nil {
-		if accessError(v, write) {
+		if err := m.AccessError(v, code, pkru); err != nil {
 			m.VMAEndRead(v)
-			return nil, false, errno.SIGSEGV
+			return nil, false, err
 		}
 		if !write || v.Flags&VM_MAYSHARE != 0 || v.Name != "" || m.hasAnonVMA(v) {
 			return v, true, nil
@@ -360,9 +362,9 @@ func (m *MM) lockForAccess(w locking.Waiter, addr uint64, write bool) (v *VMA, v
 	}
 	m.MmapReadLock(w)
 	v = m.mt.Load(addr)
-	if v == nil || accessError(v, write) {
+	if err := m.AccessError(v, code, pkru); err != nil {
 		m.MmapReadUnlock()
-		return nil, false, errno.SIGSEGV
+		return nil, false, err
 	}
 	return v, false, nil
 }

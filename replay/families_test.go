@@ -94,6 +94,12 @@ func familyCoverage(t *testing.T, family string, n int) map[string]int {
 			if e != "" {
 				seen[o.Kind.String()+" "+e]++
 			}
+			switch {
+			case o.Kind == trace.OpExec && e == "":
+				seen["exec ran a ret"]++
+			case o.Kind == trace.OpMprotect && o.Prot == trace.ProtExec && e == "":
+				seen["mprotect to --x"]++
+			}
 			if o.Kind != trace.OpMremap || !st.known || e != "" {
 				continue
 			}
@@ -122,6 +128,7 @@ func TestFamiliesReach(t *testing.T) {
 		"top":      {"VMA ending at TASK_SIZE", "mmap ENOMEM", "mremap EINVAL", "munmap EINVAL"},
 		"tiny":     {"mmap EEXIST", "mremap ENOMEM"},
 		"huge":     {"VMA of 512 MiB or more", "peek SIGBUS"},
+		"execonly": {"exec ran a ret", "mprotect to --x", "exec notret", "exec SIGSEGV", "write EFAULT"},
 	}
 	for _, fam := range trace.Families[1:] {
 		t.Run(fam.Name, func(t *testing.T) {

@@ -130,6 +130,17 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 		}
 	case trace.OpPoke:
 		err = m.StoreByte(nil, op.Addr, op.Value)
+	case trace.OpExec:
+		// The live runner reads the byte through /proc/self/mem first and
+		// calls only a ret; an unreadable byte is called all the same, as
+		// the fetch then faults.
+		if b, rerr := m.ReadRemote(nil, op.Addr); rerr == nil && b != trace.Ret {
+			r.out.WriteString(trace.ErrorLine(op.Line, trace.NotRet) + "\n")
+			break
+		}
+		_, err = m.FetchByte(nil, op.Addr)
+	case trace.OpWrite:
+		_, err = m.CopyFromUser(nil, op.Addr, 1)
 	case trace.OpMaps:
 		r.buf = procfs.AppendMaps(r.buf[:0], m, nil, r.p.ArenaLo, r.p.ArenaHi)
 		r.out.Write(r.buf)
@@ -146,16 +157,17 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 // debugHook, set by tests, sees the address space after each op.
 var debugHook func(m *mm.MM, op *trace.Op)
 
-// errorLine prints "error LINE NAME" with the errno's or signal's name.
+// errorLine prints "error LINE NAME" with the errno's name, or the signal's
+// with its si_code.
 func (r *runner) errorLine(line int, err error) {
 	var e errno.Errno
-	var s errno.Signal
+	var si errno.SigInfo
 	name := err.Error()
 	switch {
 	case errors.As(err, &e):
 		name = e.Name()
-	case errors.As(err, &s):
-		name = s.Error()
+	case errors.As(err, &si):
+		name = si.Error()
 	}
 	fmt.Fprintln(r.out, trace.ErrorLine(line, name))
 }

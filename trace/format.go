@@ -53,7 +53,7 @@ func (o *Op) String() string {
 			s += fmt.Sprintf(" maymove fixed %#x", o.NewAddr)
 		}
 		return s
-	case OpTouch, OpPeek:
+	case OpTouch, OpPeek, OpExec, OpWrite:
 		return fmt.Sprintf("%s %#x", o.Kind, o.Addr)
 	case OpPoke:
 		return fmt.Sprintf("poke %#x %d", o.Addr, o.Value)

@@ -28,17 +28,19 @@ type Family struct {
 	files, pages, maxDepth int     // GenOptions defaults
 	minDepth               int     // forks are forced until the nesting reaches this
 	unit                   uint64  // bytes of one page of the window
-	weights                [10]int // of the ops, in the order of op()
+	weights                [12]int // of the ops, in the order of op()
 	noreplace, populate    int     // percent of mmaps
 	crossRemap             bool    // mremap onto and across mappings
 	nearTop                bool    // the arena is the window, ending at TASK_SIZE or 2^47
 	tinyArena              bool    // the arena is the window, 2 to 8 pages
 	edgeFiles              bool    // odd file sizes, offsets near 2^63
+	execOnly               bool    // PROT_EXEC-only mappings, rets poked and called
 }
 
 // The op weights, in the order of op(): mmap, munmap, mprotect, mremap,
-// touch, poke, peek, fork, exit, maps.
-var basicWeights = [10]int{24, 8, 10, 10, 8, 12, 12, 5, 5, 6}
+// touch, poke, peek, fork, exit, maps, exec, write. The families before
+// execonly never exec or write, so their traces stay what they were.
+var basicWeights = [12]int{24, 8, 10, 10, 8, 12, 12, 5, 5, 6}
 
 // Families are the kinds of trace Generate makes. basic is the everyday mix;
 // the others reach what it does not: long traces, deep forks, mremap onto
@@ -51,22 +53,25 @@ var Families = []Family{
 		opsLo: 300, opsHi: 600, files: 3, pages: 96, maxDepth: 3, unit: PageSize, weights: basicWeights, noreplace: 15, populate: 20},
 	{Name: "deepfork", Doc: "forks nested 3 to 6 deep, each level writing and remapping",
 		opsLo: 60, opsHi: 120, files: 2, pages: 32, maxDepth: 6, minDepth: 3, unit: PageSize,
-		weights: [10]int{20, 6, 8, 10, 6, 14, 12, 14, 4, 6}, noreplace: 15, populate: 20},
+		weights: [12]int{20, 6, 8, 10, 6, 14, 12, 14, 4, 6}, noreplace: 15, populate: 20},
 	{Name: "remap", Doc: "mremap onto, across and out of several mappings, shrinking and growing across VMA boundaries",
 		opsLo: 60, opsHi: 120, files: 2, pages: 32, maxDepth: 2, unit: PageSize, crossRemap: true,
-		weights: [10]int{22, 4, 6, 36, 4, 10, 10, 2, 2, 4}, noreplace: 15, populate: 20},
+		weights: [12]int{22, 4, 6, 36, 4, 10, 10, 2, 2, 4}, noreplace: 15, populate: 20},
 	{Name: "fileedge", Doc: "files of odd sizes mapped at offsets within a few pages of 2^63 and past it",
 		opsLo: 40, opsHi: 80, files: 3, pages: 32, maxDepth: 2, unit: PageSize, edgeFiles: true,
-		weights: [10]int{34, 6, 6, 12, 10, 8, 12, 3, 3, 6}, noreplace: 15, populate: 20},
+		weights: [12]int{34, 6, 6, 12, 10, 8, 12, 3, 3, 6}, noreplace: 15, populate: 20},
 	{Name: "top", Doc: "an arena of a few pages ending at TASK_SIZE or at 2^47, the page past TASK_SIZE included",
 		opsLo: 40, opsHi: 80, files: 2, maxDepth: 2, unit: PageSize, nearTop: true,
-		weights: [10]int{24, 8, 8, 20, 8, 10, 10, 3, 3, 6}, noreplace: 25, populate: 20},
+		weights: [12]int{24, 8, 8, 20, 8, 10, 10, 3, 3, 6}, noreplace: 25, populate: 20},
 	{Name: "tiny", Doc: "an arena of 2 to 8 pages anywhere in the low zone, every op colliding",
 		opsLo: 40, opsHi: 80, files: 2, maxDepth: 3, unit: PageSize, tinyArena: true,
-		weights: [10]int{30, 8, 8, 14, 6, 10, 10, 4, 4, 6}, noreplace: 50, populate: 20},
+		weights: [12]int{30, 8, 8, 14, 6, 10, 10, 4, 4, 6}, noreplace: 50, populate: 20},
 	{Name: "huge", Doc: "mappings of 256 MiB to 1 GiB in a 4 GiB window, touched a page at a time",
 		opsLo: 40, opsHi: 80, files: 2, pages: 16, maxDepth: 2, unit: 256 << 20,
-		weights: [10]int{24, 8, 10, 12, 8, 12, 12, 4, 4, 6}, noreplace: 15},
+		weights: [12]int{24, 8, 10, 12, 8, 12, 12, 4, 4, 6}, noreplace: 15},
+	{Name: "execonly", Doc: "PROT_EXEC-only mappings (execute-only with protection keys): mprotect into and out of --x, rets poked and called, reads, write(2) from them, forks",
+		opsLo: 40, opsHi: 80, files: 2, pages: 16, maxDepth: 2, unit: PageSize, execOnly: true,
+		weights: [12]int{20, 4, 16, 4, 8, 10, 10, 4, 4, 4, 10, 8}, noreplace: 15, populate: 20},
 }
 
 // FamilyNamed returns the family called name ("" is basic).
@@ -321,7 +326,7 @@ func (g *generator) op() Op {
 		case 4:
 			return Op{Kind: OpTouch, Addr: g.access()}
 		case 5:
-			return Op{Kind: OpPoke, Addr: g.access(), Value: byte(g.r.IntN(256))}
+			return Op{Kind: OpPoke, Addr: g.access(), Value: g.pokeValue()}
 		case 6:
 			return Op{Kind: OpPeek, Addr: g.access()}
 		case 7:
@@ -335,8 +340,12 @@ func (g *generator) op() Op {
 			}
 			g.levels = g.levels[:len(g.levels)-1]
 			return Op{Kind: OpExit}
-		default:
+		case 9:
 			return Op{Kind: OpMaps}
+		case 10:
+			return Op{Kind: OpExec, Addr: g.access()}
+		default:
+			return Op{Kind: OpWrite, Addr: g.access()}
 		}
 	}
 }
@@ -350,6 +359,9 @@ func (g *generator) fork() Op {
 // prot is rw- four times in ten, else any of the eight protections, so that
 // most accesses succeed and every protection still shows up.
 func (g *generator) prot() Prot {
+	if g.fam.execOnly && g.chance(40) {
+		return ProtExec
+	}
 	if g.chance(40) {
 		return ProtRead | ProtWrite
 	}
@@ -358,11 +370,25 @@ func (g *generator) prot() Prot {
 
 // access is an address in a mapped page (within its first 4 KiB) eight
 // times in ten, else anywhere in the window.
+//
+// In the execonly family the offset is 0 or 195 half of the time: where
+// pokes leave rets (pokeValue) and where a file's first page has one.
 func (g *generator) access() uint64 {
+	if g.fam.execOnly && g.chance(50) {
+		return g.addr(g.mapped()) + uint64(g.r.IntN(2))*Ret
+	}
 	if g.chance(20) {
 		return g.base + uint64(g.r.Int64N(int64(g.opt.Pages)*int64(g.fam.unit)))
 	}
 	return g.addr(g.mapped()) + uint64(g.r.IntN(PageSize))
+}
+
+// pokeValue is any byte, or in the execonly family a ret half of the time.
+func (g *generator) pokeValue() byte {
+	if g.fam.execOnly && g.chance(50) {
+		return Ret
+	}
+	return byte(g.r.IntN(256))
 }
 
 func (g *generator) unmap(p, n uint64) {

@@ -9,9 +9,16 @@ import (
 func PeekLine(addr uint64, v byte) string { return fmt.Sprintf("peek %#x %d", addr, v) }
 
 // ErrorLine is what an op the kernel refuses prints: name is the errno's name
-// as unix.ErrnoName gives it ("EEXIST"), or SIGSEGV or SIGBUS for an access
-// that raised that signal.
+// as unix.ErrnoName gives it ("EEXIST"), or the signal and si_code of an
+// access that raised one ("SIGSEGV SEGV_ACCERR"), or NotRet.
 func ErrorLine(line int, name string) string { return fmt.Sprintf("error %d %s", line, name) }
+
+// NotRet is the error name of an exec whose mapped byte is not a ret: the
+// runner refused to run it.
+const NotRet = "notret"
+
+// Ret is the byte an exec calls: x86's near ret.
+const Ret = 0xc3
 
 // FileByte is the byte at offset off of every trace file.
 func FileByte(off uint64) byte { return byte(off % 251) }

@@ -1,5 +1,6 @@
 // Package trace is mmlab's language of address-space operations: one op a
-// line (mmap, munmap, mprotect, mremap, touch, poke, peek, fork, exit, maps),
+// line (mmap, munmap, mprotect, mremap, touch, poke, peek, exec, write, fork,
+// exit, maps),
 // run either on the model or on the live kernel, which must print the same
 // bytes. It parses and validates traces, prints them back in canonical form,
 // normalizes and compares the outputs of two targets, and generates random
@@ -15,6 +16,7 @@
 //	mprotect ADDR LEN PROT
 //	mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]
 //	touch ADDR | poke ADDR VALUE | peek ADDR
+//	exec ADDR | write ADDR
 //	fork | exit | maps
 //
 // Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
@@ -46,9 +48,11 @@ const (
 	OpFork
 	OpExit
 	OpMaps
+	OpExec
+	OpWrite
 )
 
-var kindNames = [...]string{"file", "mmap", "munmap", "mprotect", "mremap", "touch", "poke", "peek", "fork", "exit", "maps"}
+var kindNames = [...]string{"file", "mmap", "munmap", "mprotect", "mremap", "touch", "poke", "peek", "fork", "exit", "maps", "exec", "write"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -198,6 +202,14 @@ const Language = `The language, one op a line, '#' starts a comment:
   touch ADDR                           read one byte
   poke ADDR VALUE                      write one byte
   peek ADDR                            read one byte, print "peek ADDR VALUE"
+  exec ADDR                            call ADDR, which must hold a ret (0xc3: a
+                                       file's byte 195, or a poked 195); the
+                                       byte is first read as a debugger reads
+                                       it (/proc/PID/mem), and a mapped byte
+                                       that is not a ret prints "error LINE
+                                       notret" and runs nothing
+  write ADDR                           write(2) one byte from ADDR to a pipe:
+                                       the kernel reads it (copy_from_user)
   fork                                 the ops that follow run in a child...
   exit                                 ...until exit (or the end), then the
                                        parent goes on
@@ -207,7 +219,10 @@ Numbers are decimal or 0x-hex; LEN, SIZE and OFF may end in K, M or G.
 LEN, OLDLEN, NEWLEN and SIZE are at most 1G, all SIZEs together too; a line
 holds at most 4096 bytes before its comment, a trace at most 100000 ops.
 An op the kernel refuses prints "error LINE ERRNO" (error 7 EEXIST); an access
-that faults prints "error LINE SIGSEGV" or "error LINE SIGBUS".`
+that faults prints the signal and its si_code: "error LINE SIGSEGV SEGV_MAPERR"
+(no mapping), "SEGV_ACCERR" (the protection), "SEGV_PKUERR" (a protection
+key: on a CPU with protection keys a PROT_EXEC-only mapping is execute-only),
+or "error LINE SIGBUS BUS_ADRERR".`
 
 // Parse reads a trace and validates all of it before anything
 // runs: unknown ops or flags, missing or extra fields, maymove without fixed
@@ -562,11 +577,8 @@ func (ps *lineParser) op(files map[string]bool) (Op, error) {
 		} else {
 			err = ps.inArena("new range", op.Addr, op.NewLen)
 		}
-	case "touch", "peek":
-		op.Kind = OpTouch
-		if f[0] == "peek" {
-			op.Kind = OpPeek
-		}
+	case "touch", "peek", "exec", "write":
+		op.Kind = map[string]Kind{"touch": OpTouch, "peek": OpPeek, "exec": OpExec, "write": OpWrite}[f[0]]
 		if err = ps.fields(2, f[0]+" ADDR"); err != nil {
 			return op, err
 		}

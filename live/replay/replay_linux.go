@@ -97,6 +97,8 @@ const (
 	hFork
 	hExit
 	hMaps
+	hExec
+	hWrite
 )
 
 // encode writes the helper's input: the arena, the directory and names of the
@@ -165,6 +167,10 @@ func encode(p *trace.Program, dir string) ([]byte, error) {
 			h.kind, h.value = hPoke, o.Value
 		case trace.OpPeek:
 			h.kind = hPeek
+		case trace.OpExec:
+			h.kind = hExec
+		case trace.OpWrite:
+			h.kind = hWrite
 		case trace.OpFork:
 			h.kind = hFork
 			forks = append(forks, len(ops))

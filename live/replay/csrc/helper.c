@@ -13,7 +13,8 @@
  *                            (FILE+1 is 0 for anonymous memory)
  * Output on stdout, one line each:
  *   error LINE ERRNO         an op the kernel refused (mmlab prints the errno's name)
- *   error LINE SIGSEGV|SIGBUS
+ *   error LINE SIGSEGV SEGV_MAPERR|SEGV_ACCERR|SEGV_PKUERR, error LINE SIGBUS BUS_ADRERR
+ *   error LINE notret        an exec whose mapped byte is not a ret: nothing ran
  *   peek 0xADDR VALUE
  *   maps lines of /proc/self/maps overlapping the arena, file paths as NAME, then ""
  * Exit status: 0 when the trace ran; 3 on bad input or setup failure; 4 when a
@@ -38,7 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { K_MMAP, K_MUNMAP, K_MPROTECT, K_MREMAP, K_TOUCH, K_POKE, K_PEEK, K_FORK, K_EXIT, K_MAPS };
+enum { K_MMAP, K_MUNMAP, K_MPROTECT, K_MREMAP, K_TOUCH, K_POKE, K_PEEK, K_FORK, K_EXIT, K_MAPS, K_EXEC, K_WRITE };
 
 struct op {
 	int kind, line, prot, flags, file;
@@ -189,10 +190,10 @@ static void check_vma(char *line, size_t n)
 
 static sigjmp_buf fault_jb;
 static volatile sig_atomic_t in_access;
+static volatile int fault_code; /* si_code of the last caught fault */
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	(void)si;
 	(void)uc;
 	if (!in_access) {
 		/* A fault of the helper itself: die of it. */
@@ -200,11 +201,12 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	in_access = 0;
+	fault_code = si->si_code;
 	siglongjmp(fault_jb, sig);
 }
 
-/* access_byte does one user-mode load or store; it returns 0, or the signal
- * the access raised. */
+/* access_byte does one user-mode load, store or call (of a ret); it returns
+ * 0, or the signal the access raised (its si_code in fault_code). */
 static int access_byte(int kind, unsigned long long addr, unsigned char value, unsigned char *got)
 {
 	volatile unsigned char *p = (volatile unsigned char *)(unsigned long)addr;
@@ -214,10 +216,47 @@ static int access_byte(int kind, unsigned long long addr, unsigned char value, u
 	in_access = 1;
 	if (kind == K_POKE)
 		*p = value;
+	else if (kind == K_EXEC)
+		((void (*)(void))(unsigned long)addr)();
 	else
 		*got = *p;
 	in_access = 0;
 	return 0;
+}
+
+/* fault_line prints a caught fault: the signal and its si_code. */
+static void fault_line(int line, int sig)
+{
+	const char *name = "SIGSEGV", *code = "?";
+	if (sig == SIGBUS) {
+		name = "SIGBUS";
+		if (fault_code == BUS_ADRERR)
+			code = "BUS_ADRERR";
+	} else if (fault_code == SEGV_MAPERR) {
+		code = "SEGV_MAPERR";
+	} else if (fault_code == SEGV_ACCERR) {
+		code = "SEGV_ACCERR";
+	} else if (fault_code == 4) { /* SEGV_PKUERR */
+		code = "SEGV_PKUERR";
+	}
+	char buf[96];
+	int n = snprintf(buf, sizeof(buf), "error %d %s %s\n", line, name, code);
+	out(buf, (size_t)n);
+}
+
+/* remote_byte reads the byte at addr through /proc/self/mem, as a debugger
+ * does (FOLL_FORCE, no protection-key check); -1 when it cannot be read. It
+ * opens the file each time: an open file keeps the mm it was opened on,
+ * which a forked child does not share. */
+static int remote_byte(unsigned long long addr)
+{
+	unsigned char b;
+	int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("open /proc/self/mem");
+	ssize_t n = pread(fd, &b, 1, (off_t)addr);
+	close(fd);
+	return n == 1 ? b : -1;
 }
 
 static void op_error(int line, int err)
@@ -226,6 +265,7 @@ static void op_error(int line, int err)
 }
 
 static int is_child;
+static int pipefd[2]; /* write's destination, drained after each write */
 
 static void finish(void)
 {
@@ -314,6 +354,8 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSEGV, &sa, NULL) || sigaction(SIGBUS, &sa, NULL))
 		die("sigaction");
+	if (pipe2(pipefd, O_CLOEXEC))
+		die("pipe");
 
 	for (long i = 0; i < nops; i++) {
 		struct op *o = &ops[i];
@@ -344,11 +386,29 @@ int main(int argc, char **argv)
 		case K_PEEK:
 			sig = access_byte(o->kind, o->addr, (unsigned char)o->value, &got);
 			if (sig)
-				outf(sig == SIGBUS ? "error %llu SIGBUS\n" : "error %llu SIGSEGV\n",
-				     (unsigned long long)o->line, 0);
+				fault_line(o->line, sig);
 			else if (o->kind == K_PEEK)
 				outf("peek 0x%llx %llu\n", o->addr, got);
 			break;
+		case K_EXEC: {
+			int b = remote_byte(o->addr);
+			if (b >= 0 && b != 0xc3) {
+				outf("error %llu notret\n", (unsigned long long)o->line, 0);
+				break;
+			}
+			sig = access_byte(K_EXEC, o->addr, 0, &got);
+			if (sig)
+				fault_line(o->line, sig);
+			break;
+		}
+		case K_WRITE: {
+			ssize_t n = write(pipefd[1], a, 1);
+			if (n < 0)
+				op_error(o->line, errno);
+			else if (n == 1 && read(pipefd[0], &got, 1) != 1)
+				die("read the pipe");
+			break;
+		}
 		case K_FORK: {
 			flush();
 			pid_t parent = getpid();
