@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"mmlab/cpu"
+	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -82,5 +83,59 @@ func TestRunnerSignals(t *testing.T) {
 	code, _ := loop.Assemble()
 	if _, s, _ = runProg(t, code, true); s.Reason != cpu.StopPoll {
 		t.Errorf("killed task: %v", s)
+	}
+}
+
+// Code in an execute-only mapping runs, and its data read of its own text
+// faults with SEGV_PKUERR on a machine with protection keys; without them
+// the read succeeds. The fault reaches the CPU with the fault's siginfo.
+func TestRunnerExecOnly(t *testing.T) {
+	for _, c := range []struct {
+		machine string
+		want    error
+	}{
+		{"x86-64-pku", errno.SigInfo{Signo: errno.SIGSEGV, Code: errno.SEGV_PKUERR, Pkey: 1}},
+		{"x86-64", nil},
+	} {
+		d := machine.MustNamed(c.machine)
+		a := cpu.NewAsm(0x400000)
+		a.MovImm64(cpu.RSP, 0x400000).CmpMem(0, cpu.RAX).Hlt() // cmp %rax,(%rsp): a data read of the text
+		code, _ := a.Assemble()
+		mach := kernel.NewMachine(d, 1)
+		in := mm.NewInode("/bin/xo", uint64(len(code)), func(off uint64) byte { return code[off] })
+		task := mach.NewTaskMM("xo")
+		if _, err := task.MM.Mmap(task, 0x400000, 0x1000, mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+			t.Fatal(err)
+		}
+		var s cpu.Stop
+		r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
+			r.Regs.RIP = 0x400000
+			s = r.Run()
+		})
+		<-r.Done()
+		mach.Stop()
+		switch {
+		case c.want == nil && s.Reason != cpu.StopHalt:
+			t.Errorf("%s: %v, want hlt", c.machine, s)
+		case c.want != nil && (s.Reason != cpu.StopFault || s.Fault.Err != c.want || s.Fault.Access != cpu.Read):
+			t.Errorf("%s: %v (%v), want a read fault %v", c.machine, s, s.Fault.Err, c.want)
+		}
+	}
+}
+
+// A task's PKRU starts as init_pkru_value and is copied by clone and fork.
+func TestPKRUCopied(t *testing.T) {
+	p := kernel.NewTaskMM("p", machine.MustNamed("x86-64-pku").Features)
+	if *p.PKRU() != mm.InitPKRU {
+		t.Fatalf("new task PKRU %#x", uint32(*p.PKRU()))
+	}
+	*p.PKRU() = 0
+	th := p.NewThread()
+	c, err := p.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *th.PKRU() != 0 || *c.PKRU() != 0 {
+		t.Errorf("thread PKRU %#x, fork child PKRU %#x, want the parent's 0", uint32(*th.PKRU()), uint32(*c.PKRU()))
 	}
 }

@@ -79,7 +79,19 @@ type PKRUHolder interface {
 	PKRU() *PKRU
 }
 
-// pkruOf returns the PKRU of the calling thread w, or a fresh InitPKRU.
+// pkruValue returns the PKRU of the calling thread w, InitPKRU for a caller
+// that has none. It does not allocate.
+func pkruValue(w locking.Waiter) PKRU {
+	if h, ok := w.(PKRUHolder); ok {
+		if p := h.PKRU(); p != nil {
+			return *p
+		}
+	}
+	return InitPKRU
+}
+
+// pkruOf returns the PKRU of the calling thread w, to be written, or a fresh
+// InitPKRU.
 func pkruOf(w locking.Waiter) *PKRU {
 	if h, ok := w.(PKRUHolder); ok {
 		if p := h.PKRU(); p != nil {

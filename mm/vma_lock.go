@@ -348,7 +348,7 @@ func (m *MM) vmaMarkDetached(v *VMA) {
 // failed VMA lock, to the mmap read lock (lock_mm_and_find_vma). It returns
 // the VMA, locked by its VMA lock (vmaLocked) or by the mmap read lock.
 func (m *MM) lockForAccess(w locking.Waiter, addr uint64, code FaultCode) (v *VMA, vmaLocked bool, err error) {
-	pkru := *pkruOf(w)
+	pkru := pkruValue(w)
 	write := code&X86_PF_WRITE != 0
 	if v = m.lockVMAUnderRCU(rcu.ThreadOf(w), addr); v != nil {
 		if err := m.AccessError(v, code, pkru); err != nil {
