@@ -46,7 +46,7 @@ func (m *MM) AccessError(v *VMA, code FaultCode, pkru PKRU) error {
 		return errMapErr
 	}
 	write, exec := code&X86_PF_WRITE != 0, code&X86_PF_INSTR != 0
-	if !m.vmaAccessPermitted(v, write, exec, false, pkru) {
+	if !m.VMAAccessPermitted(v, write, exec, false, pkru) {
 		return errno.SigInfo{Signo: errno.SIGSEGV, Code: errno.SEGV_PKUERR, Pkey: v.Flags.Pkey()}
 	}
 	if write && v.Flags&VM_WRITE == 0 || v.Flags&VM_ACCESS_FLAGS == 0 {

@@ -224,14 +224,14 @@ func (m *MM) overrideMprotectPkey(v *VMA, prot int, pkru *PKRU) int {
 	return v.Flags.Pkey()
 }
 
-// vmaAccessPermitted mirrors arch/x86/include/asm/mmu_context.h:
+// VMAAccessPermitted mirrors arch/x86/include/asm/mmu_context.h:
 // arch_vma_access_permitted(): instruction fetches and foreign accesses
 // (FOLL_REMOTE: /proc/PID/mem, process_vm_readv, ptrace, uprobes' breakpoint
 // writes) never check keys; any other data access, the kernel's own on the
 // thread's behalf (copy_from_user, local GUP) included, needs the thread's
 // PKRU to allow v's key. Without OSPKE every VMA has key 0, which InitPKRU
 // allows.
-func (m *MM) vmaAccessPermitted(v *VMA, write, exec, foreign bool, pkru PKRU) bool {
+func (m *MM) VMAAccessPermitted(v *VMA, write, exec, foreign bool, pkru PKRU) bool {
 	if exec || foreign || !m.feat.OSPKE {
 		return true
 	}

@@ -172,7 +172,12 @@ func (u *Uprobes) findActiveUprobeMmapLock(r *kernel.Runner, bp uint64) (*Uprobe
 		if v.File != nil {
 			up = u.findUprobeRCU(v.File.Inode, vaddrToOffset(v, bp))
 		}
-		if up == nil {
+		// is_trap_at_addr(): __get_user() with page faults disabled,
+		// then get_user_pages(FOLL_FORCE), both local data reads that the
+		// task's PKRU must allow (check_vma_flags()). On an execute-only
+		// VMA both fail with EFAULT, and handle_swbp() then restarts the
+		// instruction rather than send SIGTRAP, at every hit.
+		if up == nil && m.VMAAccessPermitted(v, false, false, false, *r.PKRU()) {
 			b, ok := m.PeekByte(bp)
 			if !ok {
 				b, _ = v.FileByte(bp)

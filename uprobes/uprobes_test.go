@@ -11,8 +11,10 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/rcu"
+	"mmlab/sched"
 )
 
 // kernels are the hit paths the behaviour tests run on: today's and
@@ -635,6 +637,42 @@ func TestHotWordsApart(t *testing.T) {
 		}
 		if gap < apart {
 			t.Errorf("%s: %d bytes apart, want at least %d", c.name, gap, apart)
+		}
+	}
+}
+
+// In a probed mm, an int3 of the program's own in execute-only text is not
+// seen as a trap on a machine with protection keys: is_trap_at_addr()'s
+// reads fail on the execute-only key (EFAULT), so handle_swbp() restarts the
+// int3 instead of sending SIGTRAP, and the task never gets past it. Without
+// keys the same text reads like r-x and the int3 delivers SIGTRAP.
+func TestStrayBreakpointExecOnly(t *testing.T) {
+	for _, c := range []struct {
+		machine string
+		sig     kernel.Signal
+		rewound bool
+	}{
+		{"x86-64-pku", 0, true},
+		{"x86-64", kernel.SIGTRAP, false},
+	} {
+		e := newEnv(t, 1, TasksTrace, loopProg)
+		p := kernel.NewTaskMM("p", machine.MustNamed(c.machine).Features)
+		p.MM.Hooks = e.u
+		if _, err := p.MM.Mmap(p, textAddr, uint64(len(e.code)), mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, e.file, 0); err != nil {
+			t.Fatal(err)
+		}
+		k := newCounter(true, false, nil)
+		mustRegister(t, e, "f", &k.c) // MMF_HAS_UPROBES: the hit path looks
+		var sig kernel.Signal
+		var rip uint64
+		r := e.mach.Start(p, 0, 0, func(r *kernel.Runner) {
+			r.Regs.RIP = e.addr("trap") + 1 // just after the int3 trapped
+			sig = e.u.Int3(r)
+			rip = r.Regs.RIP
+		})
+		sched.Wait(nil, "task exit", r.Done(), nil)
+		if sig != c.sig || (rip == e.addr("trap")) != c.rewound {
+			t.Errorf("%s: signal %v, rip %#x (the int3 at %#x)", c.machine, sig, rip, e.addr("trap"))
 		}
 	}
 }
