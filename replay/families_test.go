@@ -29,9 +29,10 @@ func overlapping(vs []span, lo, hi uint64) int {
 	return n
 }
 
-// familyCoverage replays seeds 1..n of a family on the model and counts what
-// its traces reached, by what each op met in the address space it ran on.
-func familyCoverage(t *testing.T, family string, n int) map[string]int {
+// familyCoverage replays seeds 1..n of a family on the model of a machine
+// with features f and counts what its traces reached, by what each op met in
+// the address space it ran on.
+func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	for s := int64(1); s <= int64(n); s++ {
@@ -77,16 +78,15 @@ func familyCoverage(t *testing.T, family string, n int) map[string]int {
 			before[m] = now
 		}
 		var out bytes.Buffer
-		err := Run(context.Background(), machine.Host().Features, p, &out)
+		err := Run(context.Background(), f, p, &out)
 		debugHook = nil
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(out.String(), "\n") {
 			var line int
-			var name string
-			if _, err := fmt.Sscanf(l, "error %d %s", &line, &name); err == nil {
-				failed[line] = name
+			if _, err := fmt.Sscanf(l, "error %d ", &line); err == nil {
+				failed[line] = strings.SplitN(l, " ", 3)[2]
 			}
 		}
 		for _, st := range steps {
@@ -124,15 +124,26 @@ func TestFamiliesReach(t *testing.T) {
 		"long":     {"300 ops"},
 		"deepfork": {"depth 3"},
 		"remap":    {"mremap onto a mapping", "mremap moving several VMAs", "mremap shrinking across VMAs", "mremap EFAULT", "mremap ENOMEM"},
-		"fileedge": {"mmap EOVERFLOW", "file VMA at an offset within 4 GiB of 2^63", "peek SIGBUS"},
+		"fileedge": {"mmap EOVERFLOW", "file VMA at an offset within 4 GiB of 2^63", "peek SIGBUS BUS_ADRERR"},
 		"top":      {"VMA ending at TASK_SIZE", "mmap ENOMEM", "mremap EINVAL", "munmap EINVAL"},
 		"tiny":     {"mmap EEXIST", "mremap ENOMEM"},
-		"huge":     {"VMA of 512 MiB or more", "peek SIGBUS"},
-		"execonly": {"exec ran a ret", "mprotect to --x", "exec notret", "exec SIGSEGV", "write EFAULT"},
+		"huge":     {"VMA of 512 MiB or more", "peek SIGBUS BUS_ADRERR"},
+		"execonly": {"exec ran a ret", "mprotect to --x", "exec notret", "exec SIGSEGV SEGV_ACCERR", "write EFAULT"},
 	}
+	// What the execonly family reaches only with protection keys (the
+	// model of x86-64-pku; the differential test runs it on the host's).
+	wantPKU := []string{"peek SIGSEGV SEGV_PKUERR", "touch SIGSEGV SEGV_PKUERR", "poke SIGSEGV SEGV_PKUERR"}
+	t.Run("execonly/pku", func(t *testing.T) {
+		seen := familyCoverage(t, "execonly", *familySeeds, machine.MustNamed("x86-64-pku").Features)
+		for _, w := range wantPKU {
+			if seen[w] == 0 {
+				t.Errorf("%d traces never reach %q (seen: %v)", *familySeeds, w, seen)
+			}
+		}
+	})
 	for _, fam := range trace.Families[1:] {
 		t.Run(fam.Name, func(t *testing.T) {
-			seen := familyCoverage(t, fam.Name, *familySeeds)
+			seen := familyCoverage(t, fam.Name, *familySeeds, machine.Host().Features)
 			for _, w := range want[fam.Name] {
 				if seen[w] == 0 {
 					t.Errorf("%d traces never reach %q (seen: %v)", *familySeeds, w, seen)
