@@ -305,7 +305,12 @@ func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 }
 
 // PKRU returns the task's PKRU register (mm.PKRUHolder).
-func (r *Runner) PKRU() *mm.PKRU { return r.Task.PKRU() }
+func (r *Runner) PKRU() *mm.PKRU {
+	if r == nil {
+		return nil
+	}
+	return r.Task.PKRU()
+}
 
 // Fatal, CPU, Block and RecordBlocked make the Runner the task's
 // locking.Waiter: Block notes that the task slept.

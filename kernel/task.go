@@ -132,8 +132,14 @@ func newTask(tid int, g *ThreadGroup, comm string) *Task {
 }
 
 // PKRU returns the thread's PKRU register (mm.PKRUHolder): the mm
-// operations it calls read and write it as the kernel does current's.
-func (t *Task) PKRU() *mm.PKRU { return &t.pkru }
+// operations it calls read and write it as the kernel does current's. A
+// nil Task, a caller that is no task, has none.
+func (t *Task) PKRU() *mm.PKRU {
+	if t == nil {
+		return nil
+	}
+	return &t.pkru
+}
 
 // NewThread returns a new thread in t's thread group (clone with
 // CLONE_THREAD), on t's CPU. A thread born into a group that a fatal signal

@@ -50,9 +50,9 @@ func TestReplayLiveRuns(t *testing.T) {
 	var out, errb bytes.Buffer
 	src := "mmap 0x100000000000 4K r-- private,fixed\npoke 0x100000000000 1\nmunmap 0x100000000010 4K\npeek 0x100000000000\n"
 	code := runReplay(context.Background(), []string{"--target", "live", "-"}, strings.NewReader(src), &out, &errb)
-	// A store to a read-only page raises SIGSEGV; munmap of an unaligned
-	// address fails EINVAL; the page reads as zero.
-	want := "error 2 SIGSEGV\nerror 3 EINVAL\npeek 0x100000000000 0\n"
+	// A store to a read-only page raises SIGSEGV (SEGV_ACCERR); munmap of
+	// an unaligned address fails EINVAL; the page reads as zero.
+	want := "error 2 SIGSEGV SEGV_ACCERR\nerror 3 EINVAL\npeek 0x100000000000 0\n"
 	if code != 0 || out.String() != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out.String(), errb.String(), want)
 	}
