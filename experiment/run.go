@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"mmlab/machine"
 	"mmlab/report"
 )
 
@@ -151,7 +152,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		return ExitUsage
 	}
 	o, jobs, asJSON, out, target := inv.o, inv.jobs, &inv.json, &inv.out, &inv.target
-	doc := report.NewDocument[R](name, params(o))
+	doc := report.NewDocument[R](name, machine.Host(), params(o))
 	status := ExitOK
 	for _, j := range jobs {
 		if ctx.Err() != nil {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mmlab/report"
 )
 
 // A toy experiment: N results per target, each variant's value its index.
@@ -126,7 +128,7 @@ func TestMainLiveNotSupported(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.SchemaVersion != 2 || len(doc.Skipped) != 1 || doc.Params["n"] != 1.0 || len(doc.Results) != 2 {
+	if doc.SchemaVersion != report.SchemaVersion || len(doc.Skipped) != 1 || doc.Params["n"] != 1.0 || len(doc.Results) != 2 {
 		t.Errorf("document %+v", doc)
 	}
 	// Asked for explicitly, the live part that cannot run fails the run.

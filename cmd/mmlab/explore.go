@@ -12,6 +12,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/explorer"
 	"mmlab/explore"
+	"mmlab/machine"
 	"mmlab/report"
 )
 
@@ -132,7 +133,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		}
 	}
 	if *asJSON {
-		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
+		doc := report.NewDocument[explorer.Result]("explore", machine.Host(), map[string]any{"scenario": name, "design": d.String(),
 			"strategy": *strategy, "schedules": *schedules, "seed": *seed})
 		doc.Results = append(doc.Results, res)
 		if err := doc.WriteJSON(out); err != nil {
@@ -182,7 +183,7 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		rep.Failure = &explore.Failure{Violation: o.Violation, Found: len(p.Deviations), Deviations: o.Deviations, Outcome: o}
 	}
 	if asJSON {
-		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"replay": path})
+		doc := report.NewDocument[explorer.Result]("explore", machine.Host(), map[string]any{"replay": path})
 		doc.Results = append(doc.Results, explorer.ResultOf(rep))
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
