@@ -164,7 +164,7 @@ func Counts(flagName, value string, lo, hi int) ([]int, error) {
 
 // MachineUsage is the help of --machine, which every model-only command
 // takes.
-const MachineUsage = "the machine the model runs on: host (this host's protection keys, la57, mmap_min_addr and CAP_SYS_RAWIO, as 'mmlab machines' shows them) or a named description; live parts always run on this host, so a named machine needs the model alone"
+const MachineUsage = "the machine the model runs on: host (this host's protection keys, la57, mmap_min_addr and CAP_SYS_RAWIO) or a named description ('mmlab machines' lists them); the live kernel is this host's, so a named machine runs the model alone (--target model)"
 
 // ParseMachine returns the description --machine names: machine.Host()
 // for "host", else a named description. An unknown name's error names the
