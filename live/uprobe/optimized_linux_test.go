@@ -237,7 +237,7 @@ type modelSite struct {
 // maps lines of the uprobes special mappings.
 func modelSpecialLines(t *testing.T, layout []mapsEntry, sites []modelSite, hltAt uint64) []string {
 	t.Helper()
-	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
+	mach := kernel.NewMachine(machine.Host(), 1)
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace})
 	if err != nil {
@@ -256,7 +256,7 @@ func modelSpecialLines(t *testing.T, layout []mapsEntry, sites []modelSite, hltA
 		in := mm.NewInode(s.path, uint64(len(b)), func(off uint64) byte { return b[off] })
 		inodes[s.path], files[s.path] = in, mm.Open(in)
 	}
-	task := kernel.NewTaskMM("model", machine.MustNamed("x86-64").Features)
+	task := kernel.NewTaskMM("model", machine.Host().Features)
 	m := task.MM
 	m.Hooks = u
 	var stackTop uint64
