@@ -182,7 +182,7 @@ func ParseMachine(value string) (machine.Description, error) {
 // from machine.Host(), and a named machine is refused.
 func HostOnly(d machine.Description) error {
 	if d.Name != "host" {
-		return fmt.Errorf("--machine %s: a named machine runs the model alone (--target model); the live kernel is this host, and the model compared with it is built from this host", d.Name)
+		return fmt.Errorf("--machine %s: a named machine runs the model alone (--target model): a live result is compared with a model of this host", d.Name)
 	}
 	return nil
 }
