@@ -33,6 +33,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 
 	"mmlab/machine"
 )
@@ -61,6 +63,29 @@ type Machine struct {
 type ModelMachine struct {
 	Name     string           `json:"name"`
 	Features machine.Features `json:"features"`
+}
+
+// ModelLabel says which machine m is, for the report: its name and the
+// features it has ("x86-64-pku: ospke, mmap_min_addr 65536,
+// CAP_SYS_RAWIO"); for nil, a document of version 2, the host with its
+// features not recorded.
+func ModelLabel(m *ModelMachine) string {
+	if m == nil {
+		return "host (features not recorded: schema 2)"
+	}
+	f := m.Features
+	var has []string
+	if f.OSPKE {
+		has = append(has, "ospke")
+	}
+	if f.LA57 {
+		has = append(has, "la57")
+	}
+	has = append(has, "mmap_min_addr "+strconv.FormatUint(f.MinAddr(), 10))
+	if f.CapSysRawio {
+		has = append(has, "CAP_SYS_RAWIO")
+	}
+	return m.Name + ": " + strings.Join(has, ", ")
 }
 
 // SchemaVersion is the version of the common schema that Document writes.

@@ -90,6 +90,21 @@ func TestReadVersion2(t *testing.T) {
 	}
 }
 
+func TestModelLabel(t *testing.T) {
+	for _, c := range []struct {
+		m    *ModelMachine
+		want string
+	}{
+		{nil, "host (features not recorded: schema 2)"},
+		{&ModelMachine{Name: "x86-64-la57", Features: machine.MustNamed("x86-64-la57").Features}, "x86-64-la57: ospke, la57, mmap_min_addr 65536, CAP_SYS_RAWIO"},
+		{&ModelMachine{Name: "host", Features: machine.Features{MmapMinAddr: 4096}}, "host: mmap_min_addr 4096"},
+	} {
+		if got := ModelLabel(c.m); got != c.want {
+			t.Errorf("ModelLabel(%+v) = %q, want %q", c.m, got, c.want)
+		}
+	}
+}
+
 // ThisMachine's fields are the host description's: the release after the
 // OS's name, the kernel's figures, and the features.
 func TestMachineOf(t *testing.T) {

@@ -144,7 +144,7 @@ func runAll(ctx context.Context, args []string) int {
 	page.Title = "mmlab: the three seeds on " + report.ThisMachine().Kernel
 	page.Generated = time.Now().Format(time.RFC3339)
 	page.Command = "mmlab " + strings.Join(append([]string{"all"}, args...), " ")
-	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine()}}
+	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine(), Model: report.ModelLabel(&report.ModelMachine{Name: mach.Name, Features: mach.Features})}}
 	page.Interrupted = interrupted
 	if err := writeFile(filepath.Join(dir, "index.html"), func(f *os.File) error { return report.WriteHTML(f, &page) }); err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)

@@ -10,6 +10,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/mapslock"
+	"mmlab/experiment/redzone"
 	"mmlab/machine"
 	"mmlab/report"
 )
@@ -111,7 +112,24 @@ func TestReportReadsVersion2(t *testing.T) {
 	}
 	p := Page(All(), sets)
 	if len(sets) != 1 || sets[0].Host.Machine.Features != nil || len(p.Seeds) != 3 || !strings.Contains(p.Seeds[1].Verdict, "does not wait for mmap_lock") {
-		t.Errorf("version 2: sets %+v, seed 003's verdict %q", sets, p.Seeds[1].Verdict)
+		t.Fatalf("version 2: sets %+v, seed 003's verdict %q", sets, p.Seeds[1].Verdict)
+	}
+	if m := sets[0].Host.Model; m != "host (features not recorded: schema 2)" {
+		t.Errorf("version 2: model machine %q, want the host with its features not recorded", m)
+	}
+	// A version-3 document of the same host adds its model machine.
+	rz := report.NewDocument[redzone.Result]("redzone", machine.MustNamed("x86-64-pku"), nil)
+	rz.Machine = sets[0].Host.Machine
+	if err := rz.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if sets, err = Load([]string{dir}); err != nil || len(sets) != 1 {
+		t.Fatalf("%d sets, %v", len(sets), err)
+	}
+	// In the order of the files: mapslock.json, then redzone.json.
+	want := "host (features not recorded: schema 2); x86-64-pku: ospke, mmap_min_addr 65536, CAP_SYS_RAWIO"
+	if m := sets[0].Host.Model; m != want {
+		t.Errorf("model machines %q, want %q", m, want)
 	}
 }
 
