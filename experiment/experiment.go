@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"mmlab/machine"
 )
 
 // Target is where an experiment runs.
@@ -66,6 +68,10 @@ type Env struct {
 	// Variants are the model variants to run, in order (model runners
 	// only); live runners run VariantKernel.
 	Variants []string
+	// Machine is the machine the model runs on (--machine): a model
+	// runner builds every model kernel and address space on it. Live
+	// runners run on this host and do not read it.
+	Machine machine.Description
 	// Progress reports a step of a long run; it is never nil.
 	Progress func(format string, args ...any)
 	// Param records a parameter the run chose itself (a calibrated size)
@@ -154,6 +160,31 @@ func Counts(flagName, value string, lo, hi int) ([]int, error) {
 		ns = append(ns, n)
 	}
 	return ns, nil
+}
+
+// MachineUsage is the help of --machine, which every model-only command
+// takes.
+const MachineUsage = "the machine the model runs on: host (this host's protection keys, la57, mmap_min_addr and CAP_SYS_RAWIO) or a named description ('mmlab machines' lists them); the live kernel is this host's, so a named machine runs the model alone (--target model)"
+
+// ParseMachine returns the description --machine names: machine.Host()
+// for "host", else a named description. An unknown name's error names the
+// flag, the value and the names allowed, and wraps machine.ErrUnknown.
+func ParseMachine(value string) (machine.Description, error) {
+	d, err := machine.Lookup(value)
+	if err != nil {
+		return d, fmt.Errorf("--machine %q: %w: want one of %s (mmlab machines describes them)", value, machine.ErrUnknown, strings.Join(machine.Names(), ", "))
+	}
+	return d, nil
+}
+
+// HostOnly is the check of --machine d for a run with a live part: a live
+// result is compared with the model's, so the model of such a run is built
+// from machine.Host(), and a named machine is refused.
+func HostOnly(d machine.Description) error {
+	if d.Name != "host" {
+		return fmt.Errorf("--machine %s: a named machine runs the model alone (--target model): a live result is compared with a model of this host", d.Name)
+	}
+	return nil
 }
 
 // ParseOptions parses args, flags of the experiment's own, into o and

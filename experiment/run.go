@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"mmlab/machine"
 	"mmlab/report"
 )
 
@@ -64,11 +65,12 @@ type job[O Options, R Result] struct {
 
 // invocation is a parsed and validated command line of one experiment.
 type invocation[O Options, R Result] struct {
-	o      O
-	target string
-	jobs   []job[O, R]
-	json   bool
-	out    string
+	o       O
+	target  string
+	machine machine.Description // the model's, from --machine
+	jobs    []job[O, R]
+	json    bool
+	out     string
 }
 
 // errHelp is parse's answer to --help, which it has printed.
@@ -85,6 +87,7 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	variant := fs.String("variant", "", "model variants, comma-separated: "+strings.Join(b.def.Variants, ", ")+" (default: all)")
 	fs.BoolVar(&inv.json, "json", false, "print one JSON document in the common schema instead of the table")
 	fs.StringVar(&inv.out, "out", "", "also save the JSON document as DIR/"+name+".json")
+	machineName := fs.String("machine", "host", MachineUsage)
 	inv.o.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), b.def.Help)
@@ -105,12 +108,15 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	if err := OneOf("target", inv.target, string(Model), string(Live), "both"); err != nil {
 		return usage(err)
 	}
+	var err error
 	variants := b.def.Variants
 	if *variant != "" {
-		var err error
 		if variants, err = List("variant", *variant, b.def.Variants...); err != nil {
 			return usage(err)
 		}
+	}
+	if inv.machine, err = ParseMachine(*machineName); err != nil {
+		return usage(err)
 	}
 	if err := inv.o.Validate(); err != nil {
 		return usage(err)
@@ -125,6 +131,9 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 			}
 		} else {
 			inv.jobs = append(inv.jobs, job[O, R]{Live, []string{VariantKernel}, b.live})
+			if err := HostOnly(inv.machine); err != nil {
+				return usage(err)
+			}
 		}
 	}
 	return inv, nil
@@ -151,7 +160,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		return ExitUsage
 	}
 	o, jobs, asJSON, out, target := inv.o, inv.jobs, &inv.json, &inv.out, &inv.target
-	doc := report.NewDocument[R](name, params(o))
+	doc := report.NewDocument[R](name, inv.machine, params(o))
 	status := ExitOK
 	for _, j := range jobs {
 		if ctx.Err() != nil {
@@ -159,6 +168,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		}
 		env := Env{
 			Variants: j.variants,
+			Machine:  inv.machine,
 			Progress: func(format string, a ...any) {
 				fmt.Fprintf(stderr, "%s %s: %s\n", name, j.target, fmt.Sprintf(format, a...))
 			},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mmlab/machine"
+	"mmlab/report"
 )
 
 // A toy experiment: N results per target, each variant's value its index.
@@ -126,7 +130,7 @@ func TestMainLiveNotSupported(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.SchemaVersion != 2 || len(doc.Skipped) != 1 || doc.Params["n"] != 1.0 || len(doc.Results) != 2 {
+	if doc.SchemaVersion != report.SchemaVersion || len(doc.Skipped) != 1 || doc.Params["n"] != 1.0 || len(doc.Results) != 2 {
 		t.Errorf("document %+v", doc)
 	}
 	// Asked for explicitly, the live part that cannot run fails the run.
@@ -191,5 +195,58 @@ func TestBytes(t *testing.T) {
 		if err := b.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted: %d", bad, b)
 		}
+	}
+}
+
+// --machine chooses the machine of the model runner's Env and the
+// document's model_machine; "host" (the default) is machine.Host(). A named
+// machine with a live part, or an unknown name, is a usage error that names
+// the flag and the value (and, unknown, the names allowed).
+func TestMainMachine(t *testing.T) {
+	var got []machine.Description
+	model := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		got = append(got, env.Machine)
+		return emitAll(ctx, o, env, emit)
+	}
+	live := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error { return nil }
+	e := Bind(toyDef(model), live)
+	code, out, errs := run(t, e, context.Background(), "--target", "model", "--machine", "x86-64-pku", "--json")
+	var doc struct {
+		ModelMachine struct {
+			Name     string           `json:"name"`
+			Features machine.Features `json:"features"`
+		} `json:"model_machine"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != ExitOK || err != nil {
+		t.Fatalf("exit %d, %v, stderr %q", code, err, errs)
+	}
+	pku := machine.MustNamed("x86-64-pku")
+	if len(got) != 1 || got[0] != pku || doc.ModelMachine.Name != "x86-64-pku" || doc.ModelMachine.Features != pku.Features {
+		t.Errorf("the runner got %+v, the document says %+v; want %+v", got, doc.ModelMachine, pku)
+	}
+	got = nil
+	if code, _, errs := run(t, e, context.Background()); code != ExitOK || len(got) != 1 || got[0] != machine.Host() {
+		t.Errorf("default: exit %d, runner got %+v, stderr %q; want machine.Host()", code, got, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string // in the message
+	}{
+		{[]string{"--machine", "x86-64"}, []string{"--machine x86-64", "--target model"}},
+		{[]string{"--machine", "x86-64", "--target", "live"}, []string{"--machine x86-64", "--target model"}},
+		{[]string{"--machine", "nosuch", "--target", "model"}, append([]string{`--machine "nosuch"`}, machine.Names()...)},
+	} {
+		code, out, errs := run(t, e, context.Background(), c.args...)
+		if code != ExitUsage || out != "" {
+			t.Errorf("%q: exit %d, stdout %q; want exit 2, nothing", c.args, code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%q: message %q lacks %q", c.args, errs, w)
+			}
+		}
+	}
+	if _, err := ParseMachine("nosuch"); !errors.Is(err, machine.ErrUnknown) {
+		t.Errorf("ParseMachine(nosuch) = %v, want machine.ErrUnknown", err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"time"
 
+	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -196,8 +197,9 @@ func (r *replay) choose(k int, c sched.Choice) int {
 	return defaultChoice(c)
 }
 
-// run runs scenario sc once in design d, choosing with ch.
-func run(sc *Scenario, d Design, ch chooser) Outcome {
+// run runs scenario sc once on the machine m in design d, choosing with
+// ch.
+func run(sc *Scenario, m machine.Description, d Design, ch chooser) Outcome {
 	var devs []Deviation
 	k := 0
 	choose := func(c sched.Choice) int {
@@ -212,7 +214,7 @@ func run(sc *Scenario, d Design, ch chooser) Outcome {
 	if maxSteps == 0 {
 		maxSteps = 20000
 	}
-	w, err := newWorld(d, sc.Props, sc.uprobesConfig(d), 2, choose, maxSteps)
+	w, err := newWorld(m, d, sc.Props, sc.uprobesConfig(d), 2, choose, maxSteps)
 	if err != nil {
 		panic(err) // the scenarios' configurations are valid
 	}
@@ -244,10 +246,10 @@ func run(sc *Scenario, d Design, ch chooser) Outcome {
 	return o
 }
 
-// Replay runs scenario sc in design d with deviations devs (a pinned
-// interleaving).
-func Replay(sc *Scenario, d Design, devs []Deviation) Outcome {
-	return run(sc, d, newReplay(devs))
+// Replay runs scenario sc on the machine m in design d with deviations
+// devs (a pinned interleaving).
+func Replay(sc *Scenario, m machine.Description, d Design, devs []Deviation) Outcome {
+	return run(sc, m, d, newReplay(devs))
 }
 
 // Strategies are the choosers Explore knows, the default first.
@@ -255,6 +257,9 @@ var Strategies = []string{"random", "pct"}
 
 // Options configure Explore.
 type Options struct {
+	// Machine is the machine the model runs on; the zero Description is
+	// one without any feature (no protection keys, mmap_min_addr 0).
+	Machine   machine.Description
 	Design    Design
 	Strategy  string // "random" (default) or "pct"
 	Schedules int    // how many schedules to run at most
@@ -281,6 +286,7 @@ type Failure struct {
 // Report is what Explore did.
 type Report struct {
 	Scenario  string
+	Machine   string // the name of Options.Machine
 	Design    Design
 	Strategy  string
 	Seed      uint64
@@ -293,7 +299,7 @@ type Report struct {
 // Explore runs schedules of sc until a property fails or o.Schedules are
 // done; a failure is shrunk.
 func Explore(sc *Scenario, o Options) Report {
-	rep := Report{Scenario: sc.Name, Design: o.Design, Strategy: o.Strategy, Seed: o.Seed}
+	rep := Report{Scenario: sc.Name, Machine: o.Machine.Name, Design: o.Design, Strategy: o.Strategy, Seed: o.Seed}
 	if rep.Strategy == "" {
 		rep.Strategy = "random"
 	}
@@ -314,11 +320,11 @@ func Explore(sc *Scenario, o Options) Report {
 		if rep.Strategy == "pct" {
 			ch = newPCT(rng, choices)
 		}
-		out := run(sc, o.Design, ch)
+		out := run(sc, o.Machine, o.Design, ch)
 		rep.Schedules++
 		choices = max(choices, countChoices(out.Record))
 		if out.Failed() {
-			devs, shrunk := Shrink(sc, o.Design, out, o.ShrinkRuns)
+			devs, shrunk := Shrink(sc, o.Machine, o.Design, out, o.ShrinkRuns)
 			rep.Failure = &Failure{Schedule: i, Violation: shrunk.Violation, Found: len(out.Deviations), Deviations: devs, Outcome: shrunk}
 			break
 		}
@@ -345,7 +351,7 @@ func countChoices(r *sched.Record) int {
 // still fails (delta debugging: chunks, then single deviations), within
 // runs replays (0: 4000). It returns the shortest deviations found and
 // their run.
-func Shrink(sc *Scenario, d Design, failing Outcome, runs int) ([]Deviation, Outcome) {
+func Shrink(sc *Scenario, m machine.Description, d Design, failing Outcome, runs int) ([]Deviation, Outcome) {
 	if runs <= 0 {
 		runs = 4000
 	}
@@ -353,7 +359,7 @@ func Shrink(sc *Scenario, d Design, failing Outcome, runs int) ([]Deviation, Out
 	best := failing
 	// The failing run replayed from its deviations fails the same way; if
 	// not (it cannot happen: runs are deterministic), keep it as it is.
-	if o := Replay(sc, d, failing.Deviations); o.Failed() && o.Violation.Property == want {
+	if o := Replay(sc, m, d, failing.Deviations); o.Failed() && o.Violation.Property == want {
 		best = o
 	}
 	cur := best.Deviations
@@ -363,7 +369,7 @@ func Shrink(sc *Scenario, d Design, failing Outcome, runs int) ([]Deviation, Out
 		reduced := false
 		for start := 0; start < len(cur) && runs > 0; start += chunk {
 			cand := slices.Concat(cur[:start], cur[min(start+chunk, len(cur)):])
-			o := Replay(sc, d, cand)
+			o := Replay(sc, m, d, cand)
 			runs--
 			if o.Failed() && o.Violation.Property == want {
 				best, cur = o, o.Deviations

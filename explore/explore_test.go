@@ -10,6 +10,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/uprobes"
 )
 
@@ -36,7 +37,7 @@ func TestBeforeFindsEachBug(t *testing.T) {
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 5; seed++ {
-				rep := Explore(sc, Options{Design: Before, Schedules: 2000, Seed: seed})
+				rep := Explore(sc, Options{Machine: x86, Design: Before, Schedules: 2000, Seed: seed})
 				f := rep.Failure
 				if f == nil {
 					t.Fatalf("seed %d: %d schedules, nothing found", seed, rep.Schedules)
@@ -48,7 +49,7 @@ func TestBeforeFindsEachBug(t *testing.T) {
 				if len(steps) > 30 || len(f.Deviations) > f.Found {
 					t.Errorf("seed %d: shrunk to %d steps, %d deviations of %d", seed, len(steps), len(f.Deviations), f.Found)
 				}
-				again := Replay(sc, Before, f.Deviations)
+				again := Replay(sc, x86, Before, f.Deviations)
 				if !again.Failed() || again.Violation.Property != f.Violation.Property {
 					t.Errorf("seed %d: the shrunk deviations replay to %v", seed, again.Violation)
 				}
@@ -75,7 +76,7 @@ func TestAfterPasses(t *testing.T) {
 			continue
 		}
 		for _, d := range designs {
-			rep := Explore(sc, Options{Design: d, Schedules: 1000, Seed: 1})
+			rep := Explore(sc, Options{Machine: x86, Design: d, Schedules: 1000, Seed: 1})
 			if f := rep.Failure; f != nil {
 				var b bytes.Buffer
 				WriteInterleaving(&b, Steps(f.Outcome.Record, f.Outcome.Final), f.Violation)
@@ -110,7 +111,7 @@ func TestAfterFindings(t *testing.T) {
 		{"query-vs-modify", []Deviation{{Choice: 0, Thread: 2}, {Choice: 2, Thread: 1}, {Choice: 5, Thread: 2}, {Choice: 14, Thread: 1}, {Choice: 16, Thread: 2}, {Choice: 20, Thread: 1}, {Choice: 26, Thread: 2}, {Choice: 27, Thread: 1}, {Choice: 30, Thread: 2}, {Choice: 37, Thread: 1}, {Choice: 41, Thread: 2}},
 			PropQueryGap, "PROCMAP_QUERY(0x10003000): ENOENT", true},
 	} {
-		out := Replay(Lookup(c.scenario), After, c.devs)
+		out := Replay(Lookup(c.scenario), x86, After, c.devs)
 		failed := out.Violation != nil && out.Violation.Property == c.prop && strings.Contains(out.Violation.Detail, c.detail)
 		if failed != c.afterFails {
 			t.Errorf("%s: after design: %v, want it to fail %s: %v", c.scenario, out.Violation, c.prop, c.afterFails)
@@ -118,7 +119,7 @@ func TestAfterFindings(t *testing.T) {
 		if c.afterFails {
 			continue
 		}
-		if rep := Explore(Lookup(c.scenario), Options{Design: Before, Schedules: 1000, Seed: 1}); rep.Failure == nil || rep.Failure.Violation.Property != c.prop {
+		if rep := Explore(Lookup(c.scenario), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1}); rep.Failure == nil || rep.Failure.Violation.Property != c.prop {
 			t.Errorf("%s: the before design no longer fails %s", c.scenario, c.prop)
 		}
 	}
@@ -132,7 +133,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 	var first string
 	for _, procs := range []int{1, 2, 1} {
 		old := runtime.GOMAXPROCS(procs)
-		rep := Explore(sc, Options{Design: Before, Schedules: 500, Seed: 7})
+		rep := Explore(sc, Options{Machine: x86, Design: Before, Schedules: 500, Seed: 7})
 		runtime.GOMAXPROCS(old)
 		if rep.Failure == nil {
 			t.Fatal("nothing found")
@@ -143,7 +144,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 		got := FormatDeviations(f.Deviations) + "\n" + b.String() + f.Outcome.Record.String()
 		if first == "" {
 			first = got
-			again := Replay(sc, Before, f.Deviations)
+			again := Replay(sc, x86, Before, f.Deviations)
 			if again.Record.String() != f.Outcome.Record.String() {
 				t.Fatalf("the replay's record differs")
 			}
@@ -157,7 +158,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 
 // PCT finds the stall too.
 func TestPCTFindsStall(t *testing.T) {
-	rep := Explore(Lookup("reg-vs-fork"), Options{Design: Before, Strategy: "pct", Schedules: 2000, Seed: 1})
+	rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Strategy: "pct", Schedules: 2000, Seed: 1})
 	if rep.Failure == nil || rep.Failure.Violation.Property != PropStall {
 		t.Fatalf("%d schedules: %+v", rep.Schedules, rep.Failure)
 	}
@@ -165,13 +166,13 @@ func TestPCTFindsStall(t *testing.T) {
 
 // A replay file reads back as written; a malformed one is refused.
 func TestReplayFile(t *testing.T) {
-	p := Pinned{Scenario: "reg-vs-fork", Design: After, Property: PropStall, Deviations: []Deviation{{3, 2}, {17, 1}}}
+	p := Pinned{Scenario: "reg-vs-fork", Machine: "x86-64-pku", Design: After, Property: PropStall, Deviations: []Deviation{{3, 2}, {17, 1}}}
 	var b bytes.Buffer
 	if err := WriteReplay(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadReplay(&b)
-	if err != nil || got.Scenario != p.Scenario || got.Design != p.Design || got.Property != p.Property || !slices.Equal(got.Deviations, p.Deviations) {
+	if err != nil || got.Scenario != p.Scenario || got.Machine != p.Machine || got.Design != p.Design || got.Property != p.Property || !slices.Equal(got.Deviations, p.Deviations) {
 		t.Fatalf("read %+v, %v; wrote %+v", got, err, p)
 	}
 	for _, bad := range []string{
@@ -181,12 +182,21 @@ func TestReplayFile(t *testing.T) {
 		replayMagic + "\nscenario reg-vs-fork\ndesign after\ndeviations 3-2\n",
 		replayMagic + "\nscenario reg-vs-fork\n",
 		replayMagic + "\nscenario reg-vs-fork\ndesign after\nwhat now\n",
+		replayMagic + "\nscenario reg-vs-fork\nmachine nosuch\ndesign after\n",
 	} {
 		if _, err := ReadReplay(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q was read", bad)
 		}
 	}
+	// A file written before replay files named the machine ran on the host.
+	old, err := ReadReplay(strings.NewReader(replayMagic + "\nscenario reg-vs-fork\ndesign after\ndeviations 3:2\n"))
+	if err != nil || old.Machine != "host" {
+		t.Errorf("a file without a machine line: machine %q, %v; want host", old.Machine, err)
+	}
 }
+
+// x86 is the machine the explorer's tests run on.
+var x86 = machine.MustNamed("x86-64")
 
 // BenchmarkRegVsFork measures schedules per second of the
 // registration-vs-fork scenario in the after design (run it with
@@ -195,7 +205,7 @@ func BenchmarkRegVsFork(b *testing.B) {
 	sc := Lookup("reg-vs-fork")
 	n := 0
 	for b.Loop() {
-		rep := Explore(sc, Options{Design: After, Schedules: 100, Seed: uint64(n)})
+		rep := Explore(sc, Options{Machine: x86, Design: After, Schedules: 100, Seed: uint64(n)})
 		n++
 		if rep.Failure != nil {
 			b.Fatal(rep.Failure.Violation)
@@ -226,7 +236,7 @@ func TestPropertiesCanFail(t *testing.T) {
 			})
 		}
 	}}
-	rep := Explore(abba, Options{Design: After, Schedules: 1000, Seed: 1})
+	rep := Explore(abba, Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
 	if f := rep.Failure; f == nil || f.Violation.Property != PropDeadlock || !strings.Contains(f.Violation.Detail, "wait cycle") {
 		t.Errorf("abba: %d schedules, %+v", rep.Schedules, rep.Failure)
 	}
@@ -235,7 +245,7 @@ func TestPropertiesCanFail(t *testing.T) {
 		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { consumerRan(w, "handler", &synced); return 0 }}
 		syncRace(w, c, &synced, func(*kernel.Task) {}, func(cpu.Stop, uint64) {})
 	}}
-	rep = Explore(nosync, Options{Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
+	rep = Explore(nosync, Options{Machine: x86, Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
 	if f := rep.Failure; f == nil || f.Violation.Property != PropSync {
 		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
 	}
@@ -245,11 +255,11 @@ func TestPropertiesCanFail(t *testing.T) {
 func TestExploreDone(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
-	rep := Explore(Lookup("reg-vs-fork"), Options{Design: Before, Schedules: 1000, Seed: 1, Done: done})
+	rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1, Done: done})
 	if !rep.Stopped || rep.Schedules != 0 || rep.Failure != nil {
 		t.Errorf("Stopped %v after %d schedules (failure %v), want stopped after 0", rep.Stopped, rep.Schedules, rep.Failure)
 	}
-	if rep := Explore(Lookup("reg-vs-fork"), Options{Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
+	if rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
 		t.Errorf("open Done: Stopped %v after %d schedules, want 3 run", rep.Stopped, rep.Schedules)
 	}
 }

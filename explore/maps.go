@@ -37,9 +37,10 @@ func pieceProt(i int) int {
 	return mm.PROT_READ
 }
 
-// arena maps the pieces and the spare page in a new mm.
-func arena() *mm.MM {
-	m := mm.New(machine.Host().Features)
+// arena maps the pieces and the spare page in a new mm on a machine with
+// features f.
+func arena(f machine.Features) *mm.MM {
+	m := mm.New(f)
 	for i := range arenaPieces {
 		if _, err := m.Mmap(nil, pieceStart(i), piecePages*pgtable.PageSize, pieceProt(i), anonFixed, nil, 0); err != nil {
 			panic(err)
@@ -98,7 +99,7 @@ func mapsScenario(name, doc string, prop Property, read func(f *procfs.MapsFile)
 
 // mapsRace is the build of a mapsScenario.
 func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
-	m := arena()
+	m := arena(w.Mach.Desc.Features)
 	w.task("modifier", 0, func(t *kernel.Task) {
 		if err := modify(t, m); err != nil {
 			w.fail(PropProgress, "modify: %v", err)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
+	"mmlab/machine"
 	"mmlab/sched"
 )
 
@@ -92,10 +94,14 @@ func WriteInterleaving(w io.Writer, steps []Step, v *Violation) {
 // replayMagic is the first line of a replay file.
 const replayMagic = "mmlab explore replay v1"
 
-// Pinned is an interleaving to replay: a scenario, a design and the
-// deviations, with the property it failed when it was found.
+// Pinned is an interleaving to replay: a scenario, the machine, a design
+// and the deviations, with the property it failed when it was found.
 type Pinned struct {
-	Scenario   string
+	Scenario string
+	// Machine is the name of the machine description the interleaving
+	// ran on, one of machine.Names(); "host" for a file written before
+	// replay files named it.
+	Machine    string
 	Design     Design
 	Property   Property
 	Deviations []Deviation
@@ -105,16 +111,18 @@ type Pinned struct {
 var ErrReplayFile = errors.New("bad replay file")
 
 // WriteReplay writes p in the replay file format: a first line, then
-// "scenario", "design", "property" and "deviations CHOICE:THREAD ..." lines.
+// "scenario", "machine", "design", "property" and "deviations
+// CHOICE:THREAD ..." lines.
 func WriteReplay(w io.Writer, p Pinned) error {
-	_, err := fmt.Fprintf(w, "%s\nscenario %s\ndesign %s\nproperty %s\ndeviations %s\n",
-		replayMagic, p.Scenario, p.Design, p.Property, FormatDeviations(p.Deviations))
+	_, err := fmt.Fprintf(w, "%s\nscenario %s\nmachine %s\ndesign %s\nproperty %s\ndeviations %s\n",
+		replayMagic, p.Scenario, p.Machine, p.Design, p.Property, FormatDeviations(p.Deviations))
 	return err
 }
 
-// ReadReplay reads a replay file.
+// ReadReplay reads a replay file; one without a machine line (written
+// before replay files had it) ran on "host".
 func ReadReplay(r io.Reader) (Pinned, error) {
-	var p Pinned
+	p := Pinned{Machine: "host"}
 	sc := bufio.NewScanner(r)
 	if !sc.Scan() || sc.Text() != replayMagic {
 		return p, fmt.Errorf("%w: want %q first", ErrReplayFile, replayMagic)
@@ -129,6 +137,11 @@ func ReadReplay(r io.Reader) (Pinned, error) {
 				return p, fmt.Errorf("%w: unknown scenario %q", ErrReplayFile, val)
 			}
 			p.Scenario = val
+		case "machine":
+			if !slices.Contains(machine.Names(), val) {
+				return p, fmt.Errorf("%w: unknown machine %q: want one of %s", ErrReplayFile, val, strings.Join(machine.Names(), ", "))
+			}
+			p.Machine = val
 		case "design":
 			d, err := ParseDesign(val)
 			if err != nil {
@@ -174,7 +187,11 @@ func GoTest(p Pinned) string {
 	}
 	fmt.Fprintf(&b, "// The interleaving mmlab explore found in %s (%s): %s.\n", p.Scenario, p.Design, p.Property)
 	fmt.Fprintf(&b, "func TestExplore%s%s(t *testing.T) {\n", title, design)
-	fmt.Fprintf(&b, "\tout := explore.Replay(explore.Lookup(%q), explore.%s, []explore.Deviation{", p.Scenario, design)
+	mach := "machine.Host()"
+	if p.Machine != "host" {
+		mach = fmt.Sprintf("machine.MustNamed(%q)", p.Machine)
+	}
+	fmt.Fprintf(&b, "\tout := explore.Replay(explore.Lookup(%q), %s, explore.%s, []explore.Deviation{", p.Scenario, mach, design)
 	for i, d := range p.Deviations {
 		if i > 0 {
 			b.WriteString(", ")

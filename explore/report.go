@@ -21,5 +21,5 @@ func WriteReport(w io.Writer, rep Report, path string) {
 	fmt.Fprintf(w, "shrunk from %d deviations to %d (%s), %d steps:\n", f.Found, len(f.Deviations), FormatDeviations(f.Deviations), len(steps))
 	WriteInterleaving(w, steps, f.Violation)
 	fmt.Fprintf(w, "\nreplay: mmlab explore --replay %s\n\nGo test that pins it:\n\n%s", path,
-		GoTest(Pinned{Scenario: rep.Scenario, Design: rep.Design, Property: f.Violation.Property, Deviations: f.Deviations}))
+		GoTest(Pinned{Scenario: rep.Scenario, Machine: rep.Machine, Design: rep.Design, Property: f.Violation.Property, Deviations: f.Deviations}))
 }

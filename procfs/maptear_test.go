@@ -10,6 +10,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/maptear"
+	"mmlab/machine"
 	"mmlab/procfs"
 )
 
@@ -92,7 +93,7 @@ func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Resu
 // check; the verbose mode prints the lines around the boundary.
 func TestMaptearCatchesSkippedVMA(t *testing.T) {
 	for _, c := range maptear.Cases {
-		ms, err := maptear.NewModelSpace(procfs.After)
+		ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func TestMaptearCatchesSkippedVMA(t *testing.T) {
 // calibration changes resize's first line, which proc-maps-race.c's
 // check_shrink_result refuses ("first line unchanged").
 func TestMaptearResizeCalibrationCatchesSkippedVMA(t *testing.T) {
-	ms, err := maptear.NewModelSpace(procfs.After)
+	ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 	if err != nil {
 		t.Fatal(err)
 	}

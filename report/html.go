@@ -79,10 +79,10 @@ func newTableView(t *Table) tableView {
 func newPageView(p *Page) pageView {
 	v := pageView{Page: p}
 	if len(p.Hosts) > 0 {
-		t := Table{Columns: []string{"host", "kernel", "CPUs", "memory", "Go", "live setting"}}
+		t := Table{Columns: []string{"host", "kernel", "CPUs", "memory", "Go", "live setting", "model machine"}}
 		for _, h := range p.Hosts {
 			m := h.Machine
-			t.Rows = append(t.Rows, []string{h.Name, m.Kernel, strconv.Itoa(m.CPUs), gib(m.MemBytes), m.Go, h.Setting})
+			t.Rows = append(t.Rows, []string{h.Name, m.Kernel, strconv.Itoa(m.CPUs), gib(m.MemBytes), m.Go, h.Setting, h.Model})
 		}
 		tv := newTableView(&t)
 		v.HostTable = &tv

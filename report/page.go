@@ -21,6 +21,7 @@ type Host struct {
 	Name    string  // a label: the hostname or the results directory
 	Machine Machine // kernel release, CPUs, memory, Go
 	Setting string  // "HZ=250, preempt none, 2 CPUs": what the live columns ran on
+	Model   string  // the machine the model columns ran on, as ModelLabel prints it
 }
 
 // Seed is the section of one patch series.

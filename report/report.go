@@ -4,7 +4,20 @@
 // A document is
 //
 //	{"schema_version", "experiment", "machine": {"kernel", "cpus", "mem_bytes", "go", ...},
+//	 "model_machine": {"name", "features"},
 //	 "params", "results": [...], "verdict", "skipped", "interrupted"}
+//
+// "machine" is the host that produced the document: live results always
+// ran there, and its "features" are the host's (machine.Host()).
+// "model_machine" is the machine description the model results ran on
+// (mmlab's --machine: "host" or a named description, with its features).
+//
+// Readers of older documents: a document of version 2 has no
+// "model_machine" and no "machine"."features"; read its model results as
+// run on the host that produced it ("host"), with the features unknown
+// (Document.ModelMachine and Machine.Features are nil). Version 2 added
+// schema_version, verdict, skipped and interrupted; a document without
+// schema_version is of version 1.
 //
 // Each result carries "target" ("model" or "live"), "variant" ("before"/"after",
 // "srcu"/"tasks-trace", or "kernel" for live), the key fields its experiment
@@ -13,7 +26,6 @@
 package report
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"math"
@@ -23,10 +35,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"mmlab/machine"
 )
 
-// Machine describes where a document was produced.
+// Machine describes the host where a document was produced.
 type Machine struct {
+	// Kernel is the OS and the kernel release ("linux 6.18.44"), or the
+	// OS alone where the release cannot be read.
 	Kernel   string `json:"kernel"`
 	CPUs     int    `json:"cpus"`
 	MemBytes int64  `json:"mem_bytes"`
@@ -37,21 +53,59 @@ type Machine struct {
 	// preempt= boot parameter; 0 and "" when they cannot be read.
 	HZ      int    `json:"hz,omitempty"`
 	Preempt string `json:"preempt,omitempty"`
+	// Features are the host's (machine.Host()); nil in documents of
+	// version 2, which did not record them.
+	Features *machine.Features `json:"features,omitempty"`
+}
+
+// ModelMachine is the machine description a document's model results ran
+// on: its name ("host" or a named description) and features.
+type ModelMachine struct {
+	Name     string           `json:"name"`
+	Features machine.Features `json:"features"`
+}
+
+// ModelLabel says which machine m is, for the report: its name and the
+// features it has ("x86-64-pku: ospke, mmap_min_addr 65536,
+// CAP_SYS_RAWIO"); for nil, a document of version 2, the host with its
+// features not recorded.
+func ModelLabel(m *ModelMachine) string {
+	if m == nil {
+		return "host (features not recorded: schema 2)"
+	}
+	f := m.Features
+	var has []string
+	if f.OSPKE {
+		has = append(has, "ospke")
+	}
+	if f.LA57 {
+		has = append(has, "la57")
+	}
+	has = append(has, "mmap_min_addr "+strconv.FormatUint(f.MinAddr(), 10))
+	if f.CapSysRawio {
+		has = append(has, "CAP_SYS_RAWIO")
+	}
+	return m.Name + ": " + strings.Join(has, ", ")
 }
 
 // SchemaVersion is the version of the common schema that Document writes.
-// Version 2 added schema_version, verdict, skipped and interrupted.
-const SchemaVersion = 2
+// Version 3 added model_machine and machine.features; version 2 added
+// schema_version, verdict, skipped and interrupted.
+const SchemaVersion = 3
 
 // Document is the whole `--json` output of one experiment run: R is the
 // experiment's typed result, whose JSON carries "target", "variant", its key
 // fields and its metrics.
 type Document[R any] struct {
-	SchemaVersion int            `json:"schema_version"`
-	Experiment    string         `json:"experiment"`
-	Machine       Machine        `json:"machine"`
-	Params        map[string]any `json:"params"`
-	Results       []R            `json:"results"`
+	SchemaVersion int     `json:"schema_version"`
+	Experiment    string  `json:"experiment"`
+	Machine       Machine `json:"machine"`
+	// ModelMachine is the description the model results ran on; nil in a
+	// document of version 2: read it as the host that produced the
+	// document, features unknown.
+	ModelMachine *ModelMachine  `json:"model_machine,omitempty"`
+	Params       map[string]any `json:"params"`
+	Results      []R            `json:"results"`
 	// Verdict is the experiment's one-line judgement, if it has one.
 	Verdict string `json:"verdict,omitempty"`
 	// Skipped names the targets that could not run here, with the reason.
@@ -61,12 +115,14 @@ type Document[R any] struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 }
 
-// NewDocument starts a document for experiment with the given parameters.
-func NewDocument[R any](experiment string, params map[string]any) *Document[R] {
+// NewDocument starts a document for experiment whose model runs on the
+// machine model, with the given parameters.
+func NewDocument[R any](experiment string, model machine.Description, params map[string]any) *Document[R] {
 	if params == nil {
 		params = map[string]any{}
 	}
-	return &Document[R]{SchemaVersion: SchemaVersion, Experiment: experiment, Machine: ThisMachine(), Params: params, Results: []R{}}
+	return &Document[R]{SchemaVersion: SchemaVersion, Experiment: experiment, Machine: ThisMachine(),
+		ModelMachine: &ModelMachine{Name: model.Name, Features: model.Features}, Params: params, Results: []R{}}
 }
 
 // WriteJSON writes d as indented JSON followed by a newline.
@@ -92,24 +148,20 @@ func (d *Document[R]) Save(dir string) error {
 	return f.Close()
 }
 
-// ThisMachine reads the kernel release, CPU count and memory size of the
-// machine running mmlab. Fields it cannot read stay empty.
+// ThisMachine is machine.Host() as a document records it, with the Go
+// version and the hostname, which are not the machine's.
 func ThisMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Kernel: runtime.GOOS}
+	return machineOf(machine.Host())
+}
+
+// machineOf is ThisMachine of the host description d.
+func machineOf(d machine.Description) Machine {
+	k := d.Kernel
+	m := Machine{Kernel: runtime.GOOS, CPUs: k.CPUs, MemBytes: k.MemBytes, Go: runtime.Version(), HZ: k.HZ, Preempt: k.Preempt, Features: &d.Features}
+	if k.Release != "" && k.Release != runtime.GOOS {
+		m.Kernel = runtime.GOOS + " " + k.Release
+	}
 	m.Hostname, _ = os.Hostname()
-	m.HZ, m.Preempt = kernelConfig()
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "MemTotal:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				m.MemBytes = kb << 10
-			}
-		}
-	}
 	return m
 }
 
@@ -162,46 +214,4 @@ func Max(xs []float64) float64 {
 		return math.NaN()
 	}
 	return slices.Max(xs)
-}
-
-// kernelConfig reads CONFIG_HZ and the preemption model of the running
-// kernel: the CONFIG_PREEMPT_* choice of /proc/config.gz, overridden by a
-// preempt= boot parameter (CONFIG_PREEMPT_DYNAMIC).
-func kernelConfig() (hz int, preempt string) {
-	f, err := os.Open("/proc/config.gz")
-	if err != nil {
-		return 0, ""
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return 0, ""
-	}
-	b, err := io.ReadAll(io.LimitReader(zr, 8<<20))
-	if err != nil {
-		return 0, ""
-	}
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "CONFIG_HZ="):
-			hz, _ = strconv.Atoi(strings.TrimPrefix(line, "CONFIG_HZ="))
-		case line == "CONFIG_PREEMPT_NONE=y":
-			preempt = "none"
-		case line == "CONFIG_PREEMPT_VOLUNTARY=y":
-			preempt = "voluntary"
-		case line == "CONFIG_PREEMPT=y":
-			preempt = "full"
-		case line == "CONFIG_PREEMPT_LAZY=y":
-			preempt = "lazy"
-		}
-	}
-	if cmd, err := os.ReadFile("/proc/cmdline"); err == nil {
-		for _, f := range strings.Fields(string(cmd)) {
-			if v, ok := strings.CutPrefix(f, "preempt="); ok {
-				preempt = v
-			}
-		}
-	}
-	return hz, preempt
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"runtime"
 	"testing"
+
+	"mmlab/machine"
 )
 
 func TestStats(t *testing.T) {
@@ -29,7 +32,7 @@ func TestDocumentSchema(t *testing.T) {
 		Variant   string  `json:"variant"`
 		ForkMaxMs float64 `json:"fork_max_ms"`
 	}
-	d := NewDocument[row]("x", map[string]any{"runs": 3})
+	d := NewDocument[row]("x", machine.MustNamed("x86-64-pku"), map[string]any{"runs": 3})
 	d.Results = append(d.Results, row{"model", "before", 1.5})
 	var buf bytes.Buffer
 	if err := d.WriteJSON(&buf); err != nil {
@@ -53,8 +56,67 @@ func TestDocumentSchema(t *testing.T) {
 			t.Errorf("machine lacks %q", k)
 		}
 	}
+	if _, ok := mach["features"].(map[string]any)["ospke"]; !ok {
+		t.Errorf("machine lacks the host's features: %v", mach)
+	}
+	model := back["model_machine"].(map[string]any)
+	if model["name"] != "x86-64-pku" || model["features"].(map[string]any)["ospke"] != true {
+		t.Errorf("model_machine = %v, want x86-64-pku with ospke", model)
+	}
 	r := back["results"].([]any)[0].(map[string]any)
 	if r["target"] != "model" || r["variant"] != "before" || r["fork_max_ms"] != 1.5 {
 		t.Errorf("result = %v", r)
+	}
+}
+
+// A document of version 2 reads with its machine's fields and no machine
+// description: ModelMachine and Machine.Features are nil, which the
+// package comment says to read as the producing host, features unknown.
+func TestReadVersion2(t *testing.T) {
+	const v2 = `{"schema_version": 2, "experiment": "x",
+	  "machine": {"kernel": "linux 6.18.44", "cpus": 2, "mem_bytes": 4294967296, "go": "go1.26.0", "hostname": "h", "hz": 250, "preempt": "none"},
+	  "params": {"runs": 3}, "results": [{"target": "model", "variant": "before", "fork_max_ms": 1.5}]}`
+	type row struct {
+		Target    string  `json:"target"`
+		ForkMaxMs float64 `json:"fork_max_ms"`
+	}
+	var d Document[row]
+	if err := json.Unmarshal([]byte(v2), &d); err != nil {
+		t.Fatal(err)
+	}
+	want := Machine{Kernel: "linux 6.18.44", CPUs: 2, MemBytes: 4 << 30, Go: "go1.26.0", Hostname: "h", HZ: 250, Preempt: "none"}
+	if d.SchemaVersion != 2 || d.Machine != want || d.ModelMachine != nil || len(d.Results) != 1 || d.Results[0].ForkMaxMs != 1.5 {
+		t.Errorf("read %+v, machine %+v; want version 2, machine %+v, no model machine, one result", d, d.Machine, want)
+	}
+}
+
+func TestModelLabel(t *testing.T) {
+	for _, c := range []struct {
+		m    *ModelMachine
+		want string
+	}{
+		{nil, "host (features not recorded: schema 2)"},
+		{&ModelMachine{Name: "x86-64-la57", Features: machine.MustNamed("x86-64-la57").Features}, "x86-64-la57: ospke, la57, mmap_min_addr 65536, CAP_SYS_RAWIO"},
+		{&ModelMachine{Name: "host", Features: machine.Features{MmapMinAddr: 4096}}, "host: mmap_min_addr 4096"},
+	} {
+		if got := ModelLabel(c.m); got != c.want {
+			t.Errorf("ModelLabel(%+v) = %q, want %q", c.m, got, c.want)
+		}
+	}
+}
+
+// ThisMachine's fields are the host description's: the release after the
+// OS's name, the kernel's figures, and the features.
+func TestMachineOf(t *testing.T) {
+	d := machine.Description{Name: "host", Features: machine.Features{OSPKE: true, MmapMinAddr: 65536},
+		Kernel: machine.Kernel{Release: "6.18.44", HZ: 250, Preempt: "none", CPUs: 2, MemBytes: 4 << 30}}
+	m := machineOf(d)
+	if m.Kernel != runtime.GOOS+" 6.18.44" || m.CPUs != 2 || m.MemBytes != 4<<30 || m.HZ != 250 || m.Preempt != "none" ||
+		m.Go != runtime.Version() || m.Features == nil || *m.Features != d.Features {
+		t.Errorf("machineOf(%+v) = %+v", d, m)
+	}
+	d.Kernel.Release = runtime.GOOS // what Host gives where the release cannot be read
+	if m := machineOf(d); m.Kernel != runtime.GOOS {
+		t.Errorf("without a release: kernel %q, want %q", m.Kernel, runtime.GOOS)
 	}
 }

@@ -27,7 +27,7 @@ func init() {
 	})
 }
 
-const allUsage = `usage: mmlab all [--quick|--full] [--target model|live|both] [--out DIR] [--quiet]
+const allUsage = `usage: mmlab all [--quick|--full] [--target model|live|both] [--machine NAME] [--out DIR] [--quiet]
 
 Runs, seed by seed, the experiments that reproduce each patch series on the
 model (before and after the change) and on this machine's kernel, prints
@@ -35,6 +35,9 @@ each seed's table (published figures, model, live) and a verdict, and saves
 one JSON document per experiment and the report (index.html) under DIR.
 --quick (the default) finishes in a few minutes on a 2-CPU machine; --full
 uses the seeds' own settings and says how long it will take first.
+--machine runs the model on a named description instead of this host's
+features ('mmlab machines' lists them); the live kernel is this host, so a
+named machine needs --target model.
 
 `
 
@@ -47,6 +50,7 @@ func runAll(ctx context.Context, args []string) int {
 	target := fs.String("target", "both", "model, live or both")
 	out := fs.String("out", "", "results directory (default mmlab-results-TIME in the current directory)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	machineName := fs.String("machine", "host", experiment.MachineUsage)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), allUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return flagsFailed(err, nil, nil)
@@ -56,6 +60,14 @@ func runAll(ctx context.Context, args []string) int {
 		return experiment.ExitUsage
 	}
 	if err := experiment.OneOf("target", *target, "model", "live", "both"); err != nil {
+		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
+		return experiment.ExitUsage
+	}
+	mach, err := experiment.ParseMachine(*machineName)
+	if err == nil && *target != "model" {
+		err = experiment.HostOnly(mach)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)
 		return experiment.ExitUsage
 	}
@@ -107,7 +119,7 @@ func runAll(ctx context.Context, args []string) int {
 				return experiment.ExitFailed
 			}
 			prog.Begin(s.ID, st)
-			args := append(append([]string{}, st.Args...), "--target", *target, "--out", dir)
+			args := append(append([]string{}, st.Args...), "--target", *target, "--machine", mach.Name, "--out", dir)
 			fmt.Fprintf(log, "$ mmlab run %s %s\n", st.Experiment, strings.Join(args, " "))
 			code := e.Main(ctx, args, log, prog)
 			log.Close()
@@ -132,7 +144,7 @@ func runAll(ctx context.Context, args []string) int {
 	page.Title = "mmlab: the three seeds on " + report.ThisMachine().Kernel
 	page.Generated = time.Now().Format(time.RFC3339)
 	page.Command = "mmlab " + strings.Join(append([]string{"all"}, args...), " ")
-	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine()}}
+	page.Hosts = []report.Host{{Name: dir, Machine: report.ThisMachine(), Model: report.ModelLabel(&report.ModelMachine{Name: mach.Name, Features: mach.Features})}}
 	page.Interrupted = interrupted
 	if err := writeFile(filepath.Join(dir, "index.html"), func(f *os.File) error { return report.WriteHTML(f, &page) }); err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab all: %v\n", err)

@@ -40,10 +40,13 @@ var boundExperiments = []experiment.Experiment{
 	experiment.Bind(attach.Def, liveattach.Run),
 }
 
-// replayTargets are the two runners of `mmlab replay`.
-var replayTargets = map[string]func(context.Context, *trace.Program, io.Writer) error{
-	"model": func(ctx context.Context, p *trace.Program, w io.Writer) error {
-		return replay.Run(ctx, machine.Host().Features, p, w)
+// replayTargets are the two runners of `mmlab replay`: the model runs on
+// the machine m, the live kernel on this host (m is machine.Host() there).
+var replayTargets = map[string]func(ctx context.Context, m machine.Description, p *trace.Program, w io.Writer) error{
+	"model": func(ctx context.Context, m machine.Description, p *trace.Program, w io.Writer) error {
+		return replay.Run(ctx, m.Features, p, w)
 	},
-	"live": livereplay.Run,
+	"live": func(ctx context.Context, _ machine.Description, p *trace.Program, w io.Writer) error {
+		return livereplay.Run(ctx, p, w)
+	},
 }

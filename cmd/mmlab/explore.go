@@ -12,6 +12,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/explorer"
 	"mmlab/explore"
+	"mmlab/machine"
 	"mmlab/report"
 )
 
@@ -24,7 +25,7 @@ func init() {
 }
 
 const exploreUsage = `usage: mmlab explore SCENARIO [--design before|after] [--strategy random|pct] [--schedules N]
-                     [--seed S] [--out FILE] [--json]
+                     [--seed S] [--machine NAME] [--out FILE] [--json]
        mmlab explore --replay FILE [--json]
        mmlab explore --list
 
@@ -34,6 +35,8 @@ scheduling decision. A failure is shrunk to a short interleaving that still
 fails, printed one line per step (the task, where it went in kernel terms,
 what it held), written to --out for --replay, and printed as a Go test that
 pins it. Schedule i runs on seed (S, i): the same seed gives the same output.
+The model runs on --machine (default host: this host's features); the replay
+file names it, and --replay runs on the machine its file names.
 
 Exit status: 0 no property failed, 1 a property failed, 2 bad usage, 130
 (143) interrupted by SIGINT (SIGTERM) between two schedules.
@@ -58,6 +61,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	replayFile := fs.String("replay", "", "run the interleaving of a replay file again")
 	outFile := fs.String("out", "", "where to write the replay file of a failure (default explore-SCENARIO-DESIGN.replay)")
 	asJSON := fs.Bool("json", false, "print a JSON document (the common schema) instead of text")
+	machineName := fs.String("machine", "host", experiment.MachineUsage)
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(errw, "mmlab explore: "+format+"\n", a...)
 		return 2
@@ -89,7 +93,16 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		}
 		return 0
 	}
+	mach, err := experiment.ParseMachine(*machineName)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	if *replayFile != "" {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "machine" })
+		if set {
+			return usageErr("--machine with --replay: the replay runs on the machine its file names")
+		}
 		return replayExplore(*replayFile, name, *asJSON, out, errw)
 	}
 	if name == "" {
@@ -109,7 +122,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	if *schedules < 1 || *schedules > explorer.MaxSchedules {
 		return usageErr("--schedules %d: want 1 to %d", *schedules, explorer.MaxSchedules)
 	}
-	rep := explore.Explore(sc, explore.Options{Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed, Done: ctx.Done(),
+	rep := explore.Explore(sc, explore.Options{Machine: mach, Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed, Done: ctx.Done(),
 		Progress: func(done int, el time.Duration) {
 			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
 		}})
@@ -125,14 +138,14 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		if path == "" {
 			path = fmt.Sprintf("explore-%s-%s.replay", name, d)
 		}
-		pinned := explore.Pinned{Scenario: name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}
+		pinned := explore.Pinned{Scenario: name, Machine: mach.Name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}
 		if err := writeFile(path, func(f *os.File) error { return explore.WriteReplay(f, pinned) }); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
 			return 1
 		}
 	}
 	if *asJSON {
-		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"scenario": name, "design": d.String(),
+		doc := report.NewDocument[explorer.Result]("explore", mach, map[string]any{"scenario": name, "design": d.String(),
 			"strategy": *strategy, "schedules": *schedules, "seed": *seed})
 		doc.Results = append(doc.Results, res)
 		if err := doc.WriteJSON(out); err != nil {
@@ -175,14 +188,19 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		fmt.Fprintf(errw, "mmlab explore: --replay %s is of scenario %s, not %s\n", path, p.Scenario, name)
 		return 2
 	}
+	mach, err := machine.Lookup(p.Machine)
+	if err != nil { // ReadReplay takes only machine.Names()
+		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
+		return 2
+	}
 	t0 := time.Now()
-	o := explore.Replay(explore.Lookup(p.Scenario), p.Design, p.Deviations)
-	rep := explore.Report{Scenario: p.Scenario, Design: p.Design, Strategy: "replay", Schedules: 1, Elapsed: time.Since(t0)}
+	o := explore.Replay(explore.Lookup(p.Scenario), mach, p.Design, p.Deviations)
+	rep := explore.Report{Scenario: p.Scenario, Machine: mach.Name, Design: p.Design, Strategy: "replay", Schedules: 1, Elapsed: time.Since(t0)}
 	if o.Failed() {
 		rep.Failure = &explore.Failure{Violation: o.Violation, Found: len(p.Deviations), Deviations: o.Deviations, Outcome: o}
 	}
 	if asJSON {
-		doc := report.NewDocument[explorer.Result]("explore", map[string]any{"replay": path})
+		doc := report.NewDocument[explorer.Result]("explore", mach, map[string]any{"replay": path})
 		doc.Results = append(doc.Results, explorer.ResultOf(rep))
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
@@ -190,7 +208,7 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		}
 	} else {
 		steps := explore.Steps(o.Record, o.Final)
-		fmt.Fprintf(out, "%s (%s): replay of %s, %d steps:\n", p.Scenario, p.Design, path, len(steps))
+		fmt.Fprintf(out, "%s (%s, machine %s): replay of %s, %d steps:\n", p.Scenario, p.Design, p.Machine, path, len(steps))
 		explore.WriteInterleaving(out, steps, o.Violation)
 		if !o.Failed() {
 			fmt.Fprintf(out, "no property failed (the file expected: %s)\n", p.Property)

@@ -11,15 +11,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	"mmlab/experiment"
 	"mmlab/trace"
 )
 
-var replayHelp = fmt.Sprintf(`usage: mmlab replay [--target model|live] TRACE
+var replayHelp = fmt.Sprintf(`usage: mmlab replay [--target model|live] [--machine NAME] TRACE
 
 Runs a trace of address-space operations (TRACE is a file, or - for stdin) on
 the model (the default) or on the live kernel, in a fresh process with real
 system calls, a real fork() and real loads and stores. Both print the same
-lines: /proc/PID/maps lines, empty lines, peek lines and error lines.
+lines: /proc/PID/maps lines, empty lines, peek lines and error lines. The
+model runs on --machine: host (the default, this host's features, as the
+live kernel has them) or a named description ('mmlab machines' lists them),
+whose protection keys and mmap_min_addr the model's answers follow.
 
 %s
 Exit status: 0 when the trace ran (even if ops failed), 2 when it is malformed
@@ -45,6 +49,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	target := fs.String("target", "model", "where the trace runs: model or live")
+	machineName := fs.String("machine", "host", experiment.MachineUsage)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, replayHelp)
 		fs.PrintDefaults()
@@ -55,6 +60,14 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	if *target != "model" && *target != "live" {
 		fmt.Fprintf(stderr, "mmlab replay: --target %q: want model or live\n", *target)
+		return 2
+	}
+	mach, err := experiment.ParseMachine(*machineName)
+	if err == nil && *target == "live" {
+		err = experiment.HostOnly(mach)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mmlab replay: %v\n", err)
 		return 2
 	}
 	if len(pos) != 1 {
@@ -76,7 +89,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
 	w := bufio.NewWriter(stdout)
-	err = run(ctx, p, w)
+	err = run(ctx, mach, p, w)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}

@@ -20,6 +20,8 @@ import (
 
 // modelConfig is one model attach/detach measurement.
 type modelConfig struct {
+	// Machine is the machine the model kernels run on.
+	Machine machine.Description
 	// Variants are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
 	Variants []uprobes.Variant
@@ -134,7 +136,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(machine.Host(), max(1, c.CPUs), v.Config)
+	mk, err := experiment.NewModelKernel(c.Machine, max(1, c.CPUs), v.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +338,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	}
 	env.Param("model_procs", modelProcs)
 	env.Param("model_cpus", modelCPUs)
-	runs, err := measure(ctx, modelConfig{Variants: variants, Modes: o.Attach, Ns: o.N,
+	runs, err := measure(ctx, modelConfig{Machine: env.Machine, Variants: variants, Modes: o.Attach, Ns: o.N,
 		Runs: o.Runs, Gap: o.Gap, Procs: modelProcs, CPUs: modelCPUs})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/uprobes"
 )
 
@@ -39,7 +40,7 @@ func TestMeasure(t *testing.T) {
 // the optimized path and change nothing. The removal restores the nop5,
 // and the next first hit optimizes again, into the same trampoline.
 func TestFirstHitOptimizesOnce(t *testing.T) {
-	k, err := attachKernel(modelConfig{Procs: 1, CPUs: 1}, uprobes.Variants[len(uprobes.Variants)-1])
+	k, err := attachKernel(modelConfig{Machine: machine.MustNamed("x86-64"), Procs: 1, CPUs: 1}, uprobes.Variants[len(uprobes.Variants)-1])
 	if k != nil {
 		defer k.stop()
 	}
@@ -109,7 +110,7 @@ func TestRunModel(t *testing.T) {
 	}
 	var rs []Result
 	params := map[string]any{}
-	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}

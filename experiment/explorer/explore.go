@@ -128,7 +128,7 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				return ctx.Err()
 			}
 			env.Progress("explore %s %s: %d schedules", name, v, o.Schedules)
-			rep := explore.Explore(sc, explore.Options{Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed, Done: ctx.Done()})
+			rep := explore.Explore(sc, explore.Options{Machine: env.Machine, Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed, Done: ctx.Done()})
 			if rep.Stopped {
 				return ctx.Err()
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"mmlab/experiment"
+	"mmlab/machine"
 )
 
 func TestOptions(t *testing.T) {
@@ -41,7 +42,7 @@ func TestModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rs []Result
-	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
 	if err := Def.Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
 			for _, d := range designs {
-				runs, err := runCase(ctx, caseRun{Design: d, Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
 					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress})
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
@@ -90,6 +90,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 
 // caseRun is one model run of one case and mode in one design.
 type caseRun struct {
+	Machine    machine.Description // the machine the model kernel runs on
 	Design     uprobes.Design
 	Case, Mode string
 	Runs       int           // attach/hold/detach cycles
@@ -114,9 +115,9 @@ func newText(name string) *mm.File {
 	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
 }
 
-// newProc returns a process that maps text r-xp and a stack.
-func newProc(comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
-	t := kernel.NewTaskMM(comm, machine.Host().Features)
+// newProc returns a process of mach that maps text r-xp and a stack.
+func newProc(mach *kernel.Machine, comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
+	t := mach.NewTaskMM(comm)
 	t.MM.Hooks = hooks
 	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
@@ -299,7 +300,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		return nil, errors.New("busy case without a size and a hold")
 	}
 	defer experiment.QuietRuntime(gcLimit)()
-	mach := kernel.NewMachine(machine.Host(), 1)
+	mach := kernel.NewMachine(o.Machine, 1)
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})
 	if err != nil {
@@ -342,14 +343,14 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	forkerText := other
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := newProc("busy", u, probed)
+		b, err := newProc(mach, "busy", u, probed)
 		if err != nil {
 			return nil, err
 		}
 		goLoop(func() { busyLoop(b) })
 		<-started
 	case CaseBusyForks:
-		b, err := newProc("busy", u, other)
+		b, err := newProc(mach, "busy", u, other)
 		if err != nil {
 			return nil, err
 		}
@@ -360,12 +361,12 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
 		for i := range Idle(o.Case) {
-			if _, err := newProc(fmt.Sprint("idle", i), u, probed); err != nil {
+			if _, err := newProc(mach, fmt.Sprint("idle", i), u, probed); err != nil {
 				return nil, err
 			}
 		}
 	}
-	f, err := newProc("forker", u, forkerText)
+	f, err := newProc(mach, "forker", u, forkerText)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func TestRunModelShort(t *testing.T) {
 		for _, c := range []string{CaseBusyMaps, CaseBusyForks} {
 			for _, m := range []string{ModeMulti1, ModePerf4} {
 				t.Run(d.String()+"/"+c+"/"+m, func(t *testing.T) {
-					runs, err := runCase(context.Background(), caseRun{Design: d, Case: c, Mode: m, Runs: 2,
+					runs, err := runCase(context.Background(), caseRun{Machine: machine.MustNamed("x86-64"), Design: d, Case: c, Mode: m, Runs: 2,
 						Size: 1 << 20, BusyHold: 2 * time.Millisecond, Hold: time.Millisecond})
 					if err != nil {
 						t.Fatal(err)
@@ -65,7 +65,7 @@ func TestModelResultsAndTable(t *testing.T) {
 	o := parse(t, "--runs", "1", "--cases", "idle-1000", "--modes", "multi-1,perf-4")
 	params := map[string]any{}
 	var rs []Result
-	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {},
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {},
 		Param: func(k string, v any) { params[k] = v }}
 	if err := Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestRunModelSmoke(t *testing.T) {
 	canFIFO := hostCanFIFO()
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
 		for _, c := range Cases {
-			st, err := RunModel(context.Background(), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin})
+			st, err := RunModel(context.Background(), machine.MustNamed("x86-64"), v, RunSpec{Scanners: c, Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func BenchmarkModelTextScanners(b *testing.B) {
 			var meanSum, opMax, waitMax float64
 			n := 0
 			for b.Loop() {
-				st, err := RunModel(context.Background(), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1), BusyDuration: BusySpin, Preempt: procfs.PreemptFull})
+				st, err := RunModel(context.Background(), machine.MustNamed("x86-64"), v, RunSpec{Scanners: "text", Duration: time.Second, Seed: uint64(n + 1), BusyDuration: BusySpin, Preempt: procfs.PreemptFull})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -135,7 +135,7 @@ func TestModel(t *testing.T) {
 	o := NewOptions()
 	o.Runs, o.Duration = 2, 50*time.Millisecond
 	var rs []Result
-	if err := Model(context.Background(), o, experiment.Env{Variants: procfs.Variants}, func(r Result) { rs = append(rs, r) }); err != nil {
+	if err := Model(context.Background(), o, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: procfs.Variants}, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(rs) != len(procfs.Variants)*len(Cases) {
@@ -178,7 +178,7 @@ func TestModelWaitAccounting(t *testing.T) {
 		p       procfs.Preemption
 		allowed string
 	}{{procfs.Before, procfs.PreemptFull, "mmap_lock"}, {procfs.After, procfs.PreemptFull, "vma_lock"}, {procfs.After, procfs.PreemptNone, ""}} {
-		st, err := RunModel(context.Background(), c.v, RunSpec{Scanners: "text", Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin, Preempt: c.p})
+		st, err := RunModel(context.Background(), machine.MustNamed("x86-64"), c.v, RunSpec{Scanners: "text", Duration: 300 * time.Millisecond, Seed: 1, BusyDuration: BusySpin, Preempt: c.p})
 		if err != nil {
 			t.Fatal(err)
 		}

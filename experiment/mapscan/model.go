@@ -29,7 +29,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 			return err
 		}
 		row := experiment.Row{Target: experiment.Model, Variant: name}
-		one := func(ctx context.Context, r RunSpec) (Stats, error) { return RunModel(ctx, v, r) }
+		one := func(ctx context.Context, r RunSpec) (Stats, error) { return RunModel(ctx, env.Machine, v, r) }
 		if err := RunCases(ctx, o, row, one, emit); err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 // regionBase is where the model maps the region.
 const regionBase = 0x7f0000000000
 
-// RunModel runs one model run with the maps walk variant, placed as
+// RunModel runs one model run on the machine d with the maps walk variant, placed as
 // run-proc-vs-map.sh places its tasks (proc-vs-map.sh --nbusycpus 2
 // --nbusytasks 1): the mapper alone on model CPU 0, and on each of model
 // CPUs 1 and 2 one nice-15 scanner with one normal-priority busy-waiter.
@@ -59,11 +59,11 @@ const regionBase = 0x7f0000000000
 // otherwise wait behind the other CPU's running scanner thread for the rest
 // of its host slice or to the next host tick, and its busy time, during
 // which its scanner cannot run, would grow by as much.
-func RunModel(ctx context.Context, variant procfs.Variant, o RunSpec) (Stats, error) {
+func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant, o RunSpec) (Stats, error) {
 	if err := o.Check(); err != nil {
 		return Stats{}, err
 	}
-	m := mm.New(machine.Host().Features)
+	m := mm.New(d.Features)
 	// mapper.c: the whole region MAP_POPULATE.
 	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
 		return Stats{}, err

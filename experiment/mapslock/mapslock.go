@@ -24,7 +24,6 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/kernel"
-	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/report"
@@ -272,7 +271,7 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			return err
 		}
 		for _, c := range o.Cases {
-			m := mm.New(machine.Host().Features)
+			m := mm.New(env.Machine.Features)
 			rw := mm.PROT_READ | mm.PROT_WRITE
 			flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
 			if _, err := m.Mmap(nil, regionBase, uint64(o.Size), rw, flags|mm.MAP_POPULATE, nil, 0); err != nil {

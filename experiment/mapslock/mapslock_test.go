@@ -127,7 +127,7 @@ func TestModelRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []Result
-	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
 	if err := Def.Model(context.Background(), o, env, func(r Result) { got = append(got, r) }); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		if err != nil {
 			return err
 		}
-		s, err := NewModelSpace(v)
+		s, err := NewModelSpace(env.Machine, v)
 		if err != nil {
 			return err
 		}
@@ -57,10 +57,10 @@ type ModelSpace struct {
 	before []byte // the end of the first chunk of the last observation
 }
 
-// NewModelSpace maps the pieces in a new model address space read with the
-// maps walk v.
-func NewModelSpace(v procfs.Variant) (*ModelSpace, error) {
-	m := mm.New(machine.Host().Features)
+// NewModelSpace maps the pieces in a new model address space on the
+// machine d, read with the maps walk v.
+func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error) {
+	m := mm.New(d.Features)
 	for i := range NPieces {
 		prot := mm.PROT_READ | mm.PROT_WRITE
 		if i%2 == 1 {

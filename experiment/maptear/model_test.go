@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"mmlab/experiment"
+	"mmlab/machine"
 	"mmlab/procfs"
 )
 
@@ -13,7 +14,7 @@ import (
 func runModel(t *testing.T, o *Options, variants ...string) []Result {
 	t.Helper()
 	var res []Result
-	env := experiment.Env{Variants: variants}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants}
 	if err := Model(context.Background(), o, env, func(r Result) { res = append(res, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +48,14 @@ func TestModelCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var res []Result
-	err := Model(ctx, &Options{Cases: Cases, File: "maps", Reads: 10}, experiment.Env{Variants: []string{"after"}}, func(r Result) { res = append(res, r) })
+	err := Model(ctx, &Options{Cases: Cases, File: "maps", Reads: 10}, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"after"}}, func(r Result) { res = append(res, r) })
 	if !errors.Is(err, context.Canceled) || len(res) != 0 {
 		t.Fatalf("cancelled before the first case: %v, %d results", err, len(res))
 	}
 }
 
 func TestModelHasNoSmaps(t *testing.T) {
-	err := Model(context.Background(), &Options{Cases: Cases, File: "smaps", Reads: 10}, experiment.Env{Variants: []string{"after"}}, func(Result) {})
+	err := Model(context.Background(), &Options{Cases: Cases, File: "smaps", Reads: 10}, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"after"}}, func(Result) {})
 	if err == nil {
 		t.Fatal("the model ran smaps")
 	}

@@ -25,14 +25,14 @@ type designKernel struct {
 	calls, corrupted, mask uint64
 }
 
-// newDesignKernel returns the kernel of design opt, with the uprobe unless
-// bare (the no-probe baseline).
-func newDesignKernel(opt uprobes.Optimize, bare bool) (*designKernel, error) {
+// newDesignKernel returns the kernel of design opt on the machine d, with
+// the uprobe unless bare (the no-probe baseline).
+func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*designKernel, error) {
 	p, err := experiment.NewModelProgram("/usr/bin/redzone", cpu.RedZoneProgram)
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(machine.Host(), 1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
+	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		if err != nil {
 			return err
 		}
-		k, err := newDesignKernel(opt, i == 0)
+		k, err := newDesignKernel(env.Machine, opt, i == 0)
 		if err != nil {
 			return err
 		}

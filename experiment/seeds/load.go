@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"mmlab/report"
 )
@@ -24,9 +25,10 @@ func Load(paths []string) ([]*Set, error) {
 	var sets []*Set
 	add := func(name string, b []byte) error {
 		var head struct {
-			Experiment  string         `json:"experiment"`
-			Machine     report.Machine `json:"machine"`
-			Interrupted bool           `json:"interrupted"`
+			Experiment   string               `json:"experiment"`
+			Machine      report.Machine       `json:"machine"`
+			ModelMachine *report.ModelMachine `json:"model_machine"`
+			Interrupted  bool                 `json:"interrupted"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil || head.Experiment == "" {
 			return fmt.Errorf("%s: not a result document of mmlab", name)
@@ -41,6 +43,11 @@ func Load(paths []string) ([]*Set, error) {
 			}
 			sets = append(sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
 			i = len(sets) - 1
+		}
+		// The model machines of the host's documents, each once.
+		h := &sets[i].Host
+		if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
+			h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
 		}
 		if _, dup := sets[i].Docs[head.Experiment]; dup {
 			return fmt.Errorf("%s: a second %s document of host %s", name, head.Experiment, sets[i].Host.Name)

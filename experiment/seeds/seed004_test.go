@@ -8,13 +8,14 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/trigger"
+	"mmlab/machine"
 	"mmlab/report"
 )
 
 // Seed 004's trigger part has a column per model variant, the seed-era
 // ones compared with the seed's scaling and flavour ratio.
 func TestSeed004TriggerPart(t *testing.T) {
-	doc := report.NewDocument[trigger.Result]("trigger", nil)
+	doc := report.NewDocument[trigger.Result]("trigger", machine.MustNamed("x86-64"), nil)
 	for _, v := range []string{"srcu", "tasks-trace", "v6.14+"} {
 		for _, n := range []int{1, 2} {
 			r := trigger.NewResult(experiment.Row{Target: experiment.Model, Variant: v}, trigger.AttachModel, "uprobe-nop", n,

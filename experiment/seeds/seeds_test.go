@@ -1,6 +1,7 @@
 package seeds
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,8 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/mapslock"
+	"mmlab/experiment/redzone"
+	"mmlab/machine"
 	"mmlab/report"
 )
 
@@ -31,7 +34,7 @@ func TestPublished(t *testing.T) {
 // saveLock writes a mapslock document of host with the given share of
 // runs in which a query of the unrelated VMA returned during the hold.
 func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
-	doc := report.NewDocument[mapslock.Result]("mapslock", map[string]any{"runs": 4.0, "size_bytes": float64(1 << 30)})
+	doc := report.NewDocument[mapslock.Result]("mapslock", machine.MustNamed("x86-64"), map[string]any{"runs": 4.0, "size_bytes": float64(1 << 30)})
 	doc.Machine = report.Machine{Hostname: host, Kernel: kernel, CPUs: 4}
 	for _, c := range []struct {
 		name  string
@@ -78,6 +81,55 @@ func TestReportComparesHosts(t *testing.T) {
 	os.WriteFile(junk, []byte(`{"a":1}`), 0o644)
 	if _, err := Load([]string{junk}); err == nil {
 		t.Error("a JSON file that is no result was accepted")
+	}
+}
+
+// mmlab report reads documents of version 2, which have no machine
+// description (no model_machine, no machine.features): the host's
+// section and its verdict are built as from version 3.
+func TestReportReadsVersion2(t *testing.T) {
+	dir := t.TempDir()
+	saveLock(t, dir, "node-a", "linux 6.18.44", 1, 0)
+	path := filepath.Join(dir, "mapslock.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["schema_version"] = 2
+	delete(doc, "model_machine")
+	delete(doc["machine"].(map[string]any), "features")
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, b, 0o644)
+	sets, err := Load([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Page(All(), sets)
+	if len(sets) != 1 || sets[0].Host.Machine.Features != nil || len(p.Seeds) != 3 || !strings.Contains(p.Seeds[1].Verdict, "does not wait for mmap_lock") {
+		t.Fatalf("version 2: sets %+v, seed 003's verdict %q", sets, p.Seeds[1].Verdict)
+	}
+	if m := sets[0].Host.Model; m != "host (features not recorded: schema 2)" {
+		t.Errorf("version 2: model machine %q, want the host with its features not recorded", m)
+	}
+	// A version-3 document of the same host adds its model machine.
+	rz := report.NewDocument[redzone.Result]("redzone", machine.MustNamed("x86-64-pku"), nil)
+	rz.Machine = sets[0].Host.Machine
+	if err := rz.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if sets, err = Load([]string{dir}); err != nil || len(sets) != 1 {
+		t.Fatalf("%d sets, %v", len(sets), err)
+	}
+	// In the order of the files: mapslock.json, then redzone.json.
+	want := "host (features not recorded: schema 2); x86-64-pku: ospke, mmap_min_addr 65536, CAP_SYS_RAWIO"
+	if m := sets[0].Host.Model; m != want {
+		t.Errorf("model machines %q, want %q", m, want)
 	}
 }
 

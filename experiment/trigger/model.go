@@ -18,7 +18,9 @@ import (
 
 // modelConfig is one model trigger measurement.
 type modelConfig struct {
-	Case Case
+	// Machine is the machine the model kernels run on.
+	Machine machine.Description
+	Case    Case
 	// CPUs producers, producer i a thread of one process on model CPU i.
 	CPUs int
 	// Variants are measured in turn, sample by sample, each on its own
@@ -74,7 +76,7 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(machine.Host(), c.CPUs, v.Config)
+	mk, err := experiment.NewModelKernel(c.Machine, c.CPUs, v.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +252,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, name := range o.Cases {
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
-			res, err := measure(ctx, modelConfig{Case: c, CPUs: n, Variants: variants,
+			res, err := measure(ctx, modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
 				Warmup: o.Warmup, Interval: o.Interval, Samples: o.Samples()})
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)

@@ -9,6 +9,7 @@ import (
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -48,7 +49,7 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c, _ := LookupCase("uprobe-nop")
-	_, err := measure(ctx, modelConfig{Case: c, CPUs: 1, Variants: uprobes.Variants, Interval: time.Hour, Samples: 1})
+	_, err := measure(ctx, modelConfig{Machine: machine.MustNamed("x86-64"), Case: c, CPUs: 1, Variants: uprobes.Variants, Interval: time.Hour, Samples: 1})
 	if err != context.Canceled {
 		t.Errorf("measure on a cancelled context: %v", err)
 	}
@@ -60,7 +61,7 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 func TestRunModel(t *testing.T) {
 	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func runOptimize(t *testing.T, opt string, want [][2]string) (*Options, []Result
 	t.Helper()
 	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", opt, "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestOptimizeSwitch(t *testing.T) {
 	for _, opt := range []uprobes.Optimize{uprobes.OptimizeCall, uprobes.OptimizeOff} {
 		v := uprobes.Variants[len(uprobes.Variants)-1]
 		v.Config.Optimize = opt
-		k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, v)
+		k, err := newTriggerKernel(modelConfig{Machine: machine.MustNamed("x86-64"), Case: c, CPUs: 1}, v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +212,7 @@ func BenchmarkHit(b *testing.B) {
 	for _, c := range AllCases[:4] {
 		for _, v := range uprobes.Variants {
 			b.Run(c.Name+"/"+v.Name, func(b *testing.B) {
-				k, err := newTriggerKernel(modelConfig{Case: c, CPUs: 1}, v)
+				k, err := newTriggerKernel(modelConfig{Machine: machine.MustNamed("x86-64"), Case: c, CPUs: 1}, v)
 				if err != nil {
 					b.Fatal(err)
 				}
