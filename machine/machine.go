@@ -94,7 +94,7 @@ var ErrUnknown = errors.New("unknown machine")
 var named = []Description{
 	{
 		Name:     "x86-64",
-		Source:   "an x86-64 CPU without protection keys (before Intel Skylake-SP or AMD Zen 3) under a Debian or Ubuntu kernel: vm.mmap_min_addr 65536 (CONFIG_DEFAULT_MMAP_MIN_ADDR), CONFIG_LSM_MMAP_MIN_ADDR 65536, 4-level paging, run as root with CAP_SYS_RAWIO",
+		Source:   "an x86-64 CPU without protection keys (before Intel Skylake-SP or AMD Zen 3) under a Debian kernel (its amd64 configuration: CONFIG_DEFAULT_MMAP_MIN_ADDR=65536, CONFIG_LSM_MMAP_MIN_ADDR=65536, CONFIG_HZ=250, CONFIG_PREEMPT_VOLUNTARY), 4-level paging, run as root with CAP_SYS_RAWIO; 2 CPUs",
 		Features: Features{MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
 		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
 	},
