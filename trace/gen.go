@@ -98,6 +98,7 @@ type generator struct {
 	files  []Op
 	levels []map[uint64]Prot // page index in the window -> protection, per fork level
 	deep   int               // deepest nesting so far
+	rets   []uint64          // execonly: where rets were poked, for exec to call
 }
 
 // Generate returns a random, valid trace of opt.Family determined by seed
@@ -326,7 +327,11 @@ func (g *generator) op() Op {
 		case 4:
 			return Op{Kind: OpTouch, Addr: g.access()}
 		case 5:
-			return Op{Kind: OpPoke, Addr: g.access(), Value: g.pokeValue()}
+			op := Op{Kind: OpPoke, Addr: g.access(), Value: g.pokeValue()}
+			if op.Value == Ret && g.fam.execOnly {
+				g.rets = append(g.rets, op.Addr)
+			}
+			return op
 		case 6:
 			return Op{Kind: OpPeek, Addr: g.access()}
 		case 7:
@@ -343,6 +348,9 @@ func (g *generator) op() Op {
 		case 9:
 			return Op{Kind: OpMaps}
 		case 10:
+			if len(g.rets) > 0 && g.chance(60) {
+				return Op{Kind: OpExec, Addr: g.rets[g.r.IntN(len(g.rets))]}
+			}
 			return Op{Kind: OpExec, Addr: g.access()}
 		default:
 			return Op{Kind: OpWrite, Addr: g.access()}
