@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"mmlab/machine"
 	"mmlab/trace"
 )
 
@@ -67,6 +68,13 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	p, code := readTrace(pos[0], stdin, stderr)
 	if p == nil {
 		return code
+	}
+	// Both targets run on this host's machine: refuse a trace that does
+	// not fit it (an arena above its TASK_SIZE) here, once, as Parse
+	// refuses a malformed one. The runners check the same again.
+	if err := p.ValidateFor(machine.Host().Features); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 	run := replayTargets[*target]
 	// A closed stdout (mmlab replay ... | head) or terminal must end the run
