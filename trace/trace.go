@@ -201,11 +201,11 @@ const Language = `The language, one op a line, '#' starts a comment:
                                        0x550000000000-0x660000000000 and
                                        0x6f0000000000-0x7ffc00000000, and at
                                        most 1 GiB of 0x7ffc00000000-2^47 (the
-                                       stack). Below 0x10000 the answers
-                                       depend on the machine: a hint is raised
-                                       to mmap_min_addr, a fixed map below
-                                       vm.mmap_min_addr needs CAP_SYS_RAWIO
-                                       (else EPERM)
+                                       stack). LO may be 0: below 0x10000 the
+                                       answers depend on the machine, a hint
+                                       is raised to mmap_min_addr, a fixed map
+                                       below vm.mmap_min_addr needs
+                                       CAP_SYS_RAWIO (else EPERM)
   file NAME SIZE                       a file of SIZE bytes; byte i is i % 251
   mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT: r or -, w or -, x or- ("rw-");
                                        FLAGS: private|shared, one of fixed,
