@@ -6,9 +6,6 @@ import (
 	"mmlab/mm/pgtable"
 )
 
-// TaskSize is TASK_SIZE on x86-64 with 4-level page tables.
-const TaskSize = 1<<47 - pgtable.PageSize
-
 func pageAlign(n uint64) uint64 { return (n + pgtable.PageSize - 1) &^ (pgtable.PageSize - 1) }
 
 func offsetInPage(n uint64) bool { return n&(pgtable.PageSize-1) != 0 }
@@ -46,6 +43,9 @@ func (m *MM) doMmap(pkru *PKRU, addr, length uint64, prot, flags int, file *File
 	}
 	if flags&MAP_FIXED_NOREPLACE != 0 {
 		flags |= MAP_FIXED
+	}
+	if flags&MAP_FIXED == 0 {
+		addr = m.roundHintToMin(addr)
 	}
 	length = pageAlign(length)
 	if length == 0 {
@@ -227,7 +227,7 @@ func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
 // caller now holds the read lock; otherwise the write lock is held
 // throughout. Caller holds the write lock.
 func (m *MM) doVmiMunmap(start, length uint64, downgrade bool) (downgraded bool, err error) {
-	if offsetInPage(start) || start > TaskSize || length > TaskSize-start {
+	if offsetInPage(start) || start > m.TaskSize() || length > m.TaskSize()-start {
 		return false, errno.EINVAL
 	}
 	length = pageAlign(length)

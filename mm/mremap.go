@@ -32,7 +32,7 @@ func (r *remap) impliesNewAddr() bool { return r.flags&(MREMAP_FIXED|MREMAP_DONT
 // newAddr as a hint without it; the model places nothing by hint).
 func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, newAddr uint64) (uint64, error) {
 	r := &remap{addr: addr, oldLen: pageAlign(oldLen), newLen: pageAlign(newLen), flags: flags, newAddr: newAddr}
-	if err := r.checkParams(); err != nil {
+	if err := r.checkParams(m.TaskSize()); err != nil {
 		return 0, err
 	}
 	if err := m.MmapWriteLockKillable(w); err != nil {
@@ -64,10 +64,10 @@ func (m *MM) Mremap(w locking.Waiter, addr, oldLen, newLen uint64, flags int, ne
 	return res, err
 }
 
-// checkParams mirrors check_mremap_params().
-func (r *remap) checkParams() error {
+// checkParams mirrors check_mremap_params(), with TASK_SIZE taskSize.
+func (r *remap) checkParams(taskSize uint64) error {
 	if r.flags&^(MREMAP_FIXED|MREMAP_MAYMOVE|MREMAP_DONTUNMAP) != 0 || offsetInPage(r.addr) ||
-		r.newLen == 0 || r.newLen > TaskSize {
+		r.newLen == 0 || r.newLen > taskSize {
 		return errno.EINVAL
 	}
 	if r.flags&MREMAP_DONTUNMAP != 0 && r.flags&MREMAP_FIXED == 0 {
@@ -76,7 +76,7 @@ func (r *remap) checkParams() error {
 	if !r.impliesNewAddr() {
 		return nil
 	}
-	if r.newAddr > TaskSize-r.newLen || offsetInPage(r.newAddr) || r.flags&MREMAP_MAYMOVE == 0 {
+	if r.newAddr > taskSize-r.newLen || offsetInPage(r.newAddr) || r.flags&MREMAP_MAYMOVE == 0 {
 		return errno.EINVAL
 	}
 	if r.flags&MREMAP_DONTUNMAP != 0 && r.oldLen != r.newLen {
@@ -166,17 +166,20 @@ func (m *MM) mremapAt(r *remap) (uint64, error) {
 	return m.moveVMA(r)
 }
 
-// vmaExpandable mirrors vma_expandable().
+// vmaExpandable mirrors vma_expandable(): the range after v is free, and
+// get_unmapped_area() with MAP_FIXED accepts v grown (it ends at or below
+// TASK_SIZE, and security_mmap_addr() accepts v's start).
 func (m *MM) vmaExpandable(v *VMA, delta uint64) bool {
 	end := v.End + delta
-	if end < v.End || end > TaskSize {
+	if end < v.End || len(m.vmasIn(v.End, end)) > 0 {
 		return false
 	}
-	return len(m.vmasIn(v.End, end)) == 0
+	_, err := m.getUnmappedArea(v.Start, end-v.Start, true)
+	return err == nil
 }
 
 // mremapTo mirrors mremap_to(): unmap the target, shrink first if asked,
-// then move.
+// check the target (vrm_set_new_addr), then move.
 func (m *MM) mremapTo(r *remap) (uint64, error) {
 	if _, err := m.doVmiMunmap(r.newAddr, r.newLen, false); err != nil {
 		return 0, err
@@ -192,6 +195,12 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 			return 0, errno.EFAULT
 		}
 		r.oldLen = r.newLen
+	}
+	// vrm_set_new_addr: get_unmapped_area() with MAP_FIXED, whose
+	// security_mmap_addr() may refuse the target (EPERM below
+	// vm.mmap_min_addr without CAP_SYS_RAWIO) after it was unmapped.
+	if _, err := m.getUnmappedArea(r.newAddr, r.newLen, true); err != nil {
+		return 0, err
 	}
 	return m.moveVMA(r)
 }

@@ -240,7 +240,7 @@ func TestPlacementAndSpecialMapping(t *testing.T) {
 	page := pgtable.NewAnonPage()
 	page.SetByteAt(0, 0xcc)
 	m.MmapWriteLock(nil)
-	xol, err := m.GetUnmappedArea(TaskSize-pg, pg)
+	xol, err := m.GetUnmappedArea(m.TaskSize()-pg, pg)
 	must(t, err)
 	_, err = m.InstallSpecialMapping(xol, pg, VM_EXEC|VM_MAYEXEC|VM_DONTCOPY|VM_IO,
 		&SpecialMapping{Name: "[uprobes]", Pages: []*pgtable.Page{page}})

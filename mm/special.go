@@ -2,60 +2,194 @@ package mm
 
 import (
 	"mmlab/errno"
+	"mmlab/machine"
 	"mmlab/mm/pgtable"
 )
 
 // DefaultMmapBase is where top-down placement starts (mm->mmap_base): below
 // the x86-64 stack area, as a process without address-space randomisation has
-// it.
+// it. It is the same with 5-level paging: arch/x86/mm/mmap.c:
+// arch_pick_mmap_layout() computes mmap_base from task_size_64bit(0), the
+// 47-bit DEFAULT_MAP_WINDOW.
 const DefaultMmapBase = 0x7ffff7fff000
 
+// mmapLegacyBase is mm->mmap_legacy_base without randomisation, where the
+// bottom-up fallback of top-down placement starts: TASK_UNMAPPED_BASE,
+// arch/x86/mm/mmap.c:__TASK_UNMAPPED_BASE(task_size_64bit(0)) =
+// PAGE_ALIGN(DEFAULT_MAP_WINDOW / 3), with 5-level paging too.
+const mmapLegacyBase = (machine.DefaultMapWindow/3 + pgtable.PageSize - 1) &^ (pgtable.PageSize - 1)
+
+// TaskSize is TASK_SIZE for a 64-bit task of m's machine
+// (arch/x86/include/asm/page_64_types.h: TASK_SIZE_MAX, task_size_max()):
+// 2^47 - 4096, or 2^56 - 4096 with 5-level paging. No mapping ends above
+// it.
+func (m *MM) TaskSize() uint64 { return m.feat.TaskSize() }
+
 // getUnmappedArea mirrors mm/mmap.c:__get_unmapped_area() for anonymous and
-// file mappings: MAP_FIXED takes addr as it is; otherwise a free hint is
-// used, else the highest gap below the mmap base that fits
-// (arch_get_unmapped_area_topdown). Stack guard gaps are not modelled.
+// file mappings of a 64-bit task with the top-down layout (MMF_TOPDOWN):
+// arch/x86/kernel/sys_x86_64.c:arch_get_unmapped_area_topdown() places the
+// mapping (MAP_FIXED takes addr as it is), then the result is checked
+// against TASK_SIZE and by security_mmap_addr() (securityMmapAddr), for a
+// fixed address and a placed one alike. A hint below mmap_min_addr is not
+// raised here: do_mmap() does that first (roundHintToMin); other callers
+// (mremap, uprobes) pass hints that are not low. Stack guard gaps, THP
+// alignment of large anonymous mappings (thp_get_unmapped_area_vmflags,
+// which only applies without a hint) and the AMD F15h alignment are not
+// modelled.
 func (m *MM) getUnmappedArea(addr, length uint64, fixed bool) (uint64, error) {
-	if length > TaskSize {
+	taskSize := m.TaskSize()
+	if length > taskSize {
 		return 0, errno.ENOMEM
 	}
-	if fixed {
-		if addr > TaskSize-length {
-			return 0, errno.ENOMEM
+	if !fixed {
+		var err error
+		if addr, err = m.archGetUnmappedAreaTopdown(addr, length); err != nil {
+			return 0, err
 		}
-		if offsetInPage(addr) {
-			return 0, errno.EINVAL
-		}
-		return addr, nil
 	}
+	if addr > taskSize-length {
+		return 0, errno.ENOMEM
+	}
+	if offsetInPage(addr) {
+		return 0, errno.EINVAL
+	}
+	if err := m.securityMmapAddr(addr); err != nil {
+		return 0, err
+	}
+	return addr, nil
+}
+
+// securityMmapAddr mirrors security/security.c:security_mmap_addr() with
+// the capability LSM alone, security/commoncap.c:cap_mmap_addr(): an
+// address below dac_mmap_min_addr (vm.mmap_min_addr) needs CAP_SYS_RAWIO in
+// the initial user namespace, else EPERM. In v6.19 __get_unmapped_area() is
+// its only caller on x86-64 (besides vm86), so it sees every mmap, fixed or
+// not, and every mremap target (vrm_set_new_addr(), vma_expandable()).
+// Not modelled: SELinux's selinux_mmap_addr(), which refuses an address
+// below CONFIG_LSM_MMAP_MIN_ADDR without memprotect:mmap_zero (EACCES); the
+// model runs as if SELinux were off, as on the hosts it was checked on.
+func (m *MM) securityMmapAddr(addr uint64) error {
+	if addr < m.feat.MmapMinAddr && !m.feat.CapSysRawio {
+		return errno.EPERM
+	}
+	return nil
+}
+
+// roundHintToMin mirrors mm/mmap.c:round_hint_to_min(), which do_mmap()
+// applies to the address of a mapping without MAP_FIXED (for every caller,
+// privileged or not): the hint is truncated to a page, and a hint left
+// below mmap_min_addr (the larger of vm.mmap_min_addr and
+// CONFIG_LSM_MMAP_MIN_ADDR) is raised to it; a hint that truncates to 0 is
+// no hint.
+func (m *MM) roundHintToMin(hint uint64) uint64 {
+	hint &^= pgtable.PageSize - 1
+	if minAddr := m.feat.MinAddr(); hint != 0 && hint < minAddr {
+		return pageAlign(minAddr)
+	}
+	return hint
+}
+
+// mmapAddressHintValid mirrors arch/x86/mm/mmap.c:mmap_address_hint_valid():
+// the range fits below TASK_SIZE and does not cross DEFAULT_MAP_WINDOW (the
+// 47-bit boundary, which only 5-level paging puts below TASK_SIZE), so that
+// an application that did not ask for addresses above 47 bits never gets
+// one by a hint just below the boundary.
+func (m *MM) mmapAddressHintValid(addr, length uint64) bool {
+	if m.TaskSize()-length < addr {
+		return false
+	}
+	return (addr > machine.DefaultMapWindow) == (addr+length > machine.DefaultMapWindow)
+}
+
+// archGetUnmappedAreaTopdown mirrors arch/x86/kernel/sys_x86_64.c:
+// arch_get_unmapped_area_topdown() for a non-fixed 64-bit mapping: a valid
+// free hint (truncated to a page) is used; else the highest free range below
+// mm->mmap_base and at or above mmap_min_addr (unmapped_area_topdown() raises
+// its low limit to it), the window reaching TASK_SIZE_MAX -
+// DEFAULT_MAP_WINDOW higher when the hint is above DEFAULT_MAP_WINDOW (the
+// opt-in to addresses above 47 bits with 5-level paging; without it the two
+// are equal); failing that, arch_get_unmapped_area() bottom-up.
+func (m *MM) archGetUnmappedAreaTopdown(addr0, length uint64) (uint64, error) {
+	addr := addr0
 	if addr != 0 {
-		addr = pageAlign(addr)
-		if addr <= TaskSize-length && len(m.vmasIn(addr, addr+length)) == 0 {
+		addr &^= pgtable.PageSize - 1
+		if m.mmapAddressHintValid(addr, length) && len(m.vmasIn(addr, addr+length)) == 0 {
 			return addr, nil
 		}
 	}
-	base := m.MmapBase
-	if base == 0 {
-		base = DefaultMmapBase
+	high := m.MmapBase
+	if high == 0 {
+		high = DefaultMmapBase
 	}
-	high := base
-	for {
+	if addr > machine.DefaultMapWindow {
+		high += m.TaskSize() - machine.DefaultMapWindow
+	}
+	if a, ok := m.freeTopdown(max(pgtable.PageSize, m.feat.MinAddr()), high, length); ok {
+		return a, nil
+	}
+	return m.archGetUnmappedArea(addr0, length)
+}
+
+// archGetUnmappedArea mirrors arch/x86/kernel/sys_x86_64.c:
+// arch_get_unmapped_area() for a non-fixed 64-bit mapping, as the fallback
+// of top-down placement calls it: the window is [mmap_legacy_base,
+// task_size_64bit(addr > DEFAULT_MAP_WINDOW)), a free hint (rounded up to a
+// page) that ends in it is used, else the lowest free range in it at or
+// above mmap_min_addr (unmapped_area()).
+func (m *MM) archGetUnmappedArea(addr, length uint64) (uint64, error) {
+	end := uint64(machine.DefaultMapWindow) // find_start_end(): task_size_64bit()
+	if addr > machine.DefaultMapWindow {
+		end = m.TaskSize()
+	}
+	if length > end {
+		return 0, errno.ENOMEM
+	}
+	if addr != 0 {
+		addr = pageAlign(addr)
+		if end-length >= addr && len(m.vmasIn(addr, addr+length)) == 0 {
+			return addr, nil
+		}
+	}
+	low := max(uint64(mmapLegacyBase), m.feat.MinAddr())
+	cursor := low
+	for r := range m.mt.From(low) {
+		if r.Start >= end {
+			break
+		}
+		if r.Start > cursor && r.Start-cursor >= length {
+			return cursor, nil
+		}
+		cursor = max(cursor, r.End)
+	}
+	if cursor < end && end-cursor >= length {
+		return cursor, nil
+	}
+	return 0, errno.ENOMEM
+}
+
+// freeTopdown is unmapped_area_topdown() for a page-aligned length with no
+// alignment or gap: the highest addr with [addr, addr+length) free, addr >=
+// low and addr+length <= high.
+func (m *MM) freeTopdown(low, high, length uint64) (uint64, bool) {
+	for high > low {
 		_, _, v := m.mt.Prev(high)
 		if v != nil && v.End > high {
 			high = v.Start
 			continue
 		}
-		low := uint64(pgtable.PageSize) // mmap_min_addr
+		holeLow := low
 		if v != nil {
-			low = v.End
+			holeLow = max(v.End, low)
 		}
-		if high >= low && high-low >= length {
-			return high - length, nil
+		if high > holeLow && high-holeLow >= length {
+			return high - length, true
 		}
 		if v == nil {
-			return 0, errno.ENOMEM
+			break
 		}
 		high = v.Start
 	}
+	return 0, false
 }
 
 // GetUnmappedArea is getUnmappedArea for callers holding the mmap lock
@@ -107,7 +241,7 @@ func (m *MM) InstallSpecialMapping(addr, length uint64, flags VMFlags, sm *Speci
 func (m *MM) UnmappedArea(low, high, length uint64, topdown bool) (uint64, error) {
 	length = pageAlign(length)
 	need := length + pgtable.PageSize - 1
-	low = max(low, pgtable.PageSize) // mmap_min_addr
+	low = max(low, pgtable.PageSize, m.feat.MinAddr()) // unmapped_area(): low_limit >= mmap_min_addr
 	if length == 0 || high <= low || high-low < need {
 		return 0, errno.ENOMEM
 	}

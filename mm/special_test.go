@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"mmlab/errno"
+	"mmlab/machine"
 	"mmlab/mm/pgtable"
 )
 
@@ -18,9 +19,10 @@ func mapAnon(t *testing.T, m *MM, start, end uint64) {
 
 // vm_unmapped_area with page alignment: the lowest or highest page whose
 // free range is at least two pages minus one byte (the alignment's worst
-// case), inside the limits and above mmap_min_addr.
+// case), inside the limits and above mmap_min_addr (4096 here; with
+// CONFIG_LSM_MMAP_MIN_ADDR 65536 nothing below 0x10000 is found).
 func TestUnmappedArea(t *testing.T) {
-	m := New(testFeatures)
+	m := New(machine.Features{MmapMinAddr: 4096})
 	mapAnon(t, m, 0x10000, 0x20000)
 	mapAnon(t, m, 0x21000, 0x30000) // a one-page hole at 0x20000: too small
 	mapAnon(t, m, 0x32000, 0x40000) // a two-page hole at 0x30000
@@ -47,6 +49,15 @@ func TestUnmappedArea(t *testing.T) {
 		got, err := m.UnmappedArea(c.low, c.high, pg, c.topdown)
 		if got != c.want || !errors.Is(err, c.err) && (err != nil || c.err != nil) {
 			t.Errorf("UnmappedArea(%#x, %#x, topdown %v) = %#x, %v; want %#x, %v", c.low, c.high, c.topdown, got, err, c.want, c.err)
+		}
+	}
+	lsm := New(machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true})
+	mapAnon(t, lsm, 0x10000, 0x20000)
+	lsm.MmapReadLock(nil)
+	defer lsm.MmapReadUnlock()
+	for _, topdown := range []bool{true, false} {
+		if got, err := lsm.UnmappedArea(0, 0x10000, pg, topdown); !errors.Is(err, errno.ENOMEM) {
+			t.Errorf("LSM mmap_min_addr 0x10000: UnmappedArea(0, 0x10000, topdown %v) = %#x, %v; want ENOMEM", topdown, got, err)
 		}
 	}
 }

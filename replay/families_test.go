@@ -68,7 +68,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 				if v.End-v.Start >= 512<<20 {
 					seen["VMA of 512 MiB or more"]++
 				}
-				if v.End == mm.TaskSize {
+				if v.End == m.TaskSize() {
 					seen["VMA ending at TASK_SIZE"]++
 				}
 				if v.File != nil && v.Pgoff<<12 >= 1<<63-1<<32 {

@@ -23,13 +23,19 @@ import (
 // until the matching exit (or the end of the trace); then the child's address
 // space exits and the parent goes on. Run stops early with ctx's error when
 // ctx is cancelled. Like the live runner, it first refuses a Program that
-// breaks a rule of trace.Parse (Program.Validate), with the same error.
+// breaks a rule of trace.Parse or does not fit a machine with features f
+// (Program.ValidateFor), with the same error.
 func Run(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer) error {
-	if err := p.Validate(); err != nil {
+	if err := p.ValidateFor(f); err != nil {
 		return err
 	}
 	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}}
 	root := mm.New(f)
+	// Top-down placement (a hint the kernel does not use) starts at the
+	// top of trace.ProcessZones' mmap area, as the live helper's lies in
+	// it: such a mapping lands outside every arena on both targets. A
+	// model choice: the live mmap_base is random within that zone.
+	root.MmapBase = trace.StackZoneLo
 	_, err := r.run(root, 0)
 	root.Exit()
 	if ferr := r.out.Flush(); err == nil {

@@ -35,6 +35,9 @@ func (o *Op) String() string {
 		if o.NoReplace {
 			fl += ",noreplace"
 		}
+		if o.Hint {
+			fl += ",hint"
+		}
 		if o.Populate {
 			fl += ",populate"
 		}

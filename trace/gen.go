@@ -142,9 +142,9 @@ func Generate(seed int64, opt GenOptions) *Program {
 		p.ArenaLo = taskSize - g.pages(3, 24)*PageSize
 	case fam.tinyArena:
 		n := g.pages(2, 8)
-		p.ArenaLo = MinArenaLo
+		p.ArenaLo = PortableArenaLo
 		if !g.chance(10) {
-			p.ArenaLo += g.r.Uint64N((ProcessZones[0].Lo-MinArenaLo)/PageSize-8) * PageSize
+			p.ArenaLo += g.r.Uint64N((ProcessZones[0].Lo-PortableArenaLo)/PageSize-8) * PageSize
 		}
 		p.ArenaHi = p.ArenaLo + n*PageSize
 	}

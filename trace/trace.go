@@ -11,7 +11,7 @@
 //	arena LO HI                          optional, before any other op
 //	file NAME SIZE                       a file whose byte i is i % 251
 //	mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT rwx or -; FLAGS private|shared,
-//	                                     fixed|noreplace, optional populate
+//	                                     fixed|noreplace|hint, optional populate
 //	munmap ADDR LEN
 //	mprotect ADDR LEN PROT
 //	mremap ADDR OLDLEN NEWLEN [maymove fixed NEWADDR]
@@ -94,7 +94,9 @@ type Op struct {
 	Addr, Len uint64 // mmap, munmap, mprotect, mremap (old addr and len), touch/poke/peek (Addr)
 	Prot      Prot   // mmap, mprotect
 
-	Shared, Fixed, NoReplace, Populate bool // mmap flags (Fixed xor NoReplace)
+	// mmap flags: exactly one of Fixed (MAP_FIXED), NoReplace
+	// (MAP_FIXED_NOREPLACE) and Hint (neither: Addr is a hint).
+	Shared, Fixed, NoReplace, Hint, Populate bool
 
 	File string // mmap: file-backed when not ""; file: the file's name
 	Off  uint64 // mmap: file offset
@@ -126,11 +128,20 @@ const (
 	PageSize = 4096
 	MaxLen   = 1 << 30 // largest LEN, OLDLEN, NEWLEN or SIZE, and all SIZEs together
 	// MaxUserAddr is the end of the x86-64 user address space with 4-level
-	// page tables; an arena must lie below it.
+	// page tables (TASK_SIZE plus its last, never mapped page): a machine
+	// without 5-level paging runs no arena above it (UserAddrEnd).
 	MaxUserAddr = 1 << 47
-	// MinArenaLo is the lowest arena start: the largest vm.mmap_min_addr
-	// distributions set, below which mmap fails for unprivileged processes.
-	MinArenaLo = 0x10000
+	// MaxUserAddrLA57 is the end of the user address space with 5-level
+	// paging (la57), the highest arena end Parse accepts.
+	MaxUserAddrLA57 = 1 << 56
+	// PortableArenaLo is the lowest arena Generate makes: at or above
+	// every distribution's vm.mmap_min_addr and CONFIG_LSM_MMAP_MIN_ADDR
+	// (65536), so that a generated trace gets the same answers on every
+	// machine. Parse accepts lower arenas, down to page 0: there a hint is
+	// raised to mmap_min_addr and a fixed mapping below vm.mmap_min_addr
+	// needs CAP_SYS_RAWIO, so the answers depend on the machine, and each
+	// target gives its machine's.
+	PortableArenaLo = 0x10000
 	// MaxLineLen is the most bytes a line may hold before its comment; a
 	// comment may be of any length.
 	MaxLineLen = 4096
@@ -162,9 +173,11 @@ var ProcessZones = []Zone{
 	{0x6f0000000000, StackZoneLo, "the shared libraries, vDSO and other mmap-area mappings"},
 }
 
-// StackZoneLo starts the top 16 GiB of the address space, where the stack
-// lies at a random place (randomize_stack_top(): STACK_RND_MASK pages below
-// TASK_SIZE). An arena may overlap at most MaxStackZoneArena bytes of it: a
+// StackZoneLo starts the top 16 GiB of the 47-bit address space (below
+// MaxUserAddr), where the stack lies at a random place
+// (randomize_stack_top(): STACK_RND_MASK pages below STACK_TOP, which is
+// DEFAULT_MAP_WINDOW with 5-level paging too). An arena may overlap at most
+// MaxStackZoneArena bytes of it: a
 // live runner whose process finds its stack in the arena runs the trace
 // again in a fresh process, whose stack lies elsewhere.
 const (
@@ -186,14 +199,23 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("%d: %s", e.Line, e.Ms
 const Language = `The language, one op a line, '#' starts a comment:
   arena LO HI                          optional, before any other op;
                                        default 0x100000000000 0x110000000000;
-                                       LO >= 0x10000, clear of the process's
-                                       own mappings: 0x550000000000-
-                                       0x660000000000 and 0x6f0000000000-
-                                       0x7ffc00000000, and at most 1 GiB above
-                                       0x7ffc00000000 (the stack)
+                                       HI <= 0x800000000000 (2^47), or 2^56 on
+                                       a machine with 5-level paging (la57);
+                                       clear of the process's own mappings:
+                                       0x550000000000-0x660000000000 and
+                                       0x6f0000000000-0x7ffc00000000, and at
+                                       most 1 GiB of 0x7ffc00000000-2^47 (the
+                                       stack). LO may be 0: below 0x10000 the
+                                       answers depend on the machine, a hint
+                                       is raised to mmap_min_addr, a fixed map
+                                       below vm.mmap_min_addr needs
+                                       CAP_SYS_RAWIO (else EPERM)
   file NAME SIZE                       a file of SIZE bytes; byte i is i % 251
   mmap ADDR LEN PROT FLAGS [NAME OFF]  PROT: r or -, w or -, x or- ("rw-");
-                                       FLAGS: private|shared, fixed|noreplace,
+                                       FLAGS: private|shared, one of fixed,
+                                       noreplace or hint (ADDR is a hint: the
+                                       kernel may place the mapping elsewhere,
+                                       shown by maps only inside the arena),
                                        optional populate, comma-separated;
                                        anonymous unless NAME OFF follow
   munmap ADDR LEN
@@ -226,8 +248,10 @@ or "error LINE SIGBUS BUS_ADRERR".`
 
 // Parse reads a trace and validates all of it before anything
 // runs: unknown ops or flags, missing or extra fields, maymove without fixed
-// NEWADDR, FLAGS without exactly one of fixed/noreplace, arenas over the
-// process's own mappings (ProcessZones), addresses or ranges outside the
+// NEWADDR, FLAGS without exactly one of fixed/noreplace/hint, arenas over the
+// process's own mappings (ProcessZones) or ending above MaxUserAddrLA57
+// (a runner refuses one above its machine's UserAddrEnd, ValidateFor),
+// addresses or ranges outside the
 // arena, lengths over 1 GiB, files of more than 1 GiB in all, exit with no
 // process to return to, files used before they are declared or declared
 // twice, and lines over MaxLineLen bytes before their comment. A malformed
@@ -367,15 +391,15 @@ func (ps *lineParser) arena() error {
 	if lo%PageSize != 0 || hi%PageSize != 0 {
 		return ps.errorf("arena bounds must be page aligned")
 	}
-	if lo < MinArenaLo || lo >= hi || hi > MaxUserAddr {
-		return ps.errorf("arena must satisfy %#x <= LO < HI <= %#x", uint64(MinArenaLo), uint64(MaxUserAddr))
+	if lo >= hi || hi > MaxUserAddrLA57 {
+		return ps.errorf("arena must satisfy LO < HI <= %#x", uint64(MaxUserAddrLA57))
 	}
 	for _, z := range ProcessZones {
 		if lo < z.Hi && hi > z.Lo {
 			return ps.errorf("arena overlaps %#x-%#x, where the kernel places a process's own mappings (%s)", z.Lo, z.Hi, z.What)
 		}
 	}
-	if hi > StackZoneLo && hi-max(lo, StackZoneLo) > MaxStackZoneArena {
+	if hi > StackZoneLo && lo < MaxUserAddr && min(hi, MaxUserAddr)-max(lo, StackZoneLo) > MaxStackZoneArena {
 		return ps.errorf("arena holds over 1 GiB of %#x-%#x, where the kernel places a process's stack", uint64(StackZoneLo), uint64(MaxUserAddr))
 	}
 	ps.p.ArenaLo, ps.p.ArenaHi = lo, hi
@@ -626,6 +650,8 @@ func (ps *lineParser) mmapFlags(op *Op, s string) error {
 			b = &op.Fixed
 		case "noreplace":
 			b = &op.NoReplace
+		case "hint":
+			b = &op.Hint
 		case "populate":
 			b = &op.Populate
 		default:
@@ -639,11 +665,18 @@ func (ps *lineParser) mmapFlags(op *Op, s string) error {
 	if private == shared {
 		return ps.errorf("FLAGS %q: need exactly one of private or shared", s)
 	}
-	if op.Fixed == op.NoReplace {
-		return ps.errorf("FLAGS %q: need exactly one of fixed or noreplace", s)
+	if n := btoi(op.Fixed) + btoi(op.NoReplace) + btoi(op.Hint); n != 1 {
+		return ps.errorf("FLAGS %q: need exactly one of fixed, noreplace or hint", s)
 	}
 	op.Shared = shared
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // validName reports whether s may name a trace file: it must print as one

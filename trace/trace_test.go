@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"mmlab/machine"
 )
 
 func TestParseValid(t *testing.T) {
@@ -27,6 +29,7 @@ peek 0x200000001000
 fork
 maps
 exit
+mmap 0x200000003000 4K r-- private,hint
 `
 	p, err := Parse(strings.NewReader(src))
 	if err != nil {
@@ -49,6 +52,7 @@ exit
 		{Line: 14, Kind: OpFork},
 		{Line: 15, Kind: OpMaps},
 		{Line: 16, Kind: OpExit},
+		{Line: 17, Kind: OpMmap, Addr: 0x200000003000, Len: 4096, Prot: ProtRead, Hint: true},
 	}
 	if !reflect.DeepEqual(p.Ops, want) {
 		t.Errorf("ops:\n got %+v\nwant %+v", p.Ops, want)
@@ -95,8 +99,9 @@ func TestParseMalformed(t *testing.T) {
 		{"mremap extra field", "mremap " + a + " 4K 8K maymove fixed " + a + " 1\n", 1, "extra field"},
 		{"mremap missing field", "mremap " + a + " 4K\n", 1, "missing field"},
 		{"fixed without maymove", "mremap " + a + " 4K 8K fixed " + a + "\n", 1, "unknown mremap flag"},
-		{"neither fixed nor noreplace", "mmap " + a + " 4K rw- private\n", 1, "exactly one of fixed or noreplace"},
-		{"both fixed and noreplace", "mmap " + a + " 4K rw- private,fixed,noreplace\n", 1, "exactly one of fixed or noreplace"},
+		{"neither fixed nor noreplace", "mmap " + a + " 4K rw- private\n", 1, "exactly one of fixed, noreplace or hint"},
+		{"both fixed and noreplace", "mmap " + a + " 4K rw- private,fixed,noreplace\n", 1, "exactly one of fixed, noreplace or hint"},
+		{"both fixed and hint", "mmap " + a + " 4K rw- private,fixed,hint\n", 1, "exactly one of fixed, noreplace or hint"},
 		{"neither private nor shared", "mmap " + a + " 4K rw- fixed\n", 1, "exactly one of private or shared"},
 		{"flag twice", "mmap " + a + " 4K rw- private,fixed,fixed\n", 1, "twice"},
 		{"addr below arena", "touch 0xfffffffffff\n", 1, "outside the arena"},
@@ -121,7 +126,8 @@ func TestParseMalformed(t *testing.T) {
 		{"file twice", "file f 4K\nfile f 8K\n", 2, "declared twice"},
 		{"file path", "file a/b 4K\n", 1, "bad file NAME"},
 		{"files over 1G in all", "file a 1G\nfile b 4K\n", 2, "over 1 GiB in all"},
-		{"arena below mmap_min_addr", "arena 0xf000 0x100000\n", 1, "arena must satisfy 0x10000 <= LO"},
+		{"arena above 5-level paging's end", "arena 0x100000000000 0x100000000001000\n", 1, "arena must satisfy LO < HI <= 0x100000000000000"},
+		{"arena over the stack zone and above", "arena 0x7ffc00000000 0x900000000000\n", 1, "over 1 GiB of 0x7ffc00000000-0x800000000000"},
 		{"arena over everything", "arena 0x10000 0x800000000000\nmaps\n", 1, "own mappings (the executable and its heap)"},
 		{"arena at the PIE base", "arena 0x555555554000 0x555555555000\n", 1, "the executable and its heap"},
 		{"arena at the mmap base", "# c\narena 0x7ffbfff00000 0x7ffc00001000\n", 2, "the shared libraries"},
@@ -213,9 +219,62 @@ func TestValidate(t *testing.T) {
 	if err == nil || err.Error() != "invalid trace: line 2 (mmap 0x7f0000000000 4K rw- private,fixed): range 0x7f0000000000+0x1000 is outside the arena 0x100000000000-0x110000000000" {
 		t.Errorf("Validate = %v", err)
 	}
-	p.ArenaLo = 0x1000
-	if err := p.Validate(); err == nil || err.Error() != "invalid trace: arena must satisfy 0x10000 <= LO < HI <= 0x800000000000" {
+	p.ArenaHi = MaxUserAddrLA57 + PageSize
+	if err := p.Validate(); err == nil || err.Error() != "invalid trace: arena must satisfy LO < HI <= 0x100000000000000" {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// An arena may start at page 0: below mmap_min_addr the kernel answers,
+// not the language. Its end follows the machine's TASK_SIZE: above 2^47
+// only with 5-level paging (ValidateFor), up to 2^56; the stack zone
+// stays below 2^47.
+func TestArenaBoundsFollowTheMachine(t *testing.T) {
+	fourLevel := machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536}
+	la57 := fourLevel
+	la57.LA57 = true
+	for _, c := range []struct {
+		src        string
+		four, five string // ValidateFor's error on each machine, "" for none
+	}{
+		{"arena 0 0x100000\nmmap 0 4K rw- private,fixed\nmmap 0x1000 4K rw- private,hint\n", "", ""},
+		{"arena 0x7fffffff0000 0x800000000000\n", "", ""},
+		{"arena 0x800000000000 0x900000000000\nmmap 0x800000000000 4K rw- private,fixed\n", "ends above this machine's user address space, 0x800000000000 (4-level paging)", ""},
+		{"arena 0xfffffff0000000 0x100000000000000\n", "ends above", ""},
+		{"arena 0x7fffc0000000 0x800040000000\n", "ends above", ""}, // 1 GiB of the stack zone, 1 GiB above 2^47
+	} {
+		p, err := Parse(strings.NewReader(c.src))
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.src, err)
+			continue
+		}
+		for _, m := range []struct {
+			f    machine.Features
+			want string
+		}{{fourLevel, c.four}, {la57, c.five}} {
+			err := p.ValidateFor(m.f)
+			if m.want == "" && err != nil || m.want != "" && (err == nil || !strings.Contains(err.Error(), m.want)) {
+				t.Errorf("%q: ValidateFor(la57 %v) = %v; want %q", c.src, m.f.LA57, err, m.want)
+			}
+		}
+	}
+}
+
+// A trace's "# requires:" lines name the features its golden depends on;
+// Unmet says which a machine lacks.
+func TestUnmet(t *testing.T) {
+	src := []byte("# requires: mmap_min_addr=4096 lsm_mmap_min_addr=65536\n# requires: cap_sys_rawio=true\n  # requires: la57=false\nmaps\n")
+	host := machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true}
+	if got, err := Unmet(src, host); got != "" || err != nil {
+		t.Errorf("Unmet on the recording machine = %q, %v", got, err)
+	}
+	other := machine.Features{MmapMinAddr: 65536, LSMMmapMinAddr: 65536}
+	got, err := Unmet(src, other)
+	if err != nil || got != "recorded on a machine with mmap_min_addr=4096 (this machine: 65536), cap_sys_rawio=true (this machine: false)" {
+		t.Errorf("Unmet = %q, %v", got, err)
+	}
+	if _, err := Unmet([]byte("# requires: hz=250\n"), host); err == nil {
+		t.Error("Unmet of an unknown key: no error")
 	}
 }
 

@@ -23,7 +23,6 @@ const (
 	sigill        = kernel.Signal(4)
 	xolAreaFlags  = mm.VM_EXEC | mm.VM_MAYEXEC | mm.VM_DONTCOPY | mm.VM_IO
 	xolAreaName   = "[uprobes]"
-	xolVaddrHint  = mm.TaskSize - pgtable.PageSize
 	trampolineOff = 0 // slot 0 holds the uretprobe trampoline
 )
 
@@ -241,7 +240,10 @@ func (u *Uprobes) getXolArea(r *kernel.Runner, ut *utask) (*xolArea, error) {
 		ut.area = a.(*xolArea)
 		return ut.area, nil
 	}
-	addr, err := m.GetUnmappedArea(xolVaddrHint, pgtable.PageSize)
+	// xol_add_vma(): the hint is TASK_SIZE - PAGE_SIZE, above
+	// DEFAULT_MAP_WINDOW with 5-level paging, which puts the area at the
+	// top of the 56-bit space there.
+	addr, err := m.GetUnmappedArea(m.TaskSize()-pgtable.PageSize, pgtable.PageSize)
 	if err != nil {
 		return nil, err
 	}

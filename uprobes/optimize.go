@@ -170,7 +170,7 @@ func findNearestTrampoline(m *mm.MM, vaddr uint64) (uint64, error) {
 	if callEnd >= -math.MinInt32 {
 		lowLimit = callEnd - -math.MinInt32
 	}
-	high, errHigh := m.UnmappedArea(callEnd, min(callEnd+math.MaxInt32, mm.TaskSize), pgtable.PageSize, false)
+	high, errHigh := m.UnmappedArea(callEnd, min(callEnd+math.MaxInt32, m.TaskSize()), pgtable.PageSize, false)
 	low, errLow := m.UnmappedArea(max(lowLimit, pgtable.PageSize), callEnd, pgtable.PageSize, true)
 	switch {
 	case errHigh != nil && errLow != nil:
@@ -190,7 +190,7 @@ func findNearestTrampoline(m *mm.MM, vaddr uint64) (uint64, error) {
 // trampoline on m's list a call at vaddr reaches, else a new one. Caller
 // holds m's mmap write lock.
 func (u *Uprobes) getTrampolineLocked(m *mm.MM, vaddr uint64) (tramp uint64, isNew bool, err error) {
-	if vaddr > mm.TaskSize || vaddr < pgtable.PageSize {
+	if vaddr > m.TaskSize() || vaddr < pgtable.PageSize {
 		return 0, false, errno.EINVAL
 	}
 	for _, t := range u.trampsOf(m).vaddrs {
@@ -227,7 +227,7 @@ func (u *Uprobes) newTrampolineLocked(m *mm.MM, vaddr uint64) (uint64, error) {
 // free page, as the call design places its trampolines. Caller holds m's
 // mmap write lock; releaseSlotLocked undoes a new assignment.
 func (u *Uprobes) getSlotLocked(m *mm.MM, vaddr uint64) (slot uint64, newSlot, newPage bool, err error) {
-	if vaddr > mm.TaskSize || vaddr < pgtable.PageSize {
+	if vaddr > m.TaskSize() || vaddr < pgtable.PageSize {
 		return 0, false, false, errno.EINVAL
 	}
 	ts := u.trampsOf(m)

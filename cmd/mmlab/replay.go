@@ -81,6 +81,13 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if p == nil {
 		return code
 	}
+	// Refuse a trace that does not fit the machine it runs on (an arena
+	// above its TASK_SIZE) here, once, as Parse refuses a malformed one.
+	// The runners check the same again.
+	if err := p.ValidateFor(mach.Features); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	run := replayTargets[*target]
 	// A closed stdout (mmlab replay ... | head) or terminal must end the run
 	// through ctx or an EPIPE error, so that Run removes what it created,

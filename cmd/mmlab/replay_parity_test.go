@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"mmlab/machine"
 )
 
 // Every malformed or refused trace, and every odd input, gets the same exit
@@ -25,7 +27,8 @@ func TestReplayTargetsRefuseAlike(t *testing.T) {
 		runs  bool // the trace runs: the live target needs Linux
 		start string
 	}{
-		{"arena over the process", "-", "arena 0x1000 0x800000000000\nmaps\n", 2, false, "1: arena must satisfy 0x10000 <= LO"},
+		{"arena over the process", "-", "arena 0x1000 0x800000000000\nmaps\n", 2, false, "1: arena overlaps 0x550000000000-0x660000000000"},
+		{"arena above 5-level paging", "-", "arena 0x1000 0x100000000001000\nmaps\n", 2, false, "1: arena must satisfy LO < HI <= 0x100000000000000"},
 		{"arena over the executable", "-", "arena 0x10000 0x800000000000\nmaps\n", 2, false, "1: arena overlaps 0x550000000000-0x660000000000"},
 		{"arena over the libraries", "-", "arena 0x7f0000000000 0x7f0000001000\nmaps\n", 2, false, "1: arena overlaps 0x6f0000000000-0x7ffc00000000"},
 		{"arena over the stack zone", "-", "arena 0x7ffbc0000000 0x800000000000\n", 2, false, "1: arena overlaps"},
@@ -59,6 +62,15 @@ func TestReplayTargetsRefuseAlike(t *testing.T) {
 		{"empty", "-", "", 0, true, ""},
 		{"CRLF", "-", "maps\r\nmaps\r\n", 0, true, ""},
 		{"top page", "-", "arena 0x7ffffffff000 0x800000000000\nmmap 0x7ffffffff000 4K rw- private,fixed\nmaps\n", 0, true, ""},
+	}
+	if !machine.Host().Features.LA57 {
+		cases = append(cases, struct {
+			name, path, src string
+			code            int
+			runs            bool
+			start           string
+		}{"arena above 2^47 without la57", "-", "arena 0x800000000000 0x800000001000\nmaps\n", 2, false,
+			"invalid trace: arena 0x800000000000-0x800000001000 ends above this machine's user address space, 0x800000000000 (4-level paging)"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

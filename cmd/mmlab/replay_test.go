@@ -19,7 +19,7 @@ func TestReplayExitStatus(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"malformed", []string{"--target", "live", "-"}, "maps\n\nmmap 0x100000000000 4K rw- private\n", 2, "3: FLAGS \"private\": need exactly one of fixed or noreplace\n"},
+		{"malformed", []string{"--target", "live", "-"}, "maps\n\nmmap 0x100000000000 4K rw- private\n", 2, "3: FLAGS \"private\": need exactly one of fixed, noreplace or hint\n"},
 		{"malformed model", []string{"-"}, "fork\nexit\nexit\n", 2, "3: exit with no process to return to\n"},
 		{"no trace", []string{"--target", "live"}, "", 2, "usage: mmlab replay"},
 		{"bad target", []string{"--target", "qemu", "-"}, "", 2, `--target "qemu": want model or live`},

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mmlab/machine"
 	"mmlab/trace"
 )
 
@@ -132,13 +133,14 @@ func encode(p *trace.Program, dir string) ([]byte, error) {
 			if o.Shared {
 				h.flags = unix.MAP_SHARED
 			}
-			if o.Fixed == o.NoReplace {
-				return nil, fmt.Errorf("%d: mmap needs exactly one of fixed or noreplace", o.Line)
-			}
-			if o.Fixed {
+			switch {
+			case o.Fixed && !o.NoReplace && !o.Hint:
 				h.flags |= unix.MAP_FIXED
-			} else {
+			case o.NoReplace && !o.Fixed && !o.Hint:
 				h.flags |= unix.MAP_FIXED_NOREPLACE
+			case o.Hint && !o.Fixed && !o.NoReplace: // ADDR is a hint
+			default:
+				return nil, fmt.Errorf("%d: mmap needs exactly one of fixed, noreplace or hint", o.Line)
 			}
 			if o.Populate {
 				h.flags |= unix.MAP_POPULATE
@@ -249,7 +251,8 @@ var subreaper sync.Once
 // An op the kernel refuses is part of the output, not an error: Run returns
 // an error only when the trace cannot run (no C compiler, a helper that dies)
 // or ctx is cancelled, and then nothing it started or created is left.
-// Run refuses exactly the traces trace.Parse refuses; a helper process that
+// Run refuses exactly the traces trace.Parse refuses and those that do not
+// fit this machine (Program.ValidateFor with machine.Host()); a helper process that
 // finds its stack in the arena (trace.StackZoneLo) prints nothing and Run
 // starts another, up to busyRuns of them.
 //
@@ -257,7 +260,7 @@ var subreaper sync.Once
 // so that the helper's forked children, orphaned when the helper is killed,
 // are reaped here rather than left to init.
 func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
-	if err := p.Validate(); err != nil {
+	if err := p.ValidateFor(machine.Host().Features); err != nil {
 		return err
 	}
 	bin, err := helperPath()

@@ -261,7 +261,7 @@ func modelSpecialLines(t *testing.T, layout []mapsEntry, sites []modelSite, hltA
 	m.Hooks = u
 	var stackTop uint64
 	for _, e := range layout {
-		if e.end > mm.TaskSize {
+		if e.end > m.TaskSize() {
 			continue // [vsyscall]
 		}
 		prot := 0

@@ -8,15 +8,20 @@ import (
 	"sync/atomic"
 )
 
-// Table geometry: 4 levels of 512 entries, 48-bit virtual addresses.
+// Table geometry: levels of 512 entries. The first 2^48 bytes are mapped
+// by 4 levels (Table.pgd, then PUD, PMD and PTE tables), as with 4-level
+// paging; with 5-level paging (la57) the PGD's first entry is that P4D and
+// the others are P4D tables of the 2^48-byte ranges above (Table.upper),
+// allocated on first use, up to a 57-bit space.
 const (
 	entriesShift = 9
 	entries      = 1 << entriesShift
 	pmdShift     = PageShift + entriesShift // one PTE table maps 2 MiB
 	pudShift     = pmdShift + entriesShift  // one PMD table maps 1 GiB
 	pgdShift     = pudShift + entriesShift  // one PUD table maps 512 GiB
-	// AddrLimit is the first address above the 48-bit space the tables map.
-	AddrLimit = uint64(1) << (pgdShift + entriesShift)
+	p4dShift     = pgdShift + entriesShift  // one P4D table maps 256 TiB
+	// AddrLimit is the first address above the 57-bit space the tables map.
+	AddrLimit = uint64(1) << (p4dShift + entriesShift)
 )
 
 // PTE is a page table entry. The zero PTE is "none" (not present).
@@ -91,16 +96,68 @@ type pudTable struct {
 	n int // non-nil entries; under Table.mu
 }
 
+// p4dTable maps 2^48 bytes above the first 2^48 (5-level paging).
+type p4dTable struct {
+	e [entries]atomic.Pointer[pudTable]
+	n int // non-nil entries; under Table.mu
+}
+
+// upperTable is the 5-level PGD without its first entry (Table.pgd).
+type upperTable struct {
+	e [entries]atomic.Pointer[p4dTable]
+}
+
 // Table is the page tables of one mm (mm->pgd and what hangs below it).
 // The zero value is an empty table.
 type Table struct {
 	// mu is the kernel's mm->page_table_lock: it serialises allocating and
 	// freeing PUD, PMD and PTE tables (never the PTEs themselves). Lock
 	// order: mmap_lock → mu → ptl.
-	mu       sync.Mutex
-	pgd      [entries]atomic.Pointer[pudTable]
+	mu  sync.Mutex
+	pgd [entries]atomic.Pointer[pudTable] // the first 2^48 bytes
+	// upper holds the P4D tables above 2^48 (5-level paging), nil until
+	// one is needed; written under mu.
+	upper    atomic.Pointer[upperTable]
 	resident atomic.Int64 // present PTEs (the mm's RSS in pages)
 }
+
+// pudSlot returns the entry pointing to the PUD table for addr without
+// locks, or nil when the P4D table above it is absent (addr >= 2^48).
+func (t *Table) pudSlot(addr uint64) *atomic.Pointer[pudTable] {
+	if addr < 1<<p4dShift {
+		return &t.pgd[pgdIndex(addr)]
+	}
+	up := t.upper.Load()
+	if up == nil {
+		return nil
+	}
+	p4d := up.e[p4dIndex(addr)].Load()
+	if p4d == nil {
+		return nil
+	}
+	return &p4d.e[pgdIndex(addr)]
+}
+
+// allocPUDSlot is pudSlot allocating the P4D level, with the P4D table the
+// entry is in (nil below 2^48). Caller holds t.mu.
+func (t *Table) allocPUDSlot(addr uint64) (*atomic.Pointer[pudTable], *p4dTable) {
+	if addr < 1<<p4dShift {
+		return &t.pgd[pgdIndex(addr)], nil
+	}
+	up := t.upper.Load()
+	if up == nil {
+		up = new(upperTable)
+		t.upper.Store(up)
+	}
+	p4d := up.e[p4dIndex(addr)].Load()
+	if p4d == nil {
+		p4d = new(p4dTable)
+		up.e[p4dIndex(addr)].Store(p4d)
+	}
+	return &p4d.e[pgdIndex(addr)], p4d
+}
+
+func p4dIndex(a uint64) uint64 { return a >> p4dShift & (entries - 1) }
 
 func pgdIndex(a uint64) uint64 { return a >> pgdShift & (entries - 1) }
 func pudIndex(a uint64) uint64 { return a >> pudShift & (entries - 1) }
@@ -176,7 +233,11 @@ func (pt *pteTable) set(i uint64, p *Page, f uint32) (old *Page, oldf uint32) {
 
 // pteTableOf returns the leaf table for addr without locks, or nil.
 func (t *Table) pteTableOf(addr uint64) *pteTable {
-	pud := t.pgd[pgdIndex(addr)].Load()
+	slot := t.pudSlot(addr)
+	if slot == nil {
+		return nil
+	}
+	pud := slot.Load()
 	if pud == nil {
 		return nil
 	}
@@ -195,10 +256,14 @@ func (t *Table) allocPTETable(addr uint64) *pteTable {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	pud := t.pgd[pgdIndex(addr)].Load()
+	slot, p4d := t.allocPUDSlot(addr)
+	pud := slot.Load()
 	if pud == nil {
 		pud = new(pudTable)
-		t.pgd[pgdIndex(addr)].Store(pud)
+		slot.Store(pud)
+		if p4d != nil {
+			p4d.n++
+		}
 	}
 	pmd := pud.e[pudIndex(addr)].Load()
 	if pmd == nil {
@@ -237,7 +302,7 @@ func (t *Table) lockPTETable(addr uint64) *pteTable {
 
 func checkAddr(addr uint64) {
 	if addr >= AddrLimit {
-		panic("pgtable: address beyond the 48-bit address space")
+		panic("pgtable: address beyond the 57-bit address space")
 	}
 }
 
@@ -335,7 +400,12 @@ func (t *Table) Resident() int { return int(t.resident.Load()) }
 func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) bool) {
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
-		pud := t.pgd[pgdIndex(a)].Load()
+		slot := t.pudSlot(a)
+		if slot == nil {
+			a = next(a, p4dShift)
+			continue
+		}
+		pud := slot.Load()
 		if pud == nil {
 			a = next(a, pgdShift)
 			continue
@@ -480,8 +550,12 @@ func (t *Table) freeTables(start, end uint64) {
 	defer t.mu.Unlock()
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
-		gi := pgdIndex(a)
-		pud := t.pgd[gi].Load()
+		slot := t.pudSlot(a)
+		if slot == nil {
+			a = next(a, p4dShift)
+			continue
+		}
+		pud := slot.Load()
 		if pud == nil {
 			a = next(a, pgdShift)
 			continue
@@ -509,8 +583,16 @@ func (t *Table) freeTables(start, end uint64) {
 			a = max(a, next(a-1, pudShift))
 		}
 		if pud.n == 0 {
-			t.pgd[gi].Store(nil)
+			slot.Store(nil)
 			a = max(a, next(a-1, pgdShift))
+			if a-1 >= 1<<p4dShift {
+				up := t.upper.Load()
+				p4d := up.e[p4dIndex(a-1)].Load()
+				if p4d.n--; p4d.n == 0 {
+					up.e[p4dIndex(a-1)].Store(nil)
+					a = max(a, next(a-1, p4dShift))
+				}
+			}
 		}
 	}
 }

@@ -12,10 +12,40 @@ const (
 	gib = 1 << 30
 )
 
-// tableCount counts the allocated PUD, PMD and PTE tables.
+// tableCount counts the allocated PUD, PMD and PTE tables, in the first
+// 2^48 bytes and in the P4D tables above.
 func tableCount(t *Table) (puds, pmds, ptes int) {
-	for i := range t.pgd {
-		pud := t.pgd[i].Load()
+	slots := []*[entries]atomic.Pointer[pudTable]{&t.pgd}
+	if up := t.upper.Load(); up != nil {
+		for i := range up.e {
+			if p4d := up.e[i].Load(); p4d != nil {
+				slots = append(slots, &p4d.e)
+			}
+		}
+	}
+	for _, pgd := range slots {
+		p, m, e := pudCount(pgd)
+		puds, pmds, ptes = puds+p, pmds+m, ptes+e
+	}
+	return
+}
+
+// p4dCount counts the allocated P4D tables above 2^48.
+func p4dCount(t *Table) int {
+	n := 0
+	if up := t.upper.Load(); up != nil {
+		for i := range up.e {
+			if up.e[i].Load() != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func pudCount(pgd *[entries]atomic.Pointer[pudTable]) (puds, pmds, ptes int) {
+	for i := range pgd {
+		pud := pgd[i].Load()
 		if pud == nil {
 			continue
 		}
@@ -37,11 +67,12 @@ func tableCount(t *Table) (puds, pmds, ptes int) {
 }
 
 // Addresses on both sides of every level's boundary: last page of a PTE table
-// and first of the next, and the same for PMD (1 GiB) and PUD (512 GiB), plus
-// both ends of the 48-bit space.
+// and first of the next, and the same for PMD (1 GiB), PUD (512 GiB) and
+// P4D (2^48, 5-level paging), plus both ends of the 57-bit space.
 var boundaryAddrs = []uint64{
 	0, PageSize, 2*mib - PageSize, 2 * mib,
 	gib - PageSize, gib, 512*gib - PageSize, 512 * gib,
+	1<<48 - PageSize, 1 << 48,
 	AddrLimit - PageSize,
 }
 
@@ -70,13 +101,14 @@ func TestSetLookupClearAcrossLevels(t *testing.T) {
 			t.Fatalf("Lookup(%#x) found a page never set", a+PageSize)
 		}
 	}
-	// PUD tables for the 512 GiB regions 0, 1 and 511; PMD tables for
-	// GiB 0, 1 and 511 of region 0 and one each in regions 1 and 511; PTE
+	// P4D tables above 2^48 for 2^48 and the top; PUD tables for the
+	// 512 GiB regions 0, 1 and 511 and one in each P4D; PMD tables for
+	// GiB 0, 1 and 511 of region 0 and one each in the other four; PTE
 	// tables for MiB 0-2 (three addresses), 2-4, GiB 1 minus 2 MiB, GiB 1,
-	// 512 GiB minus 2 MiB, 512 GiB and the top.
+	// 512 GiB minus 2 MiB, 512 GiB, 2^48 minus 2 MiB, 2^48 and the top.
 	puds, pmds, ptes := tableCount(tb)
-	if puds != 3 || pmds != 5 || ptes != 7 {
-		t.Fatalf("tables: %d PUD %d PMD %d PTE, want 3 5 7", puds, pmds, ptes)
+	if p4ds := p4dCount(tb); p4ds != 2 || puds != 5 || pmds != 7 || ptes != 9 {
+		t.Fatalf("tables: %d P4D %d PUD %d PMD %d PTE, want 2 5 7 9", p4ds, puds, pmds, ptes)
 	}
 	// Replacing a PTE moves the mapcount from the old page to the new one.
 	np := NewAnonPage()
@@ -221,9 +253,19 @@ func TestZapFreesTables(t *testing.T) {
 	if puds, pmds, ptes := tableCount(tb); puds != 2 || pmds != 2 || ptes != 3 {
 		t.Fatalf("after zapping the first GiB: %d %d %d", puds, pmds, ptes)
 	}
+	// Above 2^48 (5-level paging) the P4D table goes with its last PUD.
+	tb.Set(1<<50, PTE{Page: NewAnonPage()})
+	tb.Set(1<<50+600*gib, PTE{Page: NewAnonPage()})
+	if p4ds := p4dCount(tb); p4ds != 1 {
+		t.Fatalf("P4D tables %d, want 1", p4ds)
+	}
+	tb.Zap(1<<50, 1<<50+PageSize, nil)
+	if p4ds := p4dCount(tb); p4ds != 1 {
+		t.Fatalf("a P4D table with a PUD left was freed: %d", p4ds)
+	}
 	tb.Zap(0, AddrLimit, nil)
-	if puds, pmds, ptes := tableCount(tb); puds+pmds+ptes != 0 || tb.Resident() != 0 {
-		t.Fatalf("after zapping everything: %d %d %d resident %d", puds, pmds, ptes, tb.Resident())
+	if puds, pmds, ptes := tableCount(tb); puds+pmds+ptes+p4dCount(tb) != 0 || tb.Resident() != 0 {
+		t.Fatalf("after zapping everything: %d %d %d %d resident %d", p4dCount(tb), puds, pmds, ptes, tb.Resident())
 	}
 	// The table is usable again afterwards.
 	tb.Set(gib, PTE{Page: NewAnonPage()})
