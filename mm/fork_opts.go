@@ -40,7 +40,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 	defer m.MmapWriteUnlock()
 	child := New(m.feat)
 	child.pkeyAllocationMap, child.execOnlyPkey = m.pkeyAllocationMap, m.execOnlyPkey // arch_dup_pkeys
-	child.MmapBase = m.MmapBase // dup_mm() copies the mm_struct, mmap_base with it
+	child.MmapBase = m.MmapBase                                                       // dup_mm() copies the mm_struct, mmap_base with it
 	child.Hooks = m.Hooks
 	if o.NewMM != nil {
 		o.NewMM(child)
