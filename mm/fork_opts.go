@@ -39,8 +39,10 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 	}
 	defer m.MmapWriteUnlock()
 	child := New(m.feat)
-	child.pkeyAllocationMap, child.execOnlyPkey = m.pkeyAllocationMap, m.execOnlyPkey // arch_dup_pkeys
-	child.MmapBase = m.MmapBase                                                       // dup_mm() copies the mm_struct, mmap_base with it
+	// dup_mm() copies the mm_struct, mmap_base with it; arch_dup_mmap()
+	// copies the protection-key state (arch_dup_pkeys).
+	child.MmapBase = m.MmapBase
+	child.pkeyAllocationMap, child.execOnlyPkey = m.pkeyAllocationMap, m.execOnlyPkey
 	child.Hooks = m.Hooks
 	if o.NewMM != nil {
 		o.NewMM(child)
