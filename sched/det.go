@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -532,7 +533,11 @@ const (
 func (r *detRun) record(d Decision) {
 	r.steps++
 	if n := len(r.chunks); n == 0 || len(r.chunks[n-1]) == cap(r.chunks[n-1]) {
-		r.chunks = append(r.chunks, make([]Decision, 0, min(recordChunk, firstChunk<<n)))
+		size := recordChunk
+		if n < bits.Len(recordChunk/firstChunk) { // firstChunk<<n would overflow for a long run
+			size = firstChunk << n
+		}
+		r.chunks = append(r.chunks, make([]Decision, 0, size))
 	}
 	c := &r.chunks[len(r.chunks)-1]
 	*c = append(*c, d)

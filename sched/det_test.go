@@ -251,3 +251,24 @@ func TestDetAbortAndReplayDeadlock(t *testing.T) {
 		t.Fatalf("replay's record differs:\n%v\n%v", rec, rec2)
 	}
 }
+
+// A long deterministic run keeps recording its decisions: the chunks grow
+// from firstChunk to recordChunk and stay there, past the point where
+// firstChunk<<n would overflow (about 56 chunks, some 213,000 decisions).
+func TestDetRecordLongRun(t *testing.T) {
+	var r detRun
+	const n = 300_000
+	for i := range n {
+		r.record(Decision{Step: i})
+	}
+	got := 0
+	for i, c := range r.chunks {
+		got += len(c)
+		if cap(c) > recordChunk || (i > 0 && cap(c) < cap(r.chunks[i-1])) {
+			t.Fatalf("chunk %d has capacity %d", i, cap(c))
+		}
+	}
+	if got != n || r.steps != n {
+		t.Fatalf("%d decisions recorded, %d steps, want %d", got, r.steps, n)
+	}
+}
