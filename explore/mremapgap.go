@@ -7,6 +7,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/kernel"
+	"mmlab/locking"
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
@@ -20,24 +21,27 @@ import (
 // before move_vma stores the moved VMA, so for a moment the range is empty
 // in the tree. A reader under per-VMA locks that arrives then takes the
 // next VMA lock_next_vma finds above it, if nothing write-locked is in the
-// way. The layouts below are the table of the issue; each modifier changes
-// the destination gapMoves times, and the pages of [lo, hi) stay mapped
-// throughout (the spare's own page, which each move leaves unmapped until
-// it is mapped again, is outside them).
+// way. The layouts below are the table of the issue; the explorer's
+// modifier changes the destination gapMoves times, and the pages a layout
+// says are mapped throughout stay so (the spare's own page, which each move
+// leaves unmapped until it is mapped again, is outside them). The layouts
+// are placed anywhere (GapPlan): maptear runs them on both targets.
 
-// gapMoves is how many times a modifier moves a page onto the destination.
+// gapMoves is how many times the explorer's modifier moves a page onto the
+// destination.
 const gapMoves = 2
 
-// Gap layout addresses: the left page, the destination, the right page,
-// and a spare page far above them.
+// Gap layout offsets from a layout's base, in pages: the left page, the
+// destination, the right page, and a spare page far above them.
 const (
-	gapLeft  = 0x10000000
-	gapDst   = gapLeft + pgtable.PageSize
-	gapRight = gapDst + pgtable.PageSize
-	gapEnd   = gapRight + pgtable.PageSize
-	gapFar   = 0x20000000
+	gapLeft  = 0
+	gapDst   = 1
+	gapRight = 2
+	gapEnd   = 3
+	gapFar   = 0x10000 // 256 MiB above the base with 4 KiB pages
 )
 
+// Protections, as mmap(2) takes them (the same on the model and Linux).
 const (
 	protRW = mm.PROT_READ | mm.PROT_WRITE
 	protRX = mm.PROT_READ | mm.PROT_EXEC
@@ -46,56 +50,56 @@ const (
 
 // GapLayout is one row of the issue's table: the arena it maps, what its
 // modifier does, the range mapped throughout, and whether the after design
-// may show a gap there to a text read and to PROCMAP_QUERY.
+// (and v6.19) shows a gap there to a text read and to PROCMAP_QUERY.
 type GapLayout struct {
 	Name string
 	Doc  string
-	// Lo and Hi bound the pages mapped throughout.
-	Lo, Hi uint64
-	// TextGap and QueryGap: the issue's table (and v6.19's code) says the
-	// after design shows the gap to a text read, to a query.
+	// TextGap and QueryGap: the issue's table says a text read, a query
+	// of the destination, can miss the destination.
 	TextGap, QueryGap bool
 	// maps are the arena's mmaps, in order; spare is the page each move
-	// moves onto gapDst (0: the modifier does not mremap); write says the
-	// spare is written before each move (it then carries an anon_vma and
-	// its pgoff, and merges with no neighbour).
-	maps  []gapMap
-	spare uint64
-	prot  int // the spare's protection
-	write bool
-	fixed bool // the modifier maps over gapDst with MAP_FIXED instead
+	// moves onto the destination (-1: the modifier does not mremap);
+	// write says the spare is written before each move (it then has an
+	// anon_vma and keeps its pgoff, so it merges with no neighbour).
+	maps   []gapMap
+	lo, hi uint64 // pages mapped throughout
+	spare  int64
+	prot   int // the spare's protection, or the MAP_FIXED mapping's
+	write  bool
+	fixed  bool // the modifier maps over the destination with MAP_FIXED instead
 }
 
 type gapMap struct {
-	addr, pages uint64
+	page, pages uint64
 	prot        int
 }
 
 // GapLayouts are the layouts of the issue's table, in its order.
 var GapLayouts = []*GapLayout{
 	{Name: "far", Doc: "a written spare far away moves onto the destination, its own VMA between two untouched ones",
-		Lo: gapLeft, Hi: gapEnd, TextGap: true, QueryGap: true,
+		TextGap: true, QueryGap: true, lo: gapLeft, hi: gapEnd,
 		maps:  []gapMap{{gapLeft, 1, protRW}, {gapDst, 1, protRX}, {gapRight, 1, protR}},
 		spare: gapFar, prot: protRW, write: true},
 	{Name: "adjacent", Doc: "a written spare just left of the destination (not merged with it) moves onto it",
-		Lo: gapDst, Hi: gapEnd, TextGap: true, QueryGap: true,
+		TextGap: true, QueryGap: true, lo: gapDst, hi: gapEnd,
 		maps:  []gapMap{{gapLeft, 1, protRW}, {gapDst, 1, protRX}, {gapRight, 1, protR}},
 		spare: gapLeft, prot: protRW, write: true},
 	{Name: "split", Doc: "an unwritten spare moves onto the second page of a two-page VMA, splitting it, and merges back",
-		Lo: gapLeft, Hi: gapEnd, TextGap: false, QueryGap: true,
+		QueryGap: true, lo: gapLeft, hi: gapEnd,
 		maps:  []gapMap{{gapLeft, 2, protRW}, {gapRight, 1, protR}},
 		spare: gapFar, prot: protRW},
 	{Name: "merged", Doc: "an unwritten spare just right of the destination, merged with it, moves onto it: the unmap splits their VMA",
-		Lo: gapLeft, Hi: gapRight, TextGap: false, QueryGap: false,
+		lo: gapLeft, hi: gapRight,
 		maps:  []gapMap{{gapLeft, 1, protR}, {gapDst, 2, protRW}},
 		spare: gapRight, prot: protRW},
 	{Name: "fixed", Doc: "mmap(MAP_FIXED) over the destination instead of mremap",
-		Lo: gapLeft, Hi: gapEnd, TextGap: false, QueryGap: false,
+		lo: gapLeft, hi: gapEnd,
 		maps:  []gapMap{{gapLeft, 1, protRW}, {gapDst, 1, protRX}, {gapRight, 1, protR}},
-		fixed: true, prot: protRX},
+		spare: -1, fixed: true, prot: protRX},
 	{Name: "none", Doc: "no modifier",
-		Lo: gapLeft, Hi: gapEnd,
-		maps: []gapMap{{gapLeft, 1, protRW}, {gapDst, 1, protRX}, {gapRight, 1, protR}}},
+		lo: gapLeft, hi: gapEnd,
+		maps:  []gapMap{{gapLeft, 1, protRW}, {gapDst, 1, protRX}, {gapRight, 1, protR}},
+		spare: -1},
 }
 
 // LookupGapLayout returns the layout named name, nil if there is none.
@@ -108,49 +112,102 @@ func LookupGapLayout(name string) *GapLayout {
 	return nil
 }
 
-// arena maps the layout's VMAs and its spare in a new mm.
-func (l *GapLayout) arena() *mm.MM {
-	m := mm.New(machine.Host().Features)
-	for _, g := range l.maps {
-		if _, err := m.Mmap(nil, g.addr, g.pages*pgtable.PageSize, g.prot, anonFixed, nil, 0); err != nil {
-			panic(err)
-		}
-	}
-	if l.spare != 0 && l.spare != gapLeft && l.spare != gapRight {
-		if _, err := m.Mmap(nil, l.spare, pgtable.PageSize, l.prot, anonFixed, nil, 0); err != nil {
-			panic(err)
-		}
-	}
-	return m
+// GapMapper is what a layout's setup and modifier do to an address space:
+// the model's mm or a live process's system calls.
+type GapMapper interface {
+	// MapAnon is mmap(addr, length, prot, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED).
+	MapAnon(addr, length uint64, prot int) error
+	// Write stores a byte at addr (a write fault).
+	Write(addr uint64) error
+	// Move is mremap(src, page, page, MREMAP_MAYMOVE|MREMAP_FIXED, dst).
+	Move(src, dst uint64) error
 }
 
-// modify is the layout's modifier: gapMoves times, write the spare if the
-// layout says so, move it onto gapDst with
-// mremap(MREMAP_MAYMOVE|MREMAP_FIXED) and map it again (or map over gapDst
-// with MAP_FIXED).
-func (l *GapLayout) modify(t *kernel.Task, m *mm.MM) error {
-	page := uint64(pgtable.PageSize)
-	for range gapMoves {
-		if l.fixed {
-			if _, err := m.Mmap(t, gapDst, page, l.prot, anonFixed, nil, 0); err != nil {
-				return err
-			}
-			continue
-		}
-		if l.write {
-			if err := m.StoreByte(t, l.spare, 1); err != nil {
-				return err
-			}
-		}
-		if _, err := m.Mremap(t, l.spare, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, gapDst); err != nil {
+// GapPlan is a layout placed at a base address.
+type GapPlan struct {
+	*GapLayout
+	Base, Page uint64
+}
+
+// Place places l at base with pages of page bytes.
+func (l *GapLayout) Place(base, page uint64) GapPlan { return GapPlan{l, base, page} }
+
+func (p GapPlan) at(pg uint64) uint64 { return p.Base + pg*p.Page }
+
+// Dst is the destination's address.
+func (p GapPlan) Dst() uint64 { return p.at(gapDst) }
+
+// Mapped is the range mapped throughout.
+func (p GapPlan) Mapped() (lo, hi uint64) { return p.at(p.lo), p.at(p.hi) }
+
+// Modifies reports whether the layout has a modifier.
+func (p GapPlan) Modifies() bool { return p.spare >= 0 || p.fixed }
+
+// Span is the range the layout may map (the arena and its far spare).
+func (p GapPlan) Span() (lo, hi uint64) {
+	hi = p.at(gapEnd)
+	if p.spare >= 0 {
+		hi = max(hi, p.at(uint64(p.spare)+1))
+	}
+	return p.Base, hi
+}
+
+// Setup maps the layout's arena and its spare.
+func (p GapPlan) Setup(m GapMapper) error {
+	for _, g := range p.maps {
+		if err := m.MapAnon(p.at(g.page), g.pages*p.Page, g.prot); err != nil {
 			return err
 		}
-		if _, err := m.Mmap(t, l.spare, page, l.prot, anonFixed, nil, 0); err != nil {
-			return err
-		}
+	}
+	if p.spare >= gapEnd {
+		return m.MapAnon(p.at(uint64(p.spare)), p.Page, p.prot)
 	}
 	return nil
 }
+
+// Modify changes the destination once: write the spare if the layout says
+// so, move it onto the destination with mremap(MREMAP_MAYMOVE|MREMAP_FIXED)
+// and map it again; or map over the destination with MAP_FIXED; or
+// nothing.
+func (p GapPlan) Modify(m GapMapper) error {
+	switch {
+	case p.fixed:
+		return m.MapAnon(p.Dst(), p.Page, p.prot)
+	case p.spare < 0:
+		return nil
+	}
+	spare := p.at(uint64(p.spare))
+	if p.write {
+		if err := m.Write(spare); err != nil {
+			return err
+		}
+	}
+	if err := m.Move(spare, p.Dst()); err != nil {
+		return err
+	}
+	return m.MapAnon(spare, p.Page, p.prot)
+}
+
+// Modelled is a model mm as a GapMapper, its calls made by T (may be nil).
+type Modelled struct {
+	M *mm.MM
+	T locking.Waiter
+}
+
+func (x Modelled) MapAnon(addr, length uint64, prot int) error {
+	_, err := x.M.Mmap(x.T, addr, length, prot, anonFixed, nil, 0)
+	return err
+}
+
+func (x Modelled) Write(addr uint64) error { return x.M.StoreByte(x.T, addr, 1) }
+
+func (x Modelled) Move(src, dst uint64) error {
+	_, err := x.M.Mremap(x.T, src, pgtable.PageSize, pgtable.PageSize, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, dst)
+	return err
+}
+
+// gapBase is where the explorer places the layouts.
+const gapBase = 0x10000000
 
 // PropTextMiss: a maps-text read never misses a VMA that covers an
 // address both before and after the operation.
@@ -173,14 +230,22 @@ func gapScenario(l *GapLayout, query bool) *Scenario {
 
 // gapRace is the build of a gapScenario.
 func gapRace(w *World, l *GapLayout, query bool, prop Property) {
-	m := l.arena()
-	if l.spare != 0 || l.fixed {
+	p := l.Place(gapBase, pgtable.PageSize)
+	m := mm.New(machine.Host().Features)
+	if err := p.Setup(Modelled{M: m}); err != nil {
+		panic(err)
+	}
+	if p.Modifies() {
 		w.task("modifier", 0, func(t *kernel.Task) {
-			if err := l.modify(t, m); err != nil {
-				w.fail(PropProgress, "modify: %v", err)
+			for range gapMoves {
+				if err := p.Modify(Modelled{M: m, T: t}); err != nil {
+					w.fail(PropProgress, "modify: %v", err)
+					return
+				}
 			}
 		})
 	}
+	lo, hi := p.Mapped()
 	reader := kernel.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		var f *procfs.MapsFile
@@ -189,9 +254,9 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 		for range 2 {
 			d := ""
 			if query {
-				d = queryRange(f, l.Lo, l.Hi)
+				d = queryRange(f, lo, hi)
 			} else {
-				d = textMiss(f, l.Lo, l.Hi)
+				d = textMiss(f, lo, hi)
 			}
 			if d != "" {
 				w.fail(prop, "%s", d)
