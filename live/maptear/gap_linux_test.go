@@ -111,4 +111,3 @@ func TestReproducerAgrees(t *testing.T) {
 		}
 	}
 }
-
