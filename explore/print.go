@@ -52,14 +52,20 @@ func Steps(rec *sched.Record, final []sched.ThreadState) []Step {
 		}
 		cur = d.Next
 	}
+	from := at[cur]
+	if from == "" {
+		from = "start"
+	}
 	for _, t := range final {
 		if t.ID == cur {
-			from := at[cur]
-			if from == "" {
-				from = "start"
-			}
-			steps = append(steps, Step{Task: name(cur), From: from, To: point(t.Op, t.Obj), Holds: t.Holds})
+			return append(steps, Step{Task: name(cur), From: from, To: point(t.Op, t.Obj), Holds: t.Holds})
 		}
+	}
+	if final != nil && cur != 0 {
+		// The task that ran last is not among the live ones: it exited
+		// (a reader that saw the failure and returned), at the decision
+		// whose check failed.
+		steps = append(steps, Step{Task: name(cur), From: from, To: "exit"})
 	}
 	return steps
 }

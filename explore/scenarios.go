@@ -9,11 +9,11 @@ import (
 )
 
 // Scenarios are every scenario, by seed.
-var Scenarios = []*Scenario{
+var Scenarios = append([]*Scenario{
 	regVsFork, forkWhileBusy, perfInherit, killedUnregister, failedFork, exitDuringRegister, unoptimizeKill,
 	mapsVsModify, queryVsModify,
 	hitVsSync, uretprobeVsUnregister,
-}
+}, gapScenarios...)
 
 // Lookup returns the scenario named name, nil if there is none.
 func Lookup(name string) *Scenario {

@@ -4,6 +4,7 @@ import (
 	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 // remap mirrors struct vma_remap_struct.
@@ -183,6 +184,12 @@ func (m *MM) vmaExpandable(v *VMA, delta uint64) bool {
 func (m *MM) mremapTo(r *remap) (uint64, error) {
 	if _, err := m.doVmiMunmap(r.newAddr, r.newLen, false); err != nil {
 		return 0, err
+	}
+	// The destination is out of the tree now and move_vma has not stored
+	// the moved VMA: a preemption point, so that the explorer can run a
+	// reader here (mm/mremap.c:mremap_to, do_munmap before move_vma).
+	if sched.Active() {
+		sched.At("mremap_to", "do_munmap(new_addr) done, move_vma next")
 	}
 	if r.vma = m.mt.Load(r.addr); r.vma == nil {
 		return 0, errno.EFAULT

@@ -9,6 +9,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/experiment"
+	"mmlab/explore"
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
@@ -55,6 +56,9 @@ type ModelSpace struct {
 	done   sync.WaitGroup
 	runErr error  // the modifier's, written before done
 	before []byte // the end of the first chunk of the last observation
+
+	gap  *explore.GapPlan // the gap layout BeginGap mapped, until EndGap
+	text []byte           // ReadText's
 }
 
 // NewModelSpace maps the pieces in a new model address space on the
@@ -151,6 +155,12 @@ func (s *ModelSpace) Start() error {
 				return
 			default:
 			}
+			if s.gap != nil {
+				if s.runErr = s.gap.Modify(explore.Modelled{M: s.m}); s.runErr != nil {
+					return
+				}
+				continue
+			}
 			if s.runErr = s.Modify(); s.runErr != nil {
 				return
 			}
@@ -191,4 +201,28 @@ func (o modelMapper) Mprotect(addr, length uint64, prot int) error {
 func (o modelMapper) MovePage(dst, next uint64) error {
 	_, err := o.m.Mremap(nil, next+(PiecePages-1)*page, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED|mm.MREMAP_DONTUNMAP, dst)
 	return err
+}
+
+// BeginGap maps gap layout l at GapBase; the modifier changes it.
+func (s *ModelSpace) BeginGap(l *explore.GapLayout) (explore.GapPlan, error) {
+	p := l.Place(GapBase, page)
+	if err := p.Setup(explore.Modelled{M: s.m}); err != nil {
+		return p, err
+	}
+	s.gap = &p
+	return p, nil
+}
+
+// ReadText reads the whole maps text, chunk by chunk.
+func (s *ModelSpace) ReadText() ([]byte, error) {
+	var err error
+	s.text, err = s.f.ReadAll(s.text[:0])
+	return s.text, err
+}
+
+// EndGap unmaps the gap layout.
+func (s *ModelSpace) EndGap() error {
+	lo, hi := s.gap.Span()
+	s.gap = nil
+	return s.m.Munmap(nil, lo, hi-lo)
 }

@@ -144,7 +144,12 @@ func Check(ctx context.Context, s Space, o *Options, row experiment.Row, log fun
 			return err
 		}
 		res := Result{Row: row, Case: name, File: o.File}
-		err := checkCase(ctx, s, o, log, &res)
+		var err error
+		if IsGap(name) {
+			err = checkGap(ctx, s, o, &res)
+		} else {
+			err = checkCase(ctx, s, o, log, &res)
+		}
 		if ctx.Err() != nil { // interrupted: the case so far
 			emit(res)
 			return ctx.Err()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/experiment/maptear"
+	"mmlab/explore"
 	"mmlab/live"
 )
 
@@ -89,6 +90,9 @@ func (sysMapper) MovePage(dst, next uint64) error {
 //	                          possible, until the next line arrives (send
 //	                          "s"); it stops restored and answers then
 //	s                         nothing, no answer: the line that stops g
+//	gap LAYOUT                map an explore.GapLayout at maptear.GapBase;
+//	                          g then runs its modification instead
+//	ungap                     unmap it
 //	q                         exit (so does EOF on stdin)
 func childMain() int {
 	if cpu, err := strconv.Atoi(os.Getenv(childCPUEnv)); err == nil {
@@ -124,6 +128,7 @@ func childMain() int {
 
 	in := bufio.NewReader(os.Stdin)
 	var c maptear.Mod
+	var gap *explore.GapPlan // the gap layout mapped, if any
 	reply := func(err error) {
 		if err != nil {
 			os.Stdout.WriteString("err " + err.Error() + "\n")
@@ -155,12 +160,39 @@ func childMain() int {
 			}
 			c = maptear.Mod{Case: f[1], Addr: addr, Next: next, Prot: prot, Page: uint64(page)}
 			reply(nil)
+		case "gap":
+			l := explore.LookupGapLayout(strings.Join(f[1:], ""))
+			if l == nil || gap != nil {
+				reply(fmt.Errorf("bad command %q", line))
+				continue
+			}
+			p := l.Place(maptear.GapBase, uint64(page))
+			gap = &p
+			reply(p.Setup(sysGapMapper{}))
+		case "ungap":
+			if gap == nil {
+				reply(fmt.Errorf("no gap layout"))
+				continue
+			}
+			lo, hi := gap.Span()
+			gap = nil
+			_, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(lo), uintptr(hi-lo), 0)
+			reply(errnoErr(e))
 		case "m":
 			reply(c.Modify(sysMapper{}))
 		case "r":
 			reply(c.Restore(sysMapper{}))
 		case "g":
-			reply(freeRun(&c, in))
+			step := func() error {
+				if err := c.Modify(sysMapper{}); err != nil {
+					return err
+				}
+				return c.Restore(sysMapper{})
+			}
+			if gap != nil {
+				step = func() error { return gap.Modify(sysGapMapper{}) }
+			}
+			reply(freeRun(step, in))
 		case "s":
 		case "q":
 			return 0
@@ -170,15 +202,13 @@ func childMain() int {
 	}
 }
 
-// freeRun modifies and restores until a command is waiting on stdin, looking
-// every 64 pairs.
-func freeRun(c *maptear.Mod, in *bufio.Reader) error {
+// freeRun runs step (a modification and its restore, or a gap layout's
+// modification) until a command is waiting on stdin, looking every 64
+// steps.
+func freeRun(step func() error, in *bufio.Reader) error {
 	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
 	for i := 1; ; i++ {
-		if err := c.Modify(sysMapper{}); err != nil {
-			return err
-		}
-		if err := c.Restore(sysMapper{}); err != nil {
+		if err := step(); err != nil {
 			return err
 		}
 		if i%64 == 0 {
@@ -190,4 +220,32 @@ func freeRun(c *maptear.Mod, in *bufio.Reader) error {
 			}
 		}
 	}
+}
+
+// sysGapMapper makes a gap layout's changes with system calls.
+type sysGapMapper struct{}
+
+func (sysGapMapper) MapAnon(addr, length uint64, prot int) error {
+	_, err := sysMmap(uintptr(addr), uintptr(length), prot, anonFixed)
+	return err
+}
+
+// Write stores a byte at addr from the kernel side (getrandom(2) copies one
+// to it), which write-faults the page in as a store would, with no pointer
+// made from an address.
+func (sysGapMapper) Write(addr uint64) error {
+	_, _, e := unix.Syscall(unix.SYS_GETRANDOM, uintptr(addr), 1, 0)
+	return errnoErr(e)
+}
+
+func (sysGapMapper) Move(src, dst uint64) error {
+	p := uintptr(os.Getpagesize())
+	return sysMremap(uintptr(src), p, p, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED, uintptr(dst))
+}
+
+func errnoErr(e unix.Errno) error {
+	if e != 0 {
+		return e
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/maptear"
+	"mmlab/explore"
 	"mmlab/live"
 	"mmlab/live/procmaps"
 	"mmlab/uapi"
@@ -91,6 +92,7 @@ type childSpace struct {
 	before  []byte // the end of the first chunk of the last observation
 	skip    int    // chunks before the boundary's
 	running bool   // between Start and Stop
+	text    []byte // ReadText's
 }
 
 func startChild(ctx context.Context, pin bool, file string) (*childSpace, error) {
@@ -320,4 +322,33 @@ func (s *childSpace) Query(addr uint64) (v maptear.Span, found bool, err error) 
 		return v, false, err
 	}
 	return maptear.SpanOf(vma), true, nil
+}
+
+// BeginGap has the child map gap layout l at maptear.GapBase.
+func (s *childSpace) BeginGap(l *explore.GapLayout) (explore.GapPlan, error) {
+	return l.Place(maptear.GapBase, s.page), s.do("gap " + l.Name)
+}
+
+// EndGap has the child unmap the gap layout.
+func (s *childSpace) EndGap() error { return s.do("ungap") }
+
+// ReadText reads the child's whole maps text, one read() per chunk.
+func (s *childSpace) ReadText() ([]byte, error) {
+	if _, err := unix.Seek(s.fd, 0, 0); err != nil {
+		return nil, fmt.Errorf("lseek: %w", err)
+	}
+	s.text = s.text[:0]
+	for {
+		n, err := unix.Read(s.fd, s.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read: %s", unix.ErrnoName(err.(unix.Errno)))
+		}
+		if n == 0 {
+			return s.text, nil
+		}
+		s.text = append(s.text, s.buf[:n]...)
+	}
 }
