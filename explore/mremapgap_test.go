@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"mmlab/machine"
 )
 
 // The mremap gap's scenarios fail in the after design exactly in the
@@ -21,13 +23,13 @@ func TestGapLayouts(t *testing.T) {
 			if query {
 				want = l.QueryGap
 			}
-			rep := Explore(Lookup(sc.Name), Options{Design: After, Schedules: 1000, Seed: 1})
+			rep := Explore(Lookup(sc.Name), Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
 			if f := rep.Failure; (f != nil) != want {
 				t.Errorf("%s (after): %d schedules, failure %v; the table says a gap: %v", sc.Name, rep.Schedules, f, want)
 			} else if f != nil && f.Violation.Property != sc.Props[0] {
 				t.Errorf("%s (after): %v, want %s", sc.Name, f.Violation, sc.Props[0])
 			}
-			if rep := Explore(Lookup(sc.Name), Options{Design: Before, Schedules: 1000, Seed: 1}); rep.Failure != nil {
+			if rep := Explore(Lookup(sc.Name), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1}); rep.Failure != nil {
 				var b bytes.Buffer
 				WriteInterleaving(&b, Steps(rep.Failure.Outcome.Record, rep.Failure.Outcome.Final), rep.Failure.Violation)
 				t.Errorf("%s (before): schedule %d failed:\n%s", sc.Name, rep.Failure.Schedule, b.String())
@@ -53,7 +55,11 @@ func TestPinnedReplays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		out := Replay(Lookup(p.Scenario), p.Design, p.Deviations)
+		m, err := machine.Lookup(p.Machine)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out := Replay(Lookup(p.Scenario), m, p.Design, p.Deviations)
 		if out.Violation == nil || out.Violation.Property != p.Property {
 			t.Errorf("%s: %s (%s) replays to %v, want %q", name, p.Scenario, p.Design, out.Violation, p.Property)
 		}
@@ -61,7 +67,7 @@ func TestPinnedReplays(t *testing.T) {
 		if p.Design == Before {
 			other = After
 		}
-		if out := Replay(Lookup(p.Scenario), other, p.Deviations); out.Violation != nil {
+		if out := Replay(Lookup(p.Scenario), m, other, p.Deviations); out.Violation != nil {
 			t.Errorf("%s: in the %s design too: %v", name, other, out.Violation)
 		}
 	}
@@ -81,7 +87,7 @@ func TestGapInterleavingNamesTheRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := Replay(Lookup(p.Scenario), p.Design, p.Deviations)
+	out := Replay(Lookup(p.Scenario), x86, p.Design, p.Deviations)
 	var b bytes.Buffer
 	WriteInterleaving(&b, Steps(out.Record, out.Final), out.Violation)
 	for _, want := range []string{"T1(modifier)     start -> mremap_to(do_munmap(new_addr) done, move_vma next)  [preempted]  holding mmap_lock(w)",
