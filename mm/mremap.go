@@ -212,7 +212,7 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 	return m.moveVMA(r)
 }
 
-// moveVMA mirrors move_vma(): copy_vma at the target (which may merge there),
+// moveVMA mirrors move_vma(): write-lock the source (no racing faults), copy_vma at the target (which may merge there),
 // move the page tables, unmap the source; with MREMAP_DONTUNMAP keep the
 // source (dontunmap_complete). A special mapping may refuse
 // (vm_ops->mremap): the kernel then moves the page tables back and unmaps
@@ -225,6 +225,7 @@ func (m *MM) moveVMA(r *remap) (uint64, error) {
 			return 0, err
 		}
 	}
+	m.vmaStartWrite(v) // "We don't want racing faults."
 	newPgoff := v.Pgoff + (r.addr-v.Start)>>pgtable.PageShift
 	nv := m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
 	m.PT.Move(r.addr, r.addr+r.oldLen, r.newAddr)
