@@ -212,9 +212,10 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 	return m.moveVMA(r)
 }
 
-// moveVMA mirrors move_vma(): write-lock the source (no racing faults), copy_vma at the target (which may merge there),
-// move the page tables, unmap the source; with MREMAP_DONTUNMAP keep the
-// source (dontunmap_complete). A special mapping may refuse
+// moveVMA mirrors move_vma(): write-lock the source (no racing faults),
+// copy_vma at the target (which may merge there), move the page tables,
+// unmap the source; with MREMAP_DONTUNMAP keep the source
+// (dontunmap_complete). A special mapping may refuse
 // (vm_ops->mremap): the kernel then moves the page tables back and unmaps
 // the copy; the model refuses before copying, with the same result (the
 // target was already unmapped by the caller).
