@@ -89,45 +89,6 @@ func TestAfterPasses(t *testing.T) {
 	}
 }
 
-// What the explorer found in the after design, pinned (mmlab explore's Go
-// tests). The first two interleavings failed "no teardown under
-// dup_mmap_sem" until the after design dropped register_for_each_vma's mm
-// references after dup_mmap_sem (patch 2): the last mmput of an mm that
-// exited meanwhile, or of the half-built child of a failed fork that the
-// registration found in i_mmap, ran exit_mmap under it, as v6.19 does.
-// They pass now, and fail in the before design. The third is a finding
-// about PROCMAP_QUERY under per-VMA locks: it returns ENOENT for a page
-// that mremap(MREMAP_FIXED) is moving a VMA onto (the destination is
-// unmapped first, and lock_next_vma's recheck finds the same gap), as
-// v6.19's code does and the running kernel shows (TestQueryGapLive).
-func TestAfterFindings(t *testing.T) {
-	for _, c := range []struct {
-		scenario   string
-		devs       []Deviation
-		prop       Property
-		detail     string
-		afterFails bool
-	}{
-		{"exit-during-register", []Deviation{{Choice: 6, Thread: 2}}, PropTeardown, "T1(tracer) at exit_mmap", false},
-		{"failed-fork", []Deviation{{Choice: 10, Thread: 2}, {Choice: 11, Thread: 1}, {Choice: 12, Thread: 2}, {Choice: 13, Thread: 1}, {Choice: 15, Thread: 1}, {Choice: 20, Thread: 2}},
-			PropTeardown, "T1(tracer) at exit_mmap", false},
-		{"query-vs-modify", []Deviation{{Choice: 0, Thread: 2}, {Choice: 2, Thread: 1}, {Choice: 5, Thread: 2}, {Choice: 14, Thread: 1}, {Choice: 16, Thread: 2}, {Choice: 20, Thread: 1}, {Choice: 26, Thread: 2}, {Choice: 27, Thread: 1}, {Choice: 30, Thread: 2}, {Choice: 37, Thread: 1}, {Choice: 41, Thread: 2}},
-			PropQueryGap, "PROCMAP_QUERY(0x10003000): ENOENT", true},
-	} {
-		out := Replay(Lookup(c.scenario), x86, After, c.devs)
-		failed := out.Violation != nil && out.Violation.Property == c.prop && strings.Contains(out.Violation.Detail, c.detail)
-		if failed != c.afterFails {
-			t.Errorf("%s: after design: %v, want it to fail %s: %v", c.scenario, out.Violation, c.prop, c.afterFails)
-		}
-		if c.afterFails {
-			continue
-		}
-		if rep := Explore(Lookup(c.scenario), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1}); rep.Failure == nil || rep.Failure.Violation.Property != c.prop {
-			t.Errorf("%s: the before design no longer fails %s", c.scenario, c.prop)
-		}
-	}
-}
-
 // Same seed, same run: Explore's failure, its shrunk deviations and its
 // steps are identical across runs and GOMAXPROCS; the deviations replay to
 // the same record.

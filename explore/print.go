@@ -179,37 +179,6 @@ func ReadReplay(r io.Reader) (Pinned, error) {
 	return p, nil
 }
 
-// GoTest returns a Go test that pins p: it replays the interleaving and
-// fails unless the property fails again.
-func GoTest(p Pinned) string {
-	var b strings.Builder
-	title := ""
-	for part := range strings.SplitSeq(p.Scenario, "-") {
-		title += strings.ToUpper(part[:1]) + part[1:]
-	}
-	design := "Before"
-	if p.Design == After {
-		design = "After"
-	}
-	fmt.Fprintf(&b, "// The interleaving mmlab explore found in %s (%s): %s.\n", p.Scenario, p.Design, p.Property)
-	fmt.Fprintf(&b, "func TestExplore%s%s(t *testing.T) {\n", title, design)
-	mach := "machine.Host()"
-	if p.Machine != "host" {
-		mach = fmt.Sprintf("machine.MustNamed(%q)", p.Machine)
-	}
-	fmt.Fprintf(&b, "\tout := explore.Replay(explore.Lookup(%q), %s, explore.%s, []explore.Deviation{", p.Scenario, mach, design)
-	for i, d := range p.Deviations {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "{Choice: %d, Thread: %d}", d.Choice, d.Thread)
-	}
-	b.WriteString("})\n")
-	fmt.Fprintf(&b, "\tif out.Violation == nil || out.Violation.Property != %q {\n", string(p.Property))
-	b.WriteString("\t\tt.Fatalf(\"the interleaving no longer fails: %v\", out.Violation)\n\t}\n}\n")
-	return b.String()
-}
-
 // FormatDeviations writes devs as the replay file does: "CHOICE:THREAD ...".
 func FormatDeviations(devs []Deviation) string {
 	var s []string

@@ -33,7 +33,7 @@ Runs schedules of SCENARIO under the model's deterministic scheduler until a
 property fails or N are done, checking the scenario's properties at every
 scheduling decision. A failure is shrunk to a short interleaving that still
 fails, printed one line per step (the task, where it went in kernel terms,
-what it held), written to --out for --replay, and printed as a Go test that
+what it held), and written to --out for --replay; a copy in explore/testdata/
 pins it. Schedule i runs on seed (S, i): the same seed gives the same output.
 The model runs on --machine (default host: this host's features); the replay
 file names it, and --replay runs on the machine its file names.
