@@ -83,7 +83,7 @@ func TestExploreFailureReplay(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, out)
 	}
-	for _, want := range []string{string(explore.PropStall), "fails here", "dup_mmap_sem(w)", "func TestExploreRegVsForkBefore", "--replay " + path} {
+	for _, want := range []string{string(explore.PropStall), "fails here", "dup_mmap_sem(w)", "copy " + path + " into explore/testdata/", "--replay " + path} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
