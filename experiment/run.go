@@ -30,15 +30,10 @@ type Experiment interface {
 	Check(args []string) error
 }
 
-// NotSupported is implemented by the live side's "cannot run here" error
-// (mmlab/live.ErrNotSupported): a live job that fails with it is skipped
-// with its reason when the user asked for both targets.
-type NotSupported interface{ NotSupported() bool }
-
-func isNotSupported(err error) bool {
-	var ns NotSupported
-	return errors.As(err, &ns) && ns.NotSupported()
-}
+// isNotSupported tells "cannot run here" (machine.ErrNotSupported, which
+// every live entry point wraps) from a failure: a live job that fails with
+// it is skipped with its reason when the user asked for both targets.
+func isNotSupported(err error) bool { return errors.Is(err, machine.ErrNotSupported) }
 
 // Bind pairs a definition with its live runner (nil: the experiment has no
 // live side).

@@ -35,12 +35,6 @@ type toyResult struct {
 	Value int `json:"value"`
 }
 
-// notSupported mimics mmlab/live.ErrNotSupported.
-type notSupportedErr struct{}
-
-func (notSupportedErr) Error() string      { return "not supported here: needs root" }
-func (notSupportedErr) NotSupported() bool { return true }
-
 func toyDef(model Runner[*toyOptions, toyResult]) Def[*toyOptions, toyResult] {
 	return Def[*toyOptions, toyResult]{
 		Name: "toy", Seed: "000", Summary: "a toy", Help: "usage: toy\n",
@@ -114,7 +108,7 @@ func TestMainUsageErrors(t *testing.T) {
 
 func TestMainLiveNotSupported(t *testing.T) {
 	live := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
-		return fmt.Errorf("forkstall: %w", notSupportedErr{})
+		return fmt.Errorf("forkstall: %w", &machine.UnsupportedError{What: "needs root"})
 	}
 	e := Bind(toyDef(emitAll), live)
 	code, out, errs := run(t, e, context.Background(), "--json")

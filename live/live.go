@@ -13,24 +13,25 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+
+	"mmlab/machine"
 )
 
-// notSupported is the type of ErrNotSupported. Its NotSupported method lets
-// the experiment layer (which imports nothing of the live side) tell "cannot
-// run here" from a failure.
-type notSupported struct{}
-
-func (notSupported) Error() string      { return "not supported here" }
-func (notSupported) NotSupported() bool { return true }
-
 // ErrNotSupported is wrapped by every live entry point that cannot run on
-// this machine; the message around it names what is missing.
-var ErrNotSupported error = notSupported{}
+// this machine: machine.ErrNotSupported, the sentinel every package tests
+// with errors.Is.
+var ErrNotSupported = machine.ErrNotSupported
 
-// Unsupported returns an error wrapping ErrNotSupported whose message says
-// what is missing ("needs root", "needs Linux 6.11+ for PROCMAP_QUERY").
+// Unsupported returns a *machine.UnsupportedError whose message says what is
+// missing ("needs root").
 func Unsupported(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrNotSupported, fmt.Sprintf(format, args...))
+	return &machine.UnsupportedError{What: fmt.Sprintf(format, args...)}
+}
+
+// UnsupportedSince is Unsupported for a kernel feature that Linux release
+// minKernel ("6.11") added.
+func UnsupportedSince(minKernel, format string, args ...any) error {
+	return &machine.UnsupportedError{What: fmt.Sprintf(format, args...), MinKernel: minKernel}
 }
 
 // UnsupportedRunner returns a live experiment runner that starts nothing

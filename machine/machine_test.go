@@ -3,6 +3,7 @@ package machine
 import (
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -228,5 +229,24 @@ func TestTaskSize(t *testing.T) {
 	}
 	if DefaultMapWindow != (Features{}).TaskSize() {
 		t.Errorf("DefaultMapWindow %#x is not the 4-level TaskSize", uint64(DefaultMapWindow))
+	}
+}
+
+// An UnsupportedError, wrapped or not, is ErrNotSupported, and says what is
+// missing and since which release.
+func TestUnsupportedError(t *testing.T) {
+	err := fmt.Errorf("mapslock: %w", &UnsupportedError{What: "this kernel has no PROCMAP_QUERY", MinKernel: "6.11"})
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("%v is not ErrNotSupported", err)
+	}
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.MinKernel != "6.11" {
+		t.Errorf("errors.As found %+v", ue)
+	}
+	if got, want := err.Error(), "mapslock: not supported here: this kernel has no PROCMAP_QUERY (Linux 6.11+)"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if errors.Is(errors.New("not supported here"), ErrNotSupported) {
+		t.Error("a look-alike message is not the sentinel")
 	}
 }

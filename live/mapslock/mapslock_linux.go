@@ -48,7 +48,7 @@ func Run(ctx context.Context, o *mapslock.Options, env experiment.Env, emit func
 		return r.RawQuery(&q)
 	}
 	if err := probe(addrOf(other)); errors.Is(err, syscall.ENOTTY) {
-		return live.Unsupported("this kernel has no PROCMAP_QUERY (Linux 6.11+)")
+		return live.UnsupportedSince("6.11", "this kernel has no PROCMAP_QUERY")
 	} else if err != nil {
 		return err
 	}

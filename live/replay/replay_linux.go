@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,8 +30,9 @@ var helperSource []byte
 // in trace.ProcessZones (a fixed-address one would sit at 0x400000).
 var ccFlags = []string{"-O2", "-Wall", "-fPIE", "-pie"}
 
-// ErrNoCompiler is returned when there is no C compiler to build the helper.
-var ErrNoCompiler = errors.New("live replay needs a C compiler (cc): install gcc")
+// ErrNoCompiler is returned when there is no C compiler to build the helper;
+// it wraps machine.ErrNotSupported.
+var ErrNoCompiler error = &machine.UnsupportedError{What: "live replay needs a C compiler (cc): install gcc"}
 
 // buildMu serializes building the helper within this process; rename makes
 // concurrent builds by several processes safe.

@@ -144,7 +144,7 @@ func multiError(s Spec, err error) error {
 		return fmt.Errorf("%s: ESRCH: no process %d: %w", what, s.Pid, syscall.ESRCH)
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%s: %w (%w)", what, live.Unsupported("kernel lacks BPF uprobe_multi links (Linux 6.6+ with CONFIG_UPROBES and CONFIG_BPF_EVENTS)"), err)
+		return fmt.Errorf("%s: %w (%w)", what, live.UnsupportedSince("6.6", "kernel lacks BPF uprobe_multi links (CONFIG_UPROBES and CONFIG_BPF_EVENTS)"), err)
 	}
 	return withErrno(what, err)
 }
