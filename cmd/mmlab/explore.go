@@ -64,7 +64,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	machineName := fs.String("machine", "host", experiment.MachineUsage)
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(errw, "mmlab explore: "+format+"\n", a...)
-		return 2
+		return experiment.ExitUsage
 	}
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -91,7 +91,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 			}
 			fmt.Fprintf(out, "%-24s seed %s  %s; checks: %s\n", sc.Name, sc.Seed, sc.Doc, strings.Join(ps, ", "))
 		}
-		return 0
+		return experiment.ExitOK
 	}
 	mach, err := experiment.ParseMachine(*machineName)
 	if err != nil {
@@ -129,7 +129,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	if rep.Stopped {
 		fmt.Fprintf(errw, "mmlab explore: interrupted after %d of %d schedules of %s %s, no property failed in them\n",
 			rep.Schedules, *schedules, name, d)
-		return 130
+		return experiment.ExitInterrupted
 	}
 	res := explorer.ResultOf(rep)
 	f := rep.Failure
@@ -141,7 +141,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		pinned := explore.Pinned{Scenario: name, Machine: mach.Name, Design: d, Property: f.Violation.Property, Deviations: f.Deviations}
 		if err := writeFile(path, func(f *os.File) error { return explore.WriteReplay(f, pinned) }); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
-			return 1
+			return experiment.ExitFailed
 		}
 	}
 	if *asJSON {
@@ -150,7 +150,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		doc.Results = append(doc.Results, res)
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
-			return 1
+			return experiment.ExitFailed
 		}
 	} else {
 		fmt.Fprintf(errw, "explore %s %s: %d schedules in %.2fs, %.0f/s\n", rep.Scenario, rep.Design, rep.Schedules,
@@ -158,9 +158,9 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		explore.WriteReport(out, rep, path)
 	}
 	if f != nil {
-		return 1
+		return experiment.ExitFailed
 	}
-	return 0
+	return experiment.ExitOK
 }
 
 func scenarioNames() []string {
@@ -176,22 +176,22 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 	fh, err := os.Open(path)
 	if err != nil {
 		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
-		return 2
+		return experiment.ExitUsage
 	}
 	p, err := explore.ReadReplay(fh)
 	fh.Close()
 	if err != nil {
 		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
-		return 2
+		return experiment.ExitUsage
 	}
 	if name != "" && name != p.Scenario {
 		fmt.Fprintf(errw, "mmlab explore: --replay %s is of scenario %s, not %s\n", path, p.Scenario, name)
-		return 2
+		return experiment.ExitUsage
 	}
 	mach, err := machine.Lookup(p.Machine)
 	if err != nil { // ReadReplay takes only machine.Names()
 		fmt.Fprintf(errw, "mmlab explore: --replay %s: %v\n", path, err)
-		return 2
+		return experiment.ExitUsage
 	}
 	t0 := time.Now()
 	o := explore.Replay(explore.Lookup(p.Scenario), mach, p.Design, p.Deviations)
@@ -204,7 +204,7 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		doc.Results = append(doc.Results, explorer.ResultOf(rep))
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
-			return 1
+			return experiment.ExitFailed
 		}
 	} else {
 		steps := explore.Steps(o.Record, o.Final)
@@ -215,7 +215,7 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		}
 	}
 	if o.Failed() {
-		return 1
+		return experiment.ExitFailed
 	}
-	return 0
+	return experiment.ExitOK
 }

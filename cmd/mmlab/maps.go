@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"mmlab/uapi"
 	"os"
 	"strconv"
+
+	"mmlab/experiment"
+	"mmlab/uapi"
 
 	"mmlab/live/procmaps"
 )
@@ -65,29 +67,29 @@ func runMaps(ctx context.Context, args []string) int {
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(os.Stderr, "mmlab maps: want one PID, not %d arguments\n\n%s", len(pos), mapsUsage)
-		return 2
+		return experiment.ExitUsage
 	}
 	if *via != "" && *via != "text" && *via != "query" {
 		fmt.Fprintf(os.Stderr, "mmlab maps: --via %q: want text or query\n", *via)
-		return 2
+		return experiment.ExitUsage
 	}
 	pid, err := strconv.Atoi(pos[0])
 	if err != nil || pid <= 0 {
 		fmt.Fprintf(os.Stderr, "mmlab maps: PID must be a positive number, not %q\n", pos[0])
-		return 2
+		return experiment.ExitUsage
 	}
 	var addr uint64
 	if *addrFlag != "" {
 		if addr, err = strconv.ParseUint(*addrFlag, 0, 64); err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab maps: --addr %q is not an address\n", *addrFlag)
-			return 2
+			return experiment.ExitUsage
 		}
 	}
 
 	r, err := procmaps.Open(pid)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab maps: %v\n", err)
-		return 1
+		return experiment.ExitFailed
 	}
 	defer r.Close()
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
@@ -110,16 +112,16 @@ func runMaps(ctx context.Context, args []string) int {
 		v, err := lookup(addr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mmlab maps: %v\n", err)
-			return 1
+			return experiment.ExitFailed
 		}
 		print(v)
-		return 0
+		return experiment.ExitOK
 	}
 
 	if r.KernelThread() {
 		// /proc/PID/maps of a kernel thread is empty: so is stdout.
 		fmt.Fprintf(os.Stderr, "mmlab maps: note: process %d is a kernel thread: it has no address space, so it has no VMAs\n", pid)
-		return 0
+		return experiment.ExitOK
 	}
 	walk := r.Walk
 	if *via == "query" {
@@ -138,10 +140,10 @@ func runMaps(ctx context.Context, args []string) int {
 	if err != nil {
 		w.Flush()
 		fmt.Fprintf(os.Stderr, "mmlab maps: %v\n", err)
-		return 1
+		return experiment.ExitFailed
 	}
 	if interrupted {
-		return 130
+		return experiment.ExitInterrupted
 	}
-	return 0
+	return experiment.ExitOK
 }

@@ -1,4 +1,4 @@
-// Package explore is the experiment of the interleaving explorer
+// Package explorer is the experiment of the interleaving explorer
 // (mmlab/explore): for each scenario and design, schedules are run until a
 // property fails or the bound is reached, and the result says how many
 // ran, which property failed, and how short the shrunk interleaving is.

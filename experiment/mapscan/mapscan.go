@@ -290,9 +290,9 @@ type Result struct {
 // nothing.
 func (r Result) Insufficient() bool { return slices.Contains(r.OpsRuns, 0) }
 
-// Summarise summarises the runs all of case scanners; the lock waits are
+// Summarize summarizes the runs all of case scanners; the lock waits are
 // kept for the model, and for a live case whose every run has them.
-func Summarise(row experiment.Row, scanners string, all []Stats) Result {
+func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 	r := Result{Row: row, Scanners: scanners, Runs: len(all)}
 	slowest := -1.0
 	for _, s := range all {
@@ -368,7 +368,7 @@ func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(cont
 			all = append(all, st)
 		}
 		if len(all) > 0 {
-			emit(Summarise(row, c, all))
+			emit(Summarize(row, c, all))
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

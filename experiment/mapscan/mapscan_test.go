@@ -95,29 +95,29 @@ func TestOptions(t *testing.T) {
 // The seed's summary: the median of the means, the maximum of the maxima;
 // lock waits on the model, and on the live target when every run read the
 // lock tracepoints; a run that timed no call is insufficient.
-func TestSummarise(t *testing.T) {
+func TestSummarize(t *testing.T) {
 	runs := []Stats{
 		{Ops: 10, OpMeanUS: 5, OpMaxUS: 50, LockWaitMaxUS: 7, ScanPasses: 1},
 		{Ops: 20, OpMeanUS: 1, OpMaxUS: 90, LockWaitMaxUS: 3, ScanPasses: 2},
 		{Ops: 30, OpMeanUS: 3, OpMaxUS: 20, LockWaitMaxUS: 9, ScanPasses: 3},
 	}
-	model := Summarise(experiment.Row{Target: experiment.Model, Variant: "before"}, "text", runs)
+	model := Summarize(experiment.Row{Target: experiment.Model, Variant: "before"}, "text", runs)
 	if model.OpMeanUS != 3 || model.OpMaxUS != 90 || model.OpMaxMedianUS != 50 || *model.LockWaitMaxUS != 9 || model.Ops != 60 || model.ScanPasses != 6 ||
 		model.Runs != 3 || !slices.Equal(model.OpMaxUSRuns, []float64{50, 90, 20}) || model.Insufficient() {
 		t.Errorf("model summary: %+v", model)
 	}
-	live := Summarise(experiment.LiveRow, "text", runs)
+	live := Summarize(experiment.LiveRow, "text", runs)
 	if live.LockWaitMaxUS == nil || *live.LockWaitMaxUS != 9 || live.LockTraceNote != "" {
 		t.Errorf("traced live summary: %+v", live)
 	}
 	runs[2].LockTraceNote = "no lock tracepoints: needs root"
-	live = Summarise(experiment.LiveRow, "text", runs)
+	live = Summarize(experiment.LiveRow, "text", runs)
 	b, _ := json.Marshal(live)
 	if strings.Contains(string(b), "lock_wait") || live.LockWaitMaxUS != nil || live.LockTraceNote != runs[2].LockTraceNote {
 		t.Errorf("live summary with an untraced run has lock waits: %s", b)
 	}
 	runs[1] = Stats{}
-	empty := Summarise(experiment.LiveRow, "query", runs)
+	empty := Summarize(experiment.LiveRow, "query", runs)
 	if !empty.Insufficient() {
 		t.Errorf("a run without calls is not insufficient: %+v", empty)
 	}
@@ -154,7 +154,7 @@ func TestModel(t *testing.T) {
 // --rawdata is run-proc-vs-map.sh's: per run, in ms, the median of the
 // means, then the means and the maxima each sorted on its own.
 func TestRawData(t *testing.T) {
-	r := Summarise(experiment.LiveRow, "text", []Stats{
+	r := Summarize(experiment.LiveRow, "text", []Stats{
 		{Ops: 1, OpMeanUS: 12, OpMaxUS: 500}, {Ops: 1, OpMeanUS: 8, OpMaxUS: 3000}, {Ops: 1, OpMeanUS: 10, OpMaxUS: 40},
 	})
 	want := []string{"0.010 0.008 0.040", "0.010 0.010 0.500", "0.010 0.012 3.000"}
@@ -191,7 +191,7 @@ func TestModelWaitAccounting(t *testing.T) {
 		if c.allowed != "" && st.Preempted[c.allowed].Count == 0 {
 			t.Errorf("%s, preempt %s: no scanner was preempted holding %s", c.v, c.p, c.allowed)
 		}
-		r := Summarise(experiment.Row{Target: experiment.Model, Variant: c.v.String()}, "text", []Stats{st})
+		r := Summarize(experiment.Row{Target: experiment.Model, Variant: c.v.String()}, "text", []Stats{st})
 		if line := Attribution(r); !strings.Contains(line, "slowest call") {
 			t.Errorf("attribution %q", line)
 		}
@@ -235,18 +235,18 @@ func TestScanTextWritesEveryChunk(t *testing.T) {
 // A live result's attribution line gives the tracepoints' figures, or the
 // reason it has none.
 func TestAttributionLive(t *testing.T) {
-	traced := Summarise(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockWaitMaxUS: 800,
+	traced := Summarize(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockWaitMaxUS: 800,
 		MaxOpWaitUS: map[string]float64{"mmap_lock": 800}, ScannersSlept: Held{"mmap_lock": {Count: 3, MaxUS: 810}}}})
 	want := "live kernel text: slowest call 900.0 us, blocked 800.0 us on mmap_lock; scanners slept on mmap_lock 3 times (longest 810.0 us) (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)"
 	if got := Attribution(traced); got != want {
 		t.Errorf("traced:\n%s\nwant\n%s", got, want)
 	}
-	untraced := Summarise(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockTraceNote: "no lock tracepoints: needs root"}})
+	untraced := Summarize(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockTraceNote: "no lock tracepoints: needs root"}})
 	want = "live kernel text: slowest call 900.0 us; no lock tracepoints: needs root"
 	if got := Attribution(untraced); got != want {
 		t.Errorf("untraced:\n%s\nwant\n%s", got, want)
 	}
-	if got := Attribution(Summarise(experiment.LiveRow, "text", []Stats{{}})); got != "" {
+	if got := Attribution(Summarize(experiment.LiveRow, "text", []Stats{{}})); got != "" {
 		t.Errorf("a result without calls: %q", got)
 	}
 }
