@@ -42,7 +42,8 @@ func Dead(name, sep string) bool {
 	return startTime(f[0]) != f[1]
 }
 
-// startTime is field 22 of /proc/PID/stat, or "" when no such process is.
+// startTime is field 22 of /proc/PID/stat, or "" when no such process is
+// or it has exited.
 func startTime(pid string) string {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
@@ -54,8 +55,8 @@ func startTime(pid string) string {
 		return ""
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return ""
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return "" // a zombie has ended
 	}
 	return f[19] // fields 3.. after the name: 22 is the 20th
 }
