@@ -97,9 +97,27 @@ type Table struct {
 	// mu is the kernel's mm->page_table_lock: it serialises allocating and
 	// freeing PUD, PMD and PTE tables (never the PTEs themselves). Lock
 	// order: mmap_lock → mu → ptl.
-	mu       sync.Mutex
-	pgd      [entries]atomic.Pointer[pudTable]
+	mu sync.Mutex
+	// pgd is the top level, allocated with the first table below it: the
+	// kernel's mm_alloc_pgd() allocates it with the mm, but the model's
+	// forked children that never fault (seed 000's forker forks about
+	// 100,000 a second) would then each make 4 KiB of garbage.
+	pgd      atomic.Pointer[pgdTable]
 	resident atomic.Int64 // present PTEs (the mm's RSS in pages)
+}
+
+// pgdTable is the top level of a Table.
+type pgdTable struct {
+	e [entries]atomic.Pointer[pudTable]
+}
+
+// pud returns the PUD table for addr without locks, or nil.
+func (t *Table) pud(addr uint64) *pudTable {
+	g := t.pgd.Load()
+	if g == nil {
+		return nil
+	}
+	return g.e[pgdIndex(addr)].Load()
 }
 
 func pgdIndex(a uint64) uint64 { return a >> pgdShift & (entries - 1) }
@@ -176,7 +194,7 @@ func (pt *pteTable) set(i uint64, p *Page, f uint32) (old *Page, oldf uint32) {
 
 // pteTableOf returns the leaf table for addr without locks, or nil.
 func (t *Table) pteTableOf(addr uint64) *pteTable {
-	pud := t.pgd[pgdIndex(addr)].Load()
+	pud := t.pud(addr)
 	if pud == nil {
 		return nil
 	}
@@ -195,10 +213,15 @@ func (t *Table) allocPTETable(addr uint64) *pteTable {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	pud := t.pgd[pgdIndex(addr)].Load()
+	g := t.pgd.Load()
+	if g == nil {
+		g = new(pgdTable)
+		t.pgd.Store(g)
+	}
+	pud := g.e[pgdIndex(addr)].Load()
 	if pud == nil {
 		pud = new(pudTable)
-		t.pgd[pgdIndex(addr)].Store(pud)
+		g.e[pgdIndex(addr)].Store(pud)
 	}
 	pmd := pud.e[pudIndex(addr)].Load()
 	if pmd == nil {
@@ -335,7 +358,7 @@ func (t *Table) Resident() int { return int(t.resident.Load()) }
 func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) bool) {
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
-		pud := t.pgd[pgdIndex(a)].Load()
+		pud := t.pud(a)
 		if pud == nil {
 			a = next(a, pgdShift)
 			continue
@@ -481,7 +504,7 @@ func (t *Table) freeTables(start, end uint64) {
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
 		gi := pgdIndex(a)
-		pud := t.pgd[gi].Load()
+		pud := t.pud(a)
 		if pud == nil {
 			a = next(a, pgdShift)
 			continue
@@ -509,7 +532,7 @@ func (t *Table) freeTables(start, end uint64) {
 			a = max(a, next(a-1, pudShift))
 		}
 		if pud.n == 0 {
-			t.pgd[gi].Store(nil)
+			t.pgd.Load().e[gi].Store(nil)
 			a = max(a, next(a-1, pgdShift))
 		}
 	}

@@ -14,8 +14,12 @@ const (
 
 // tableCount counts the allocated PUD, PMD and PTE tables.
 func tableCount(t *Table) (puds, pmds, ptes int) {
-	for i := range t.pgd {
-		pud := t.pgd[i].Load()
+	g := t.pgd.Load()
+	if g == nil {
+		return
+	}
+	for i := range g.e {
+		pud := g.e[i].Load()
 		if pud == nil {
 			continue
 		}
