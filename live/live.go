@@ -4,6 +4,21 @@
 // way a live experiment starts a helper process: a re-execution of the
 // running binary in a registered role, dispatched explicitly by main (or a
 // test's TestMain) through RunRole.
+//
+// What a live run creates outside its own memory, and how each goes when
+// the run is killed:
+//   - helper processes (and the processes they fork): they die with the
+//     run (Start);
+//   - BPF programs, maps and links, perf events, uprobes: bound to its file
+//     descriptors, the kernel releases them when the process dies, and
+//     with the uprobes their breakpoints, which live only in the probed
+//     processes' private copies of the text (uprobes break COW: the page
+//     cache is never written);
+//   - ftrace instances, the probed copy of the binary under TMPDIR, and
+//     legacy uprobe_events entries (kernels before 4.17): named with the
+//     run's RunName, and removed by the next run (Sweep);
+//   - the tracefs mount, where tracefs was mounted nowhere: left, as perf
+//     leaves it.
 package live
 
 import (
