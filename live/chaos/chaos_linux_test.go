@@ -32,9 +32,9 @@ type experiment struct {
 type phase string
 
 const (
-	onLine   phase = "line"
-	inAttach phase = "attach"
-	inDetach phase = "detach"
+	onLine   phase = "on the line"
+	inAttach phase = "in an attach"
+	inDetach phase = "in a detach"
 	ended    phase = "(not killed: the run ended first)"
 )
 
@@ -86,13 +86,18 @@ func TestChaos(t *testing.T) {
 			for p := range points {
 				kind := e.kinds[p%len(e.kinds)]
 				line := rng.IntN(max(1, len(ref.lines)-1))
-				where := fmt.Sprintf("seed %d, %s point %d: %s after line %d", seed, e.name, p, kind, line)
-				before := c.snapshot(t)
+				where := fmt.Sprintf("seed %d, %s point %d (%s, from line %d)", seed, e.name, p, kind, line)
+				before, tmpBefore := c.snapshot(t), topOf("/tmp")
 				k := c.kill(t, e, line, kind)
 				left := diff(before, c.snapshot(t))
 				ref = c.complete(t, e, &where)
 				if gone := diff(before, c.snapshot(t)); len(gone) > 0 {
 					t.Errorf("%s: left after the next run: %q", where, gone)
+				}
+				if d := diff(tmpBefore, topOf("/tmp")); len(d) > 0 {
+					// The runs' TMPDIR is the test's; other test packages
+					// running meanwhile write to /tmp too.
+					t.Logf("%s: new in /tmp meanwhile (not the runs' TMPDIR): %q", where, d)
 				}
 				hit[k.phase]++
 				t.Logf("%s: killed %s (line %d %q, %v to exit); left by the kill %q; the next run said %q",
@@ -319,6 +324,16 @@ func (c *chaos) snapshot(t *testing.T) map[string]bool {
 	}
 	for _, id := range unheldLinks(t) {
 		s[fmt.Sprintf("BPF link %d", id)] = true
+	}
+	return s
+}
+
+// topOf names the entries of dir.
+func topOf(dir string) map[string]bool {
+	s := map[string]bool{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		s[filepath.Join(dir, e.Name())] = true
 	}
 	return s
 }
