@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,22 +101,22 @@ func leakedLinks(t *testing.T, before []uint32) []uint32 {
 // startKeeper starts path (mmlab, or a copy of it) as a process that maps
 // its text and sleeps until the test ends, as a process that a run's
 // probes reach and that outlives the run: the forkstall holder role with
-// no children. It returns the pid.
-func startKeeper(t *testing.T, path string) int {
+// no children. It returns the pid; ETXTBSY while path is being written.
+func startKeeper(t *testing.T, path string) (int, error) {
 	cmd := exec.Command(path)
 	cmd.Env = append(os.Environ(), "MMLAB_ROLE=forkstall-holder", "MMLAB_FORKSTALL_ARG=0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("keeper %s: %q, %v", path, line, err)
+		return 0, fmt.Errorf("keeper %s: %q, %v", path, line, err)
 	}
-	return cmd.Process.Pid
+	return cmd.Process.Pid, nil
 }
 
 // textChanged returns the file offsets where the executable mappings of
@@ -214,7 +215,11 @@ func TestSignals(t *testing.T) {
 						t.Fatal(err)
 					}
 					pgid := cmd.Process.Pid
-					keepers := []int{startKeeper(t, bin)}
+					k, err := startKeeper(t, bin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					keepers := []int{k}
 					lines := bufio.NewScanner(stderr)
 					seen := 0
 					var log []string
@@ -232,7 +237,14 @@ func TestSignals(t *testing.T) {
 					}()
 					// The probed copy of a forkstall run, kept alive too.
 					if m, _ := filepath.Glob(filepath.Join(tmp, "mmlab-forkstall-*", "mmlab-probed")); len(m) > 0 {
-						keepers = append(keepers, startKeeper(t, m[0]))
+						switch k, err := startKeeper(t, m[0]); {
+						case errors.Is(err, syscall.ETXTBSY):
+							t.Logf("the probed copy is still being written: no process of it kept")
+						case err != nil:
+							t.Fatal(err)
+						default:
+							keepers = append(keepers, k)
+						}
 					}
 					for _, k := range keepers {
 						if d := textChanged(t, k); len(d) > 0 {
