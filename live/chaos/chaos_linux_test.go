@@ -101,6 +101,11 @@ func TestChaos(t *testing.T) {
 				if gone := diff(before, c.snapshot(t)); len(gone) > 0 {
 					t.Errorf("%s: left after the next run: %q", where, gone)
 				}
+				if ref.removed == "" && slices.ContainsFunc(left, func(s string) bool {
+					return strings.HasPrefix(s, "tmp ") || strings.HasPrefix(s, "tracefs instance ")
+				}) {
+					t.Errorf("%s: the next run did not say it removed what the killed run left (%q)", where, left)
+				}
 				if d := diff(tmpBefore, topOf("/tmp")); len(d) > 0 {
 					// The runs' TMPDIR is the test's; other test packages
 					// running meanwhile write to /tmp too.
