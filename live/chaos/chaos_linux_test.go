@@ -36,6 +36,7 @@ const (
 	onLine   phase = "on the line"
 	inAttach phase = "in an attach"
 	inDetach phase = "in a detach"
+	inTrace  phase = "with an ftrace instance"
 	ended    phase = "(not killed: the run ended first)"
 )
 
@@ -45,7 +46,7 @@ var (
 		{"forkstall", []string{"--runs", "2", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1,perf-4"}, uprobeKinds},
 		{"redzone", []string{"--calls", "200", "--samples", "5"}, uprobeKinds},
 		{"mapslock", []string{"--runs", "3", "--size", "64M"}, []phase{onLine}},
-		{"mapscan", []string{"--runs", "1", "--duration", "100ms"}, []phase{onLine}},
+		{"mapscan", []string{"--runs", "1", "--duration", "100ms"}, []phase{onLine, inTrace}},
 		{"maptear", []string{"--reads", "200", "--duration", "300ms"}, []phase{onLine}},
 		{"trigger", []string{"--cpus", "1,2", "--cases", "uprobe-nop,uretprobe-nop", "--warmup", "0s", "--duration", "100ms", "--interval", "50ms"}, uprobeKinds},
 		{"attach", []string{"--n", "1,4", "--runs", "2"}, uprobeKinds},
@@ -115,9 +116,14 @@ func TestChaos(t *testing.T) {
 				t.Logf("%s: killed %s (line %d %q, %v to exit); left by the kill %q; the next run said %q",
 					where, k.phase, k.lines, k.last, k.exit.Round(time.Millisecond), left, ref.removed)
 			}
-			kills := hit[onLine] + hit[inAttach] + hit[inDetach]
-			t.Logf("%s: %d kills in %v: %d on a line, %d in an attach, %d in a detach; %d runs ended before their point",
-				e.name, kills, time.Since(t0).Round(time.Second), hit[onLine], hit[inAttach], hit[inDetach], hit[ended])
+			kills := 0
+			for ph, n := range hit {
+				if ph != ended {
+					kills += n
+				}
+			}
+			t.Logf("%s: %d kills in %v: %d on a line, %d in an attach, %d in a detach, %d with an ftrace instance; %d runs ended before their point",
+				e.name, kills, time.Since(t0).Round(time.Second), hit[onLine], hit[inAttach], hit[inDetach], hit[inTrace], hit[ended])
 			if kills < points {
 				t.Errorf("%s: %d kills, want %d", e.name, kills, points)
 			}
@@ -250,7 +256,8 @@ func (c *chaos) kill(t *testing.T, e experiment, line int, kind phase) killed {
 }
 
 // phaseOf says whether a thread of process pid is inside a uprobe attach
-// or detach, from its kernel stack and system call; else "line".
+// or detach, from its kernel stack and system call, or else whether the
+// process has an ftrace instance; else onLine.
 func phaseOf(pid int) phase {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	for _, task := range tasks {
@@ -264,6 +271,11 @@ func phaseOf(pid int) phase {
 		case strings.Contains(s, "uprobe_unregister") || strings.Contains(s, "link_release") ||
 			strings.Contains(s, "tasks_trace") || strings.Contains(s, "perf_uprobe_destroy"):
 			return inDetach
+		}
+	}
+	if root, err := tracefs.Root(); err == nil {
+		if m, _ := filepath.Glob(filepath.Join(root, "instances", fmt.Sprintf("mmlab-%d-*", pid))); len(m) > 0 {
+			return inTrace
 		}
 	}
 	return onLine
