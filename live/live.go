@@ -4,6 +4,21 @@
 // way a live experiment starts a helper process: a re-execution of the
 // running binary in a registered role, dispatched explicitly by main (or a
 // test's TestMain) through RunRole.
+//
+// What a live run creates outside its own memory, and how each goes when
+// the run is killed:
+//   - helper processes (and the processes they fork): they die with the
+//     run (Start);
+//   - BPF programs, maps and links, perf events, uprobes: bound to its file
+//     descriptors, the kernel releases them when the process dies, and
+//     with the uprobes their breakpoints, which live only in the probed
+//     processes' private copies of the text (uprobes break COW: the page
+//     cache is never written);
+//   - ftrace instances, the probed copy of the binary under TMPDIR, and
+//     legacy uprobe_events entries (kernels before 4.17): named with the
+//     run's RunName, and removed by the next run (Sweep);
+//   - the tracefs mount, where tracefs was mounted nowhere: left, as perf
+//     leaves it.
 package live
 
 import (
@@ -61,9 +76,11 @@ func RegisterRole(name string, main func() int) {
 }
 
 // RunRole runs the role this process was started in, if any, and exits with
-// its status; otherwise it returns. main calls it first, and so does the
+// its status; otherwise it returns. A helper that Start started exits when
+// its parent has. main calls it first, and so does the
 // TestMain of every package whose tests start helpers.
 func RunRole() {
+	watchParent()
 	name := os.Getenv(roleEnv)
 	if name == "" {
 		return
@@ -101,4 +118,24 @@ func Command(ctx context.Context, role string, env ...string) (*exec.Cmd, error)
 	cmd := exec.CommandContext(ctx, exe)
 	cmd.Env = append(slices.Clone(os.Environ()), append([]string{roleEnv + "=" + role}, env...)...)
 	return cmd, nil
+}
+
+// sweepers remove, each for one kind of thing a run leaves outside its
+// memory, what runs no longer alive left (Dead), returning a name for each
+// thing removed.
+var sweepers []func() []string
+
+// RegisterSweeper adds a sweeper; live packages register theirs from init.
+func RegisterSweeper(sweep func() []string) { sweepers = append(sweepers, sweep) }
+
+// Sweep removes what runs no longer alive left (a killed run's tracefs
+// instances and temporary directories) and returns what it removed. Every
+// mmlab run calls it first; a sweeper that may not remove something (not
+// root) leaves it.
+func Sweep() []string {
+	var gone []string
+	for _, s := range sweepers {
+		gone = append(gone, s()...)
+	}
+	return gone
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -76,6 +77,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mmlab: unknown command %q\n\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if gone := live.Sweep(); len(gone) > 0 {
+		fmt.Fprintf(os.Stderr, "mmlab: removed what runs no longer alive left: %s\n", strings.Join(gone, ", "))
 	}
 	ctx, interrupted := interruptible()
 	code := c.run(ctx, os.Args[2:])

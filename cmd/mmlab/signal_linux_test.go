@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,13 +98,84 @@ func leakedLinks(t *testing.T, before []uint32) []uint32 {
 	return leaked
 }
 
+// startKeeper starts path (mmlab, or a copy of it) as a process that maps
+// its text and sleeps until the test ends, as a process that a run's
+// probes reach and that outlives the run: the forkstall holder role with
+// no children. It returns the pid; ETXTBSY while path is being written.
+func startKeeper(t *testing.T, path string) (int, error) {
+	cmd := exec.Command(path)
+	cmd.Env = append(os.Environ(), "MMLAB_ROLE=forkstall-holder", "MMLAB_FORKSTALL_ARG=0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		return 0, fmt.Errorf("keeper %s: %q, %v", path, line, err)
+	}
+	return cmd.Process.Pid, nil
+}
+
+// textChanged returns the file offsets where the executable mappings of
+// process pid's own executable (read through /proc/PID/mem, as a debugger
+// does) differ from the file (read through /proc/PID/exe, which a removed
+// file keeps): the breakpoints a uprobe wrote into its private copy.
+func textChanged(t *testing.T, pid int) []int64 {
+	proc := "/proc/" + strconv.Itoa(pid)
+	exe, err := os.Readlink(proc + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile(proc + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.Open(proc + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	mem, err := os.Open(proc + "/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var diff []int64
+	for line := range strings.Lines(string(maps)) {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "r-xp" || strings.Join(f[5:], " ") != exe {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		off, _ := strconv.ParseInt(f[2], 16, 64)
+		got, want := make([]byte, end-start), make([]byte, end-start)
+		if _, err := mem.ReadAt(got, int64(start)); err != nil {
+			t.Fatalf("%s/mem at %#x: %v", proc, start, err)
+		}
+		n, _ := file.ReadAt(want, off) // the mapping may run past the file's end
+		for i := range got[:n] {
+			if got[i] != want[i] {
+				diff = append(diff, off+int64(i))
+			}
+		}
+	}
+	return diff
+}
+
 // TestSignals interrupts every live experiment and the main job with
 // SIGINT and SIGTERM, after their first and their third line of progress,
 // and checks what a user would: the exit status (130, 143), that mmlab and
 // every process it started are gone, no BPF link made during the runs
-// outlives its files, no temporary
-// directory is left. The time to exit is logged (the interrupt reaches a
-// kernel operation only when it ends: see --help).
+// outlives its files, no temporary directory is left, and processes that
+// map the probed files and outlive the run (the test keeps them) have
+// their original text. The time from the signal to the exit is logged
+// (the interrupt reaches a kernel operation only when it ends: see
+// --help).
 func TestSignals(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the live experiments need root")
@@ -118,6 +191,8 @@ func TestSignals(t *testing.T) {
 		runs = append(runs, args)
 	}
 	linksBefore := bpfLinkIDs(t)
+	var times []string // each run's time from the signal to its exit
+	defer func() { t.Logf("from the signal to the exit:\n%s", strings.Join(times, "\n")) }()
 	for _, args := range runs {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			for _, after := range []int{1, 3} {
@@ -140,6 +215,11 @@ func TestSignals(t *testing.T) {
 						t.Fatal(err)
 					}
 					pgid := cmd.Process.Pid
+					k, err := startKeeper(t, bin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					keepers := []int{k}
 					lines := bufio.NewScanner(stderr)
 					seen := 0
 					var log []string
@@ -155,6 +235,22 @@ func TestSignals(t *testing.T) {
 						for lines.Scan() {
 						}
 					}()
+					// The probed copy of a forkstall run, kept alive too.
+					if m, _ := filepath.Glob(filepath.Join(tmp, "mmlab-forkstall-*", "mmlab-probed")); len(m) > 0 {
+						switch k, err := startKeeper(t, m[0]); {
+						case errors.Is(err, syscall.ETXTBSY):
+							t.Logf("the probed copy is still being written: no process of it kept")
+						case err != nil:
+							t.Fatal(err)
+						default:
+							keepers = append(keepers, k)
+						}
+					}
+					for _, k := range keepers {
+						if d := textChanged(t, k); len(d) > 0 {
+							t.Logf("kept-alive process %d is probed: %d bytes of its text differ from its file", k, len(d))
+						}
+					}
 					t0 := time.Now()
 					cmd.Process.Signal(sig)
 					done := make(chan struct{})
@@ -166,13 +262,20 @@ func TestSignals(t *testing.T) {
 						<-done
 						t.Fatalf("still running a minute after %v", sig)
 					}
-					t.Logf("exited %v after %v", time.Since(t0).Round(time.Millisecond), sig)
+					exited := time.Since(t0).Round(time.Millisecond)
+					t.Logf("exited %v after %v", exited, sig)
+					times = append(times, fmt.Sprintf("%-48s %v", name, exited))
 					want := 130
 					if sig == syscall.SIGTERM {
 						want = 143
 					}
 					if code := cmd.ProcessState.ExitCode(); code != want {
 						t.Errorf("exit %d after %v, want %d; stderr began %q", code, sig, want, log)
+					}
+					for _, k := range keepers {
+						if d := textChanged(t, k); len(d) > 0 {
+							t.Errorf("kept-alive process %d: %d bytes of its text differ from its file after the run (first at %#x)", k, len(d), d[0])
+						}
 					}
 					if err := syscall.Kill(-pgid, 0); err != syscall.ESRCH {
 						t.Errorf("process group %d still has members after exit (%v)", pgid, err)

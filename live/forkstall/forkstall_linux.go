@@ -202,12 +202,12 @@ func (p *procs) start(ctx context.Context, path, role string, env ...string) (io
 	}
 	cmd.Path = path
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := live.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s helper: %w", role, err)
 	}
 	p.cmds = append(p.cmds, cmd)
@@ -230,20 +230,47 @@ func (p *procs) kill() {
 	p.cmds = nil
 }
 
+// dirPrefix starts the name of the directory of each run's probed copy;
+// the run's live.RunName follows, so that the next run can remove the
+// directory of one that was killed (sweepDirs).
+const dirPrefix = "mmlab-forkstall-"
+
+func init() { live.RegisterSweeper(sweepDirs) }
+
+// execBases are the directories where execDir may create its directory.
+func execBases() []string {
+	bases := []string{os.TempDir()}
+	if d, err := os.UserCacheDir(); err == nil {
+		bases = append(bases, d)
+	}
+	return bases
+}
+
 // execDir returns a fresh temporary directory on a filesystem that allows
 // exec, for the probed copy of the binary.
 func execDir() (string, error) {
-	cands := []string{os.TempDir()}
-	if d, err := os.UserCacheDir(); err == nil {
-		cands = append(cands, d)
-	}
-	for _, base := range cands {
+	for _, base := range execBases() {
 		var st unix.Statfs_t
 		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
-			return os.MkdirTemp(base, "mmlab-forkstall-")
+			return os.MkdirTemp(base, dirPrefix+live.RunName("-")+"-")
 		}
 	}
 	return "", errors.New("no temporary directory on a filesystem that allows exec")
+}
+
+// sweepDirs removes the probed copies' directories of runs that are no
+// longer alive.
+func sweepDirs() []string {
+	var gone []string
+	for _, base := range execBases() {
+		dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+		for _, dir := range dirs {
+			if live.Dead(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-") && os.RemoveAll(dir) == nil {
+				gone = append(gone, dir)
+			}
+		}
+	}
+	return gone
 }
 
 // copyExe copies the running executable to dir and returns its path.

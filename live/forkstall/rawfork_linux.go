@@ -16,6 +16,7 @@ import (
 //go:nosplit
 //go:norace
 func rawFork(pause bool) (pid int, err syscall.Errno) {
+	parent, _, _ := syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0)
 	r, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
 	if e != 0 {
 		return 0, e
@@ -26,6 +27,10 @@ func rawFork(pause bool) (pid int, err syscall.Errno) {
 	// Child.
 	if pause {
 		syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
+		// A parent that died before the prctl sent no signal.
+		if ppid, _, _ := syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0); ppid != parent {
+			syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+		}
 		for {
 			syscall.RawSyscall(syscall.SYS_PAUSE, 0, 0, 0)
 		}

@@ -3,10 +3,14 @@ package tracefs
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"mmlab/live"
 )
@@ -78,5 +82,100 @@ func TestInstance(t *testing.T) {
 	}
 	if got := Leftovers(); len(got) != 0 {
 		t.Errorf("instances left %v", got)
+	}
+}
+
+// childEnv runs TestRoot's body in a child process with its own mount
+// namespace, where unmounting tracefs changes nothing outside.
+const childEnv = "MMLAB_TRACEFS_CHILD"
+
+// On a host without tracefs mounted (a fresh VM), Root mounts it at
+// /sys/kernel/tracing as perf does and leaves it mounted; where the mount
+// is refused, the error says what to run. Pins: tools/lib/api/fs/fs.c
+// fs__mount().
+func TestRoot(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		rootChild(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounting tracefs needs CAP_SYS_ADMIN")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRoot$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	t.Logf("child:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+// rootChild runs in the child's private mount namespace.
+func rootChild(t *testing.T) {
+	for mounted() != "" {
+		if err := unix.Unmount(mounted(), unix.MNT_DETACH); err != nil {
+			t.Fatalf("umount %s: %v", mounted(), err)
+		}
+	}
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil || st.Type != unix.TRACEFS_MAGIC || root != "/sys/kernel/tracing" {
+		t.Fatalf("Root() = %s, statfs type %#x (%v), want tracefs at /sys/kernel/tracing", root, st.Type, err)
+	}
+	in, err := New("mono")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mounted(); got != root {
+		t.Errorf("after the instance closed, tracefs is mounted at %q, want it left at %s", got, root)
+	}
+
+	// Without CAP_SYS_ADMIN the mount is refused, and the error says so.
+	if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setresuid(65534, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Root()
+	if !errors.Is(err, live.ErrNotSupported) || !strings.Contains(err.Error(), "mount -t tracefs nodev /sys/kernel/tracing") {
+		t.Errorf("Root() as nobody: %v, want ErrNotSupported saying what to run", err)
+	}
+	t.Log(err)
+}
+
+// The next run removes the instance of a run that is no longer alive, and
+// leaves this one's.
+func TestSweep(t *testing.T) {
+	in, err := New("mono")
+	if errors.Is(err, live.ErrNotSupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	// This pid with another start time: a run that has ended.
+	f := strings.Split(live.RunName("-"), "-")
+	dead := filepath.Join(filepath.Dir(in.Dir()), prefix+f[0]+"-1-"+f[2]+"-1")
+	if err := os.Mkdir(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dead)
+	gone := sweep()
+	if len(gone) != 1 || gone[0] != "tracefs instance "+filepath.Base(dead) {
+		t.Errorf("sweep removed %q, want the dead run's instance only", gone)
+	}
+	for dir, want := range map[string]bool{dead: false, in.Dir(): true} {
+		if _, err := os.Stat(dir); (err == nil) != want {
+			t.Errorf("%s: %v after the sweep, want it there: %v", dir, err, want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"mmlab/live"
+	"mmlab/live/tracefs"
 )
 
 // Probes are uprobes attached by Attach: one BPF program that counts its
@@ -108,7 +109,7 @@ func Attach(ctx context.Context, s Spec) (*Probes, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			opts := &link.UprobeOptions{Address: off, PID: s.Pid}
+			opts := &link.UprobeOptions{Address: off, PID: s.Pid, TraceFSPrefix: tracefs.UprobeGroup()}
 			var l link.Link
 			if s.Ret {
 				l, err = ex.Uretprobe("", p.prog, opts)

@@ -113,19 +113,33 @@ type Table struct {
 	// mu is the kernel's mm->page_table_lock: it serialises allocating and
 	// freeing PUD, PMD and PTE tables (never the PTEs themselves). Lock
 	// order: mmap_lock → mu → ptl.
-	mu  sync.Mutex
-	pgd [entries]atomic.Pointer[pudTable] // the first 2^48 bytes
+	mu sync.Mutex
+	// pgd is the top level over the first 2^48 bytes, allocated with the
+	// first table below it: the kernel's mm_alloc_pgd() allocates it with
+	// the mm, but the model's forked children that never fault (seed 000's
+	// forker forks about 100,000 a second) would then each make 4 KiB of
+	// garbage. Written under mu.
+	pgd atomic.Pointer[pgdTable]
 	// upper holds the P4D tables above 2^48 (5-level paging), nil until
 	// one is needed; written under mu.
 	upper    atomic.Pointer[upperTable]
 	resident atomic.Int64 // present PTEs (the mm's RSS in pages)
 }
 
+// pgdTable is the top level below 2^48.
+type pgdTable struct {
+	e [entries]atomic.Pointer[pudTable]
+}
+
 // pudSlot returns the entry pointing to the PUD table for addr without
-// locks, or nil when the P4D table above it is absent (addr >= 2^48).
+// locks, or nil when the table above it is absent.
 func (t *Table) pudSlot(addr uint64) *atomic.Pointer[pudTable] {
 	if addr < 1<<p4dShift {
-		return &t.pgd[pgdIndex(addr)]
+		g := t.pgd.Load()
+		if g == nil {
+			return nil
+		}
+		return &g.e[pgdIndex(addr)]
 	}
 	up := t.upper.Load()
 	if up == nil {
@@ -142,7 +156,12 @@ func (t *Table) pudSlot(addr uint64) *atomic.Pointer[pudTable] {
 // entry is in (nil below 2^48). Caller holds t.mu.
 func (t *Table) allocPUDSlot(addr uint64) (*atomic.Pointer[pudTable], *p4dTable) {
 	if addr < 1<<p4dShift {
-		return &t.pgd[pgdIndex(addr)], nil
+		g := t.pgd.Load()
+		if g == nil {
+			g = new(pgdTable)
+			t.pgd.Store(g)
+		}
+		return &g.e[pgdIndex(addr)], nil
 	}
 	up := t.upper.Load()
 	if up == nil {

@@ -15,7 +15,10 @@ const (
 // tableCount counts the allocated PUD, PMD and PTE tables, in the first
 // 2^48 bytes and in the P4D tables above.
 func tableCount(t *Table) (puds, pmds, ptes int) {
-	slots := []*[entries]atomic.Pointer[pudTable]{&t.pgd}
+	var slots []*[entries]atomic.Pointer[pudTable]
+	if g := t.pgd.Load(); g != nil {
+		slots = append(slots, &g.e)
+	}
 	if up := t.upper.Load(); up != nil {
 		for i := range up.e {
 			if p4d := up.e[i].Load(); p4d != nil {

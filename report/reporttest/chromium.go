@@ -42,7 +42,8 @@ func Artifacts(t testing.TB) string {
 }
 
 // run runs headless Chromium bin on url with args and returns its stdout.
-// It runs as root too (--no-sandbox), with a profile of its own.
+// It runs as root too (--no-sandbox), with a profile and temporary
+// directory of its own under t.TempDir().
 func run(t testing.TB, bin, url string, args ...string) []byte {
 	t.Helper()
 	// A generous bound so that a hung browser fails the test rather than
@@ -52,6 +53,9 @@ func run(t testing.TB, bin, url string, args ...string) []byte {
 	args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 		"--no-first-run", "--user-data-dir=" + t.TempDir()}, append(args, url)...)
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// Its temporary files (/tmp/.org.chromium.Chromium.*) go to the test's
+	// directory too, so that a test run leaves /tmp as it found it.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
