@@ -63,7 +63,10 @@
 // carrying the record: a *DeadlockError when every live thread is blocked
 // and none sleeps on the clock (with the wait cycle through the locks held,
 // if there is one), a *CheckError when Config.Check, a predicate over model
-// state run at every decision, fails, ErrMaxSteps, or ErrSchedule.
+// state run at every decision, fails, ErrMaxSteps, or ErrSchedule; built
+// with -tags invariants, also a *LockOrderError when a lock whose class
+// package mmlab/locking/lockrank ranks (AcquiredClass) is taken against
+// lockrank.Order and the System does not exempt it (ExemptLockOrder).
 //
 // An explorer of interleavings uses it like this:
 //
