@@ -49,6 +49,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/sched"
 )
 
@@ -109,6 +110,7 @@ type domain struct {
 func (d *domain) init(name, gpMutex string, sys *sched.System, sync func()) {
 	d.name = name
 	d.gpMu.SetName(gpMutex)
+	d.gpMu.SetClass(lockrank.RCUGPMutex)
 	d.cbs.sync, d.cbs.sys = sync, sys
 }
 
