@@ -90,10 +90,12 @@
 // Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
 // channel receive, would hang the run).
 //
-// Lock order (outermost first):
+// Lock order (each line starts with a lock class of package
+// mmlab/locking/lockrank, whose Order its tests check this tree against;
+// these two never nest):
 //
-//	System.mu     (thread registry; never held while taking a runqueue lock)
-//	CPU.rq        (one CPU's runqueue lock; no other sched lock nests inside)
+//	tasklist      System.mu (thread registry; never held while taking a runqueue lock)
+//	rq            CPU.rq (one CPU's runqueue lock; no other sched lock nests inside)
 //
 // A deterministic run's state has no lock: only the thread holding the
 // baton, or Run's goroutine while no thread holds it, touches it, and the
