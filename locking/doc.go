@@ -18,7 +18,12 @@
 // Lock order: these are leaf primitives. Each lock's internal wait_lock is
 // innermost: nothing else is taken while it is held, and no Waiter or
 // BlockRecorder method is called under it. Callers order the locks themselves
-// (see mm and uprobes); a lock is never taken recursively.
+// (see mm and uprobes); a lock is never taken recursively. The order between
+// locks is declared once, in package lockrank: a lock's class (SetClass)
+// ranks it there, and a deterministic run built with -tags invariants
+// checks each acquisition against lockrank.Order (a trylock excepted, as
+// lockdep does; DownWriteNested takes a second lock of a class at a higher
+// subclass).
 //
 // Left out on purpose: a writer's optimistic spinning on a writer that owns
 // an RWSem (only spinning on readers is kept), and any spinning in a

@@ -1,5 +1,7 @@
 package locking
 
+import "mmlab/locking/lockrank"
+
 // Mutex is a sleeping mutex (struct mutex) for the model's own slow paths
 // (package rcu serialises grace periods with it). Model choice: it is an
 // RWSem taken only for writing, so waiters queue FIFO with the rwsem's
@@ -12,6 +14,9 @@ type Mutex struct {
 
 // SetName sets the name shown in records. Call it before the lock is shared.
 func (m *Mutex) SetName(name string) { m.s.SetName(name) }
+
+// SetClass sets its class in the lock order (see RWSem.SetClass).
+func (m *Mutex) SetClass(c lockrank.Class) { m.s.SetClass(c) }
 
 // Lock takes the mutex, sleeping uninterruptibly. Mirrors mutex_lock().
 func (m *Mutex) Lock() { m.s.DownWrite(nil) }

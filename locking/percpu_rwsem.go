@@ -79,7 +79,7 @@ type PercpuRWSem struct {
 // NewPercpuRWSem returns an unlocked per-CPU semaphore; name appears in
 // stats and in BlockRecorder calls.
 func NewPercpuRWSem(name string) *PercpuRWSem {
-	return &PercpuRWSem{lockName: lockName{name}}
+	return &PercpuRWSem{lockName: lockName{name: name}}
 }
 
 // Name returns the lock's name, "percpu-rwsem" if none was set.
@@ -106,20 +106,21 @@ func (s *PercpuRWSem) DownRead(w Waiter) {
 	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
-		s.acquired(sh, false)
+		s.acquired(sh, false, false)
 		return
 	}
 	start := sched.Now()
 	s.wait(w, true)
-	s.acquired(sh, false)
+	s.acquired(sh, false, false)
 	s.stats.record(s.Name(), w, sched.Since(start))
 }
 
-// acquired counts an acquisition on sh and tells a deterministic run.
-func (s *PercpuRWSem) acquired(sh *percpuShard, write bool) {
+// acquired counts an acquisition on sh and tells a deterministic run (try:
+// by a trylock, which the lock order does not constrain).
+func (s *PercpuRWSem) acquired(sh *percpuShard, write, try bool) {
 	sh.acquisitions.Add(1)
 	if sched.Active() {
-		sched.Acquired(s, s.Name(), write)
+		sched.AcquiredClass(s, s.Name(), write, s.class, 0, try)
 	}
 }
 
@@ -140,7 +141,7 @@ func (s *PercpuRWSem) DownReadTrylock(w Waiter) bool {
 	}
 	sh := s.shard(w)
 	if s.readTrylock(sh) {
-		s.acquired(sh, false)
+		s.acquired(sh, false, true)
 		return true
 	}
 	return false
@@ -190,7 +191,7 @@ func (s *PercpuRWSem) DownWrite(w Waiter) {
 		}
 		s.writer.Store(nil)
 	}
-	s.acquired(&s.shards[0], true)
+	s.acquired(&s.shards[0], true, false)
 	if contended {
 		s.stats.record(s.Name(), w, sched.Since(start))
 	}
@@ -215,12 +216,12 @@ func (s *PercpuRWSem) DownWriteTrylock() bool {
 	if !s.readersDrained() {
 		// Readers that saw block in the meantime may have queued.
 		if sched.Active() {
-			sched.Acquired(s, s.Name(), true) // for UpWrite to release
+			sched.AcquiredClass(s, s.Name(), true, s.class, 0, true) // for UpWrite to release
 		}
 		s.UpWrite()
 		return false
 	}
-	s.acquired(&s.shards[0], true)
+	s.acquired(&s.shards[0], true, true)
 	return true
 }
 

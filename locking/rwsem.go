@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"mmlab/errno"
+	"mmlab/locking/lockrank"
 	"mmlab/sched"
 )
 
@@ -122,20 +123,29 @@ type RWSem struct {
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
 // BlockRecorder calls.
 func NewRWSem(name string) *RWSem {
-	return &RWSem{lockName: lockName{name}}
+	return &RWSem{lockName: lockName{name: name}}
 }
 
 // Name returns the lock's name, "rwsem" if none was set.
 func (s *RWSem) Name() string { return s.nameOr("rwsem") }
 
 // lockName is the name of a lock (RWSem, PercpuRWSem) in stats and in
-// BlockRecorder calls: set before the lock is shared, never changed
-// afterwards.
-type lockName struct{ name string }
+// BlockRecorder calls, and its class in the lock order (package
+// lockrank): set before the lock is shared, never changed afterwards.
+type lockName struct {
+	name  string
+	class lockrank.Class
+}
 
 // SetName sets the name used in stats and BlockRecorder calls. Call it
 // before the lock is shared.
 func (n *lockName) SetName(name string) { n.name = name }
+
+// SetClass sets the lock's class in lockrank.Order (lockdep's
+// lockdep_set_class), which a deterministic run built with -tags
+// invariants checks each acquisition against. Call it before the lock is
+// shared. Without it the lock is lockrank.None, never checked.
+func (n *lockName) SetClass(c lockrank.Class) { n.class = c }
 
 // nameOr returns the name, or def if none was set.
 func (n *lockName) nameOr(def string) string {
@@ -187,27 +197,31 @@ func (s *RWSem) downRead(w Waiter, killable bool) error {
 	count := s.count.Add(rwsemReaderBias)
 	if count&rwsemReadFailedMsk == 0 {
 		s.setReaderOwned()
-		s.acquired(false)
+		s.acquired(false, 0, false)
 		return nil
 	}
 	if err := s.downReadSlowpath(count, w, killable); err != nil {
 		return err
 	}
-	s.acquired(false)
+	s.acquired(false, 0, false)
 	return nil
 }
 
-// acquired counts an acquisition and tells a deterministic run.
-func (s *RWSem) acquired(write bool) {
+// acquired counts an acquisition and tells a deterministic run: at
+// subclass sub (DownWriteNested), or by a trylock (try), which the lock
+// order does not constrain.
+func (s *RWSem) acquired(write bool, sub uint8, try bool) {
 	s.acquisitions.Add(1)
 	if sched.Active() {
-		s.detAcquired(write)
+		s.detAcquired(write, sub, try)
 	}
 }
 
 func (s *RWSem) detAt(op string) { sched.At(op, s.Name()) }
 
-func (s *RWSem) detAcquired(write bool) { sched.Acquired(s, s.Name(), write) }
+func (s *RWSem) detAcquired(write bool, sub uint8, try bool) {
+	sched.AcquiredClass(s, s.Name(), write, s.class, sub, try)
+}
 
 // released tells a deterministic run, at the preemption point after a
 // release (op names it).
@@ -325,7 +339,7 @@ func (s *RWSem) DownReadTrylock() bool {
 	for tmp&rwsemReadFailedMsk == 0 {
 		if s.count.CompareAndSwap(tmp, tmp+rwsemReaderBias) {
 			s.setReaderOwned()
-			s.acquired(false)
+			s.acquired(false, 0, true)
 			return true
 		}
 		tmp = s.count.Load()
@@ -350,17 +364,25 @@ func (s *RWSem) UpRead() {
 // DownWrite takes the lock for writing, sleeping uninterruptibly. Mirrors
 // down_write().
 func (s *RWSem) DownWrite(w Waiter) {
-	s.downWrite(w, false)
+	s.downWrite(w, false, 0)
+}
+
+// DownWriteNested is DownWrite of a lock of a class the caller already
+// holds, at lockdep subclass sub (> the held one's): a fork child's
+// mmap_lock inside its parent's. It differs from DownWrite only in what a
+// run built with -tags invariants checks. Mirrors down_write_nested().
+func (s *RWSem) DownWriteNested(w Waiter, sub uint8) {
+	s.downWrite(w, false, sub)
 }
 
 // DownWriteKillable is DownWrite, but a fatal signal on w while it waits
 // removes it from the queue (waking the waiters behind it if it was first)
 // and returns errno.EINTR. Mirrors down_write_killable().
 func (s *RWSem) DownWriteKillable(w Waiter) error {
-	return s.downWrite(w, true)
+	return s.downWrite(w, true, 0)
 }
 
-func (s *RWSem) downWrite(w Waiter, killable bool) error {
+func (s *RWSem) downWrite(w Waiter, killable bool, sub uint8) error {
 	if sched.Active() {
 		s.detAt("down_write")
 	}
@@ -371,7 +393,7 @@ func (s *RWSem) downWrite(w Waiter, killable bool) error {
 	} else {
 		s.setOwner()
 	}
-	s.acquired(true)
+	s.acquired(true, sub, false)
 	return nil
 }
 
@@ -428,7 +450,7 @@ func (s *RWSem) DownWriteTrylock() bool {
 	}
 	if s.count.CompareAndSwap(0, rwsemWriterLocked) {
 		s.setOwner()
-		s.acquired(true)
+		s.acquired(true, 0, true)
 		return true
 	}
 	return false
@@ -460,7 +482,7 @@ func (s *RWSem) DowngradeWrite() {
 	}
 	if sched.Active() {
 		sched.Released(s)
-		sched.Acquired(s, s.Name(), false)
+		sched.AcquiredClass(s, s.Name(), false, s.class, 0, true) // the same hold: not a new acquisition
 		sched.At("downgrade_write", s.Name())
 	}
 }

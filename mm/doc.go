@@ -12,16 +12,18 @@
 //
 // # Lock order
 //
-// Mirrors the header comment of mm/rmap.c, restricted to what the model has:
+// Mirrors the header comment of mm/rmap.c, restricted to what the model has.
+// Each line starts with a lock class of package mmlab/locking/lockrank,
+// whose Order this tree must agree with (lockrank's tests check it, and
+// runs built with -tags invariants check each acquisition):
 //
-//	dup_mmap_sem (uprobes, outside this package)
-//	  MM.MmapLock ("mmap_lock"; a child's lock nests inside its parent's in Fork)
-//	    per-VMA lock (vma_start_write / vma_start_read, vma_lock.go)
-//	      Inode.IMmapRwsem ("i_mmap_rwsem")
-//	        MM.ptLock (page_table_lock: anon_vma_prepare under the read lock)
-//	          AnonVMA root mu (anon_vma->root->rwsem: the counters of an
-//	          anon_vma tree, which spans forked address spaces)
-//	            pgtable split PTE locks (inside mm/pgtable)
+//	dup_mmap_sem               uprobes' DupMmapSem (outside this package)
+//	  mmap_lock                MM.MmapLock; a fork child's nests inside its parent's (MmapWriteLockNested)
+//	    vma_lock               the per-VMA lock (vma_start_write / vma_start_read, vma_lock.go)
+//	      i_mmap_rwsem         Inode.IMmapRwsem
+//	        page_table_lock    MM.ptLock (anon_vma_prepare under the read lock)
+//	          anon_vma         AnonVMA root mu (anon_vma->root->rwsem: counters of a tree of forked mms)
+//	            ptl            pgtable's split PTE locks (inside mm/pgtable)
 //
 // Writers of the VMA tree and of VMA fields hold MmapLock for write. Faults
 // and user accesses hold it for read (or a VMA read lock). Lock-free readers

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/mm/pgtable"
 )
 
@@ -38,6 +39,7 @@ type Inode struct {
 func NewInode(name string, size uint64, content func(off uint64) byte) *Inode {
 	in := &Inode{Ino: nextIno.Add(1), Name: name, Size: size}
 	in.IMmapRwsem.SetName("i_mmap_rwsem")
+	in.IMmapRwsem.SetClass(lockrank.IMmapRwsem)
 	in.Cache = pgtable.NewCache(func(index uint64, p *pgtable.Page) {
 		if content == nil {
 			return

@@ -3,6 +3,7 @@ package mm
 import (
 	"mmlab/errno"
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/sched"
 )
 
@@ -50,7 +51,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 	if m.Hooks != nil {
 		m.Hooks.DupMmap(m, child)
 	}
-	child.MmapWriteLock(nil) // cannot contend: nobody sees child yet
+	child.MmapWriteLockNested(nil, lockrank.SingleDepthNesting) // cannot contend: nobody sees child yet
 	defer child.MmapWriteUnlock()
 	// The child's tree is built in one batch (as __mt_dup builds it whole):
 	// each tree node is copied once, not once per VMA.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/machine"
 	"mmlab/mm/mt"
 	"mmlab/mm/pgtable"
@@ -118,6 +119,7 @@ func New(f machine.Features) *MM {
 		m.pkeyAllocationMap, m.execOnlyPkey = 0x1, -1 // key 0 is allocated implicitly
 	}
 	m.MmapLock.SetName(MmapLockName)
+	m.MmapLock.SetClass(lockrank.MmapLock)
 	m.vmaWriters.init()
 	m.Users.Store(1)
 	return m
@@ -127,6 +129,15 @@ func New(f machine.Features) *MM {
 // then mm_lock_seqcount_begin.
 func (m *MM) MmapWriteLock(w locking.Waiter) {
 	m.MmapLock.DownWrite(w)
+	m.lockSeq.WriteBegin()
+	m.wrWaiter = w
+}
+
+// MmapWriteLockNested is MmapWriteLock of a second mm while the caller
+// holds one mm's lock (dup_mmap: the child's inside the parent's), at
+// lockdep subclass sub. Mirrors mmap_write_lock_nested().
+func (m *MM) MmapWriteLockNested(w locking.Waiter, sub uint8) {
+	m.MmapLock.DownWriteNested(w, sub)
 	m.lockSeq.WriteBegin()
 	m.wrWaiter = w
 }

@@ -12,12 +12,14 @@
 // locked. The preemption model of the kernel code (Preemption) says where a
 // reader can be preempted.
 //
-// Lock order (outermost first):
+// Lock order (outermost first; each line starts with a lock class of
+// package mmlab/locking/lockrank, whose Order its tests check this tree
+// against):
 //
-//	RCU read section (After: one chunk, lock_vma_range to m_stop; one lookup of a query)
-//	  VMA read lock (one at a time: get_next_vma drops one before it locks the next)
-//	mmap read lock (Before: one chunk or query; After: the fallback, taken outside the RCU section)
-//	  VMA read lock (the fallback's vma_start_read_locked; mm's order: mmap_lock, then VMA locks)
+//	rcu_read_lock    RCU read section (After: one chunk, lock_vma_range to m_stop; one lookup of a query)
+//	  vma_lock       VMA read lock (one at a time: get_next_vma drops one before it locks the next)
+//	mmap_lock        mmap read lock (Before: one chunk or query; After: the fallback, outside the RCU section)
+//	  vma_lock       VMA read lock (the fallback's vma_start_read_locked; mm's order)
 package procfs
 
 import (

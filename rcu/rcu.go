@@ -32,13 +32,14 @@
 // once on the caller (no goroutine per thread or CPU), SRCU's polling
 // sleeps on the virtual clock, and the callback worker is a model thread.
 //
-// Lock order (outermost first):
+// Lock order (outermost first; each line starts with a lock class of
+// package mmlab/locking/lockrank, whose Order its tests check this tree
+// against):
 //
-//	SRCU.gpMu / TasksTrace.gpMu   (serialise grace periods, srcu_gp_mutex;
-//	                               locking.Mutex, a sleeping lock)
-//	sched's CPU.rq                (taken by a Tasks Trace scan)
-//	trcGP.mu                      (holdout count of one Tasks Trace grace period)
-//	callbacks.mu                  (leaf)
+//	rcu_gp_mutex              SRCU.gpMu / TasksTrace.gpMu: serialise grace periods (srcu_gp_mutex; a locking.Mutex)
+//	  rq                      sched's CPU.rq (taken by a Tasks Trace scan)
+//	    trc_gp                trcGP.mu (holdout count of one Tasks Trace grace period)
+//	      rcu_callbacks       callbacks.mu (leaf)
 //
 // Deferred freeing is the callback's business: Go's garbage collector frees
 // memory, so Call is used to mark objects dead or to unlink them.
@@ -49,6 +50,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/sched"
 )
 
@@ -109,6 +111,7 @@ type domain struct {
 func (d *domain) init(name, gpMutex string, sys *sched.System, sync func()) {
 	d.name = name
 	d.gpMu.SetName(gpMutex)
+	d.gpMu.SetClass(lockrank.RCUGPMutex)
 	d.cbs.sync, d.cbs.sys = sync, sys
 }
 

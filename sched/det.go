@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"mmlab/locking/lockrank"
 )
 
 // Config chooses a System's mode at construction.
@@ -95,11 +97,14 @@ var (
 // Epoch is the virtual clock's time at the start of every deterministic run.
 var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Held is a lock a thread holds, as locks report it (Acquired).
+// Held is a lock a thread holds, as locks report it (Acquired,
+// AcquiredClass).
 type Held struct {
-	Lock  any    // the lock's identity
-	Name  string // its name ("mmap_lock")
-	Write bool   // held for writing
+	Lock  any            // the lock's identity
+	Name  string         // its name ("mmap_lock")
+	Write bool           // held for writing
+	Class lockrank.Class // its lock class; lockrank.None: not checked
+	Sub   uint8          // the subclass it was taken at (lockdep's)
 }
 
 func (h Held) String() string {
@@ -249,6 +254,35 @@ func (e *CheckError) Error() string {
 func (e *CheckError) Is(target error) bool { return target == ErrCheck }
 func (e *CheckError) Unwrap() error        { return e.Err }
 
+// ExemptLockOrder lets a deterministic run built with -tags invariants pass
+// the inversions of lockrank.Order that e names: a design that makes them
+// on purpose (the model's code that builds the design on s calls it), so
+// that what the run is meant to find (a deadlock, a property an explorer
+// checks) still shows. Call it before Run; a no-op in real-time mode.
+func (s *System) ExemptLockOrder(e lockrank.Exemption) {
+	if s.det != nil && !slices.ContainsFunc(s.det.exempt, func(x lockrank.Exemption) bool { return x.Name == e.Name }) {
+		s.det.exempt = append(s.det.exempt, e)
+	}
+}
+
+// LockOrderError is lockrank.ErrOrder in a deterministic run built with
+// -tags invariants: thread Thread took Lock holding Holds, after decision
+// Step.
+type LockOrderError struct {
+	Step   int
+	Thread int
+	Name   string
+	Holds  []Held
+	Lock   Held
+	Err    error // a *lockrank.OrderError
+}
+
+func (e *LockOrderError) Error() string {
+	return fmt.Sprintf("sched: T%d(%s) takes %v holding %v after decision %d: %v", e.Thread, e.Name, e.Lock, e.Holds, e.Step, e.Err)
+}
+
+func (e *LockOrderError) Unwrap() error { return e.Err }
+
 // RunError is the error Run returns: what ended the run, with the seed and
 // the decisions that led to it, so that a failing test can print them.
 type RunError struct {
@@ -307,7 +341,8 @@ type detRun struct {
 	started  bool
 	aborting bool
 	err      error
-	ctl      chan struct{} // hands the baton back to Run's goroutine
+	ctl      chan struct{}        // hands the baton back to Run's goroutine
+	exempt   []lockrank.Exemption // ExemptLockOrder
 }
 
 // detMu serialises deterministic runs in the process; detCur is the thread
@@ -385,8 +420,8 @@ func (t *Thread) exitDet() {
 
 // Run runs the threads of a deterministic System until all have exited,
 // and returns the record of its decisions. It fails with a *RunError whose
-// Err is a *DeadlockError, a *CheckError, ErrMaxSteps or ErrSchedule; the
-// threads still live then are ended (their goroutines exit through
+// Err is a *DeadlockError, a *CheckError, ErrMaxSteps, ErrSchedule or
+// (with -tags invariants) a *LockOrderError; the threads still live then are ended (their goroutines exit through
 // runtime.Goexit, running their deferred calls). Deterministic runs of one
 // process are serialised. Call Run once, from outside the model.
 func (s *System) Run() (*Record, error) {
@@ -756,12 +791,38 @@ func (t *Thread) at(op, obj string) { t.sys().det.decide(t, op, obj) }
 // it. A no-op in real-time mode.
 func Acquired(lock any, name string, write bool) {
 	if t := running(); t != nil {
-		t.acquired(lock, name, write)
+		t.acquired(Held{Lock: lock, Name: name, Write: write}, false) // lockrank.None: not checked
 	}
 }
 
-func (t *Thread) acquired(lock any, name string, write bool) {
-	t.det.holds = append(slices.Clip(t.det.holds), Held{Lock: lock, Name: name, Write: write})
+// AcquiredClass is Acquired of a lock of class c taken at subclass sub.
+// Built with -tags invariants, an acquisition that is not a trylock (try)
+// is checked against the locks the thread holds (lockrank.Check): one that
+// breaks lockrank.Order ends the run with a *LockOrderError, unless an
+// exemption of the System allows it (ExemptLockOrder).
+func AcquiredClass(lock any, name string, write bool, c lockrank.Class, sub uint8, try bool) {
+	if t := running(); t != nil {
+		t.acquired(Held{Lock: lock, Name: name, Write: write, Class: c, Sub: sub}, try)
+	}
+}
+
+func (t *Thread) acquired(h Held, try bool) {
+	if invariants && !try {
+		t.checkOrder(h)
+	}
+	t.det.holds = append(slices.Clip(t.det.holds), h)
+}
+
+// checkOrder fails the run if t may not take h holding what it holds.
+func (t *Thread) checkOrder(h Held) {
+	r := t.sys().det
+	for _, o := range t.det.holds {
+		err := lockrank.Check(o.Class, o.Sub, h.Class, h.Sub)
+		if err == nil || slices.ContainsFunc(r.exempt, func(e lockrank.Exemption) bool { return e.Allows(o.Class, h.Class) }) {
+			continue
+		}
+		r.fail(t, &LockOrderError{Step: r.steps, Thread: t.id, Name: t.det.name, Holds: t.det.holds, Lock: h, Err: err})
+	}
 }
 
 // Released is the counterpart of Acquired: the running thread let go of one

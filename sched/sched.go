@@ -63,7 +63,10 @@
 // carrying the record: a *DeadlockError when every live thread is blocked
 // and none sleeps on the clock (with the wait cycle through the locks held,
 // if there is one), a *CheckError when Config.Check, a predicate over model
-// state run at every decision, fails, ErrMaxSteps, or ErrSchedule.
+// state run at every decision, fails, ErrMaxSteps, or ErrSchedule; built
+// with -tags invariants, also a *LockOrderError when a lock whose class
+// package mmlab/locking/lockrank ranks (AcquiredClass) is taken against
+// lockrank.Order and the System does not exempt it (ExemptLockOrder).
 //
 // An explorer of interleavings uses it like this:
 //
@@ -87,10 +90,12 @@
 // Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
 // channel receive, would hang the run).
 //
-// Lock order (outermost first):
+// Lock order (each line starts with a lock class of package
+// mmlab/locking/lockrank, whose Order its tests check this tree against;
+// these two never nest):
 //
-//	System.mu     (thread registry; never held while taking a runqueue lock)
-//	CPU.rq        (one CPU's runqueue lock; no other sched lock nests inside)
+//	tasklist      System.mu (thread registry; never held while taking a runqueue lock)
+//	rq            CPU.rq (one CPU's runqueue lock; no other sched lock nests inside)
 //
 // A deterministic run's state has no lock: only the thread holding the
 // baton, or Run's goroutine while no thread holds it, touches it, and the

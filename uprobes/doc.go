@@ -100,23 +100,35 @@
 //
 // # Lock order (outermost first)
 //
-//	Uprobe.registerRwsem      register_rwsem: register, unregister, apply (W)
-//	Uprobes.DupMmapSem        dup_mmap_sem: registerForEachVMA (W), fork (R)
-//	Inode.IMmapRwsem          i_mmap_rwsem (R), dropped before any mmap lock
-//	MM.MmapLock               mmap_lock (W) for every breakpoint write
-//	Uprobes.mmapMutex[i]      uprobes_mmap_mutex (uprobe_mmap)
-//	Uprobe.consumerMu         consumer_rwsem (writers; prepare_uprobe)
-//	Uprobes.treeLock          uprobes_treelock + uprobes_seqcount (writers)
-//	xolArea.mu                the XOL slot bitmap (leaf)
+// Each line starts with a lock class of package mmlab/locking/lockrank,
+// whose Order this tree must agree with (lockrank's tests check it, and
+// runs built with -tags invariants check each acquisition); a line nests
+// inside the nearest line above it that is indented less:
+//
+//	register_rwsem                Uprobe.registerRwsem: register, unregister, apply (W)
+//	  rcu_gp_mutex                dup_mmap_sem's rcu_sync_enter waits for a grace period
+//	  dup_mmap_sem                Uprobes.DupMmapSem: registerForEachVMA (W), fork (R)
+//	    i_mmap_rwsem              Inode.IMmapRwsem (R): build_map_info, dropped before any mmap lock
+//	    mmap_lock                 MM.MmapLock (W) for every breakpoint write
+//	      uprobes_mmap_mutex      Uprobes.mmapMutex[i] (uprobe_mmap)
+//	        consumer_rwsem        Uprobe.consumerMu (writers; prepare_uprobe)
+//	          uprobes_treelock    Uprobes.treeLock: uprobes_treelock + uprobes_seqcount (writers)
+//	            xol_area          xolArea.mu, the XOL slot bitmap (leaf)
+//	uprobes_srcu                  the hit path's read section of the flavour (SRCU or Tasks Trace)
+//	  mmap_lock                   read: the slow lookup; write: the XOL area, unapply, the first-hit optimization
+//
+// The after design (seed 000) breaks this order on purpose and says so
+// (lockrank.Seed000After): register_for_each_vma's next pass takes
+// dup_mmap_sem for write holding the mmap locks of the mms it waited for,
+// several at once, in mm order; under dup_mmap_sem it only trylocks an mmap
+// lock, as fork does.
 //
 // An mm's trampoline list (head_tramps) and, in the jmp-slot design, its
 // slot assignments are protected by its mmap write lock; the uprobe
 // syscall reads the slot table without it (atomic words).
 //
 // The hit path holds none of these across its lookups: it runs inside a
-// read section of the flavour, and may take the mmap lock (read: the slow
-// lookup; write: creating the XOL area, unapply, the first-hit
-// optimization) inside it.
+// read section of the flavour, and may take the mmap lock inside it.
 //
 // # Known model limits
 //

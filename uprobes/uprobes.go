@@ -10,6 +10,7 @@ import (
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
+	"mmlab/locking/lockrank"
 	"mmlab/mm"
 	"mmlab/rcu"
 )
@@ -305,9 +306,14 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	}
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")
+	u.DupMmapSem.SetClass(lockrank.DupMmapSem)
 	u.DupMmapSem.SetRCUSync(rcu.NewClassicAt(m.Sys, c.GP)) // percpu_init_rwsem()
 	for i := range u.mmapMutex {
 		u.mmapMutex[i].SetName("uprobes_mmap_mutex")
+		u.mmapMutex[i].SetClass(lockrank.UprobesMmapMutex)
+	}
+	if c.Design == DesignAfter {
+		m.Sys.ExemptLockOrder(lockrank.Seed000After)
 	}
 	m.Traps = u
 	return u, nil
@@ -367,6 +373,7 @@ func (u *Uprobes) alloc(in *mm.Inode, off uint64) *Uprobe {
 	nu.ref.Store(1)
 	nu.consumers.Store(new([]*Consumer))
 	nu.registerRwsem.SetName("register_rwsem")
+	nu.registerRwsem.SetClass(lockrank.RegisterRwsem)
 	u.treeLock.Lock()
 	defer u.treeLock.Unlock()
 	t := *u.tree.Load()
