@@ -26,7 +26,8 @@ const (
 // runs, for a parent that died before the signal was armed; and a pipe
 // from this process whose EOF (the kernel closes this end when the process
 // dies, however it dies) the helper takes as the order to exit, which also
-// holds when the helper's parent is a subreaper that outlives this process.
+// holds where the kernel clears the signal (a helper whose credentials
+// change: commit_creds()).
 // Set cmd's files and other attributes before.
 func Start(cmd *exec.Cmd) error {
 	r, w, err := os.Pipe()

@@ -43,7 +43,7 @@ const (
 var (
 	uprobeKinds = []phase{onLine, inAttach, inDetach}
 	experiments = []experiment{
-		{"forkstall", []string{"--runs", "2", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1,perf-4"}, uprobeKinds},
+		{"forkstall", []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1,perf-4"}, uprobeKinds},
 		{"redzone", []string{"--calls", "200", "--samples", "5"}, uprobeKinds},
 		{"mapslock", []string{"--runs", "3", "--size", "64M"}, []phase{onLine}},
 		{"mapscan", []string{"--runs", "1", "--duration", "100ms"}, []phase{onLine, inTrace}},
