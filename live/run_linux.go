@@ -3,6 +3,7 @@ package live
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,4 +70,26 @@ func pidNS(pid string) string {
 	}
 	// "pid:[4026531836]"
 	return strings.TrimSuffix(strings.TrimPrefix(s, "pid:["), "]")
+}
+
+// MkdirRunTemp creates a temporary directory in base named prefix, this
+// run's RunName and a random part, which SweepRunTemp removes once this run
+// has ended.
+func MkdirRunTemp(base, prefix string) (string, error) {
+	return os.MkdirTemp(base, prefix+RunName("-")+"-")
+}
+
+// SweepRunTemp removes the directories MkdirRunTemp made in each of bases
+// with prefix for runs that are no longer alive, and returns them.
+func SweepRunTemp(bases []string, prefix string) []string {
+	var gone []string
+	for _, base := range bases {
+		dirs, _ := filepath.Glob(filepath.Join(base, prefix+"*"))
+		for _, dir := range dirs {
+			if Dead(strings.TrimPrefix(filepath.Base(dir), prefix), "-") && os.RemoveAll(dir) == nil {
+				gone = append(gone, dir)
+			}
+		}
+	}
+	return gone
 }

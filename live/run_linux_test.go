@@ -32,3 +32,29 @@ func TestDead(t *testing.T) {
 		}
 	}
 }
+
+// SweepRunTemp removes the directories of runs that have ended and keeps
+// this run's and another prefix's.
+func TestSweepRunTemp(t *testing.T) {
+	base := t.TempDir()
+	mine, err := MkdirRunTemp(base, "mmlab-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(RunName("-"), "-")
+	dead := base + "/mmlab-test-" + f[0] + "-1-" + f[2] + "-123"
+	other := base + "/other-" + f[0] + "-1-" + f[2] + "-123"
+	for _, d := range []string{dead, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gone := SweepRunTemp([]string{base}, "mmlab-test-"); len(gone) != 1 || gone[0] != dead {
+		t.Errorf("swept %v, want only %s", gone, dead)
+	}
+	for _, d := range []string{mine, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+}

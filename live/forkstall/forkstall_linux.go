@@ -252,7 +252,7 @@ func execDir() (string, error) {
 	for _, base := range execBases() {
 		var st unix.Statfs_t
 		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
-			return os.MkdirTemp(base, dirPrefix+live.RunName("-")+"-")
+			return live.MkdirRunTemp(base, dirPrefix)
 		}
 	}
 	return "", errors.New("no temporary directory on a filesystem that allows exec")
@@ -260,18 +260,7 @@ func execDir() (string, error) {
 
 // sweepDirs removes the probed copies' directories of runs that are no
 // longer alive.
-func sweepDirs() []string {
-	var gone []string
-	for _, base := range execBases() {
-		dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
-		for _, dir := range dirs {
-			if live.Dead(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-") && os.RemoveAll(dir) == nil {
-				gone = append(gone, dir)
-			}
-		}
-	}
-	return gone
-}
+func sweepDirs() []string { return live.SweepRunTemp(execBases(), dirPrefix) }
 
 // copyExe copies the running executable to dir and returns its path.
 func copyExe(dir string) (string, error) {

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mmlab/live"
 	"mmlab/machine"
 	"mmlab/trace"
 )
@@ -84,6 +85,14 @@ func helperPath() (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// tracesDirPrefix starts the name of each run's directory of trace files
+// (live.MkdirRunTemp), which the next run removes when a run was killed.
+const tracesDirPrefix = "mmlab-replay-"
+
+func init() {
+	live.RegisterSweeper(func() []string { return live.SweepRunTemp([]string{os.TempDir()}, tracesDirPrefix) })
 }
 
 // Kinds of the helper's op table (enum in csrc/helper.c).
@@ -267,7 +276,7 @@ func Run(ctx context.Context, p *trace.Program, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "mmlab-replay-")
+	dir, err := live.MkdirRunTemp(os.TempDir(), tracesDirPrefix)
 	if err != nil {
 		return err
 	}
