@@ -260,21 +260,31 @@ func TestArenaBoundsFollowTheMachine(t *testing.T) {
 	}
 }
 
-// A trace's "# requires:" lines name the features its golden depends on;
-// Unmet says which a machine lacks.
-func TestUnmet(t *testing.T) {
-	src := []byte("# requires: mmap_min_addr=4096 lsm_mmap_min_addr=65536\n# requires: cap_sys_rawio=true\n  # requires: la57=false\nmaps\n")
+// A trace's depends line names the features its goldens depend on; a
+// setting names their values, and SettingFeatures reads them back.
+func TestSetting(t *testing.T) {
+	src := []byte("# depends on: cap_sys_rawio mmap_min_addr\n  # depends on: lsm_mmap_min_addr ospke\nmaps\n")
+	keys, err := Depends(src)
+	if err != nil || strings.Join(keys, " ") != "ospke mmap_min_addr lsm_mmap_min_addr cap_sys_rawio" {
+		t.Fatalf("Depends = %v, %v", keys, err)
+	}
 	host := machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true}
-	if got, err := Unmet(src, host); got != "" || err != nil {
-		t.Errorf("Unmet on the recording machine = %q, %v", got, err)
+	s := Setting(host, keys)
+	if s != "nopku.minaddr4096.lsm65536.rawio" {
+		t.Errorf("Setting = %q", s)
 	}
-	other := machine.Features{MmapMinAddr: 65536, LSMMmapMinAddr: 65536}
-	got, err := Unmet(src, other)
-	if err != nil || got != "recorded on a machine with mmap_min_addr=4096 (this machine: 65536), cap_sys_rawio=true (this machine: false)" {
-		t.Errorf("Unmet = %q, %v", got, err)
+	if f, err := SettingFeatures(s, machine.Features{OSPKE: true, LA57: true}); err != nil || f != (machine.Features{LA57: true, MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true}) {
+		t.Errorf("SettingFeatures(%q) = %+v, %v", s, f, err)
 	}
-	if _, err := Unmet([]byte("# requires: hz=250\n"), host); err == nil {
-		t.Error("Unmet of an unknown key: no error")
+	if _, err := Depends([]byte("# depends on: hz\n")); !errors.Is(err, ErrDepends) {
+		t.Errorf("Depends of an unknown key: %v", err)
+	}
+	if _, err := SettingFeatures("pku.hz250", machine.Features{}); !errors.Is(err, ErrDepends) {
+		t.Errorf("SettingFeatures of an unknown part: %v", err)
+	}
+	g, err := GoldenPath("x/f.trace", []byte("maps\n"), host)
+	if err != nil || g != (Golden{Path: "x/f.golden"}) {
+		t.Errorf("GoldenPath of a trace that depends on nothing = %+v, %v", g, err)
 	}
 }
 

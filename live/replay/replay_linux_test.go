@@ -109,35 +109,32 @@ func TestGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if unmet, err := trace.Unmet(src, machine.Host().Features); err != nil || unmet != "" {
-				if err != nil {
-					t.Fatalf("%s: %v", path, err)
-				}
-				t.Skipf("the golden was %s: this kernel answers for its own", unmet)
+			golden, err := trace.GoldenPath(path, src, machine.Host().Features)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
 			}
 			var out bytes.Buffer
 			if err := Run(context.Background(), parse(t, string(src)), &out); err != nil {
 				t.Fatal(err)
 			}
-			golden, perSetting := trace.GoldenPath(path, machine.Host().Features)
 			if *update {
-				if old, err := os.ReadFile(golden); err == nil && trace.Diff(string(old), out.String()) == "" {
+				if old, err := os.ReadFile(golden.Path); err == nil && trace.Diff(string(old), out.String()) == "" {
 					return // only device and inode numbers differ
 				}
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+				if err := os.WriteFile(golden.Path, out.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
-			want, err := os.ReadFile(golden)
-			if err != nil && perSetting {
-				t.Skipf("no golden recorded on a host of this kind (%s) yet: record it with go test ./live/replay -run TestGoldens -update", trace.Setting(machine.Host().Features))
+			want, err := os.ReadFile(golden.Path)
+			if err != nil && golden.Setting != "" {
+				t.Skipf("no golden recorded on a host of this kind (%s) yet: record it with go test ./live/replay -run TestGoldens -update", golden.Setting)
 			}
 			if err != nil {
 				t.Fatalf("%v (record it with go test ./live/replay -run TestGoldens -update)", err)
 			}
 			if d := trace.Diff(string(want), out.String()); d != "" {
-				t.Errorf("live output differs from %s:\n%s", golden, d)
+				t.Errorf("live output differs from %s:\n%s", golden.Path, d)
 			}
 		})
 	}
