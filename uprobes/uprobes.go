@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
@@ -21,45 +22,31 @@ const (
 )
 
 // Flavor is seed 004's switch: the protection of the hit path ("uprobes:
-// switch to RCU Tasks Trace flavor for better performance").
+// switch to RCU Tasks Trace flavor for better performance"). The zero
+// Flavor is unset: New refuses it (design.ErrUnset).
 type Flavor int
 
 const (
-	SRCU       Flavor = iota // before (v6.12): uprobes_srcu
-	TasksTrace               // after (v6.13+): RCU Tasks Trace
+	SRCU       Flavor = iota + 1 // before (v6.12): uprobes_srcu
+	TasksTrace                   // after (v6.13+): RCU Tasks Trace
 )
 
-// Flavors are both flavours, before first.
-var Flavors = []Flavor{SRCU, TasksTrace}
+// Flavors are both flavours, before first, named "srcu" and "tasks-trace"
+// as the rcu flavours and the experiments' variants are.
+var Flavors = design.NewSet[Flavor]("uprobes flavour", "srcu", "tasks-trace")
 
-// String returns "srcu" or "tasks-trace", the name of the rcu flavour and
-// of the experiments' variant.
-func (f Flavor) String() string {
-	switch f {
-	case SRCU:
-		return "srcu"
-	case TasksTrace:
-		return "tasks-trace"
-	}
-	return fmt.Sprintf("Flavor(%d)", int(f))
-}
+// String returns "srcu" or "tasks-trace".
+func (f Flavor) String() string { return Flavors.String(f) }
 
-// ParseFlavors reads flavour names, each "srcu" or "tasks-trace".
-func ParseFlavors(names []string) ([]Flavor, error) {
-	var fs []Flavor
-	for _, s := range names {
-		i := slices.IndexFunc(Flavors, func(f Flavor) bool { return f.String() == s })
-		if i < 0 {
-			return nil, fmt.Errorf("uprobes: unknown flavour %q (want srcu or tasks-trace)", s)
-		}
-		fs = append(fs, Flavors[i])
-	}
-	return fs, nil
-}
+// MarshalText returns the flavour's name.
+func (f Flavor) MarshalText() ([]byte, error) { return Flavors.Marshal(f) }
 
-// Config is a model kernel's uprobes design, chosen at construction: the
-// zero Config is the before design of seed 000, today's hit path under
-// SRCU, and untimed grace periods.
+// UnmarshalText sets f to the flavour named text.
+func (f *Flavor) UnmarshalText(text []byte) error { return Flavors.Unmarshal(f, text) }
+
+// Config is a model kernel's uprobes design, chosen at construction. Its
+// Flavor must be set; the zero Design is seed 000's before, the zero
+// HitPath today's, the zero GP untimed grace periods.
 type Config struct {
 	Flavor  Flavor  // seed 004: the hit path's protection
 	HitPath HitPath // seed 004's era or today's (hit_v612.go)
@@ -286,13 +273,14 @@ var (
 func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCUAt(m.Sys, c.GP), design: c.Design, hitPath: c.HitPath,
 		opt: c.Optimize, trampMapping: newTrampMapping(c.Optimize)}
+	if err := Flavors.Check(c.Flavor); err != nil {
+		return nil, fmt.Errorf("uprobes: %w", err)
+	}
 	switch c.Flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCUAt(m.Sys, c.GP)
 	case TasksTrace:
 		u.flavor = rcu.NewTasksTraceAt(m.Sys, c.GP)
-	default:
-		return nil, fmt.Errorf("uprobes: unknown flavour %v", c.Flavor)
 	}
 	if c.Optimize < OptimizeCall || c.Optimize > OptimizeJmpSlot {
 		return nil, fmt.Errorf("uprobes: unknown optimization %d", int(c.Optimize))

@@ -1,6 +1,7 @@
 package uprobes
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -21,7 +23,7 @@ import (
 // seed 004's era, each under both flavours.
 // flavors are the hit path's protections; kernels every hit path under
 // each.
-var flavors = Flavors
+var flavors = Flavors.Values()
 
 var kernels = []Config{
 	{Flavor: SRCU}, {Flavor: TasksTrace},
@@ -674,5 +676,15 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 		if sig != c.sig || (rip == e.addr("trap")) != c.rewound {
 			t.Errorf("%s: signal %v, rip %#x (the int3 at %#x)", c.machine, sig, rip, e.addr("trap"))
 		}
+	}
+}
+
+// New refuses a Config whose flavour is unset: no kernel picks SRCU by
+// default.
+func TestNewRefusesUnsetFlavor(t *testing.T) {
+	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
+	defer mach.Stop()
+	if _, err := New(mach, Config{}); !errors.Is(err, design.ErrUnset) {
+		t.Errorf("New with no flavour: %v, want design.ErrUnset", err)
 	}
 }
