@@ -32,12 +32,13 @@ import (
 	"slices"
 	"time"
 
+	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
-// Design is the design a scenario runs in: seed 000's (uprobes.Design),
+// Design is the design a scenario runs in: seed 000's (kernel.Design),
 // seed 003's maps walk (procfs.Before, procfs.After) or seed 004's hit-path
 // protection (SRCU before, RCU Tasks Trace after).
 type Design int
@@ -87,9 +88,9 @@ func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
 	if sc.config != nil {
 		return sc.config(d)
 	}
-	ud := uprobes.DesignBefore
+	ud := kernel.DesignBefore
 	if d == After {
-		ud = uprobes.DesignAfter
+		ud = kernel.DesignAfter
 	}
 	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud}
 }

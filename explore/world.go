@@ -156,8 +156,10 @@ func addr(label string) uint64 { return program.labels[label] }
 
 // newProc returns a process that maps the program and a stack.
 func (w *World) newProc(name string) *kernel.Task {
-	t := w.Mach.NewTaskMM(name)
-	t.MM.Hooks = w.U
+	t, err := w.U.NewTaskMM(name)
+	if err != nil {
+		panic(err)
+	}
 	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(program.code)), mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, w.File, 0); err != nil {
 		panic(err)

@@ -90,9 +90,9 @@ type Variant struct {
 // (named after its kernel), all with grace periods timed as on the live
 // kernel.
 var Variants = []Variant{
-	{"srcu", Config{Flavor: SRCU, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
-	{"tasks-trace", Config{Flavor: TasksTrace, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
-	{"v6.14+", Config{Flavor: TasksTrace, HitPath: HitPathToday, GP: rcu.ThisKernel}},
+	{"srcu", Config{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
+	{"tasks-trace", Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
+	{"v6.14+", Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, GP: rcu.ThisKernel}},
 }
 
 // VariantNames are the names of Variants, in order.

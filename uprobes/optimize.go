@@ -478,7 +478,7 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		return
 	}
 	if err := u.int3Update(r, m, v, vaddr, branchTo(u.opcode(), vaddr, tramp), true, writeTail); err != nil {
-		if u.design == DesignBefore || hooks.undoNoWarn {
+		if u.design == kernel.DesignBefore || hooks.undoNoWarn {
 			u.warnOnce(warnOptimize)
 		}
 		if newSlot {
@@ -522,12 +522,12 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 		}
 		if opt {
 			err := u.int3Update(w, m, v, vaddr, orig, false, writeInt3)
-			if err != nil && (u.design == DesignBefore || hooks.undoNoWarn) {
+			if err != nil && (u.design == kernel.DesignBefore || hooks.undoNoWarn) {
 				u.warnOnce(warnSetOrigInsn)
 			}
 			return err
 		}
-		if u.design == DesignAfter && !hooks.undoFinish {
+		if u.design == kernel.DesignAfter && !hooks.undoFinish {
 			var cur [callInsnSize]byte
 			if err := copyFromVaddr(w, m, vaddr, cur[:]); err != nil {
 				return err

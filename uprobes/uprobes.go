@@ -45,12 +45,12 @@ func (f Flavor) MarshalText() ([]byte, error) { return Flavors.Marshal(f) }
 func (f *Flavor) UnmarshalText(text []byte) error { return Flavors.Unmarshal(f, text) }
 
 // Config is a model kernel's uprobes design, chosen at construction. Its
-// Flavor must be set; the zero Design is seed 000's before, the zero
-// HitPath today's, the zero GP untimed grace periods.
+// Flavor and Design must be set; the zero HitPath is today's, the zero GP
+// untimed grace periods.
 type Config struct {
-	Flavor  Flavor  // seed 004: the hit path's protection
-	HitPath HitPath // seed 004's era or today's (hit_v612.go)
-	Design  Design  // seed 000: register_for_each_vma and fork (design.go)
+	Flavor  Flavor        // seed 004: the hit path's protection
+	HitPath HitPath       // seed 004's era or today's (hit_v612.go)
+	Design  kernel.Design // seed 000: register_for_each_vma and fork (design.go)
 	// Optimize is what the first hit of a uprobe on a 5-byte nop makes of
 	// it (optimize.go): by default a call to the trampoline, as on x86-64
 	// since v6.18.
@@ -220,14 +220,14 @@ func (up *Uprobe) consumerDel(c *Consumer) {
 // Uprobes is the uprobes subsystem of one model kernel: the registry,
 // dup_mmap_sem, the protection flavour of the hit path and the machine whose
 // CPUs run the probed tasks. It implements mm.Hooks (set it as the Hooks
-// of every MM), kernel.DupMmapHooks and kernel.Traps (New installs it as
-// the machine's).
+// of every MM: NewTaskMM does) and kernel.Traps (New installs it as the
+// machine's); it gives fork dup_mmap_sem and its design (kernel.Config).
 type Uprobes struct {
 	machine  *kernel.Machine
-	flavor   rcu.Flavor // the hit path's protection (Config.Flavor)
-	hitPath  HitPath    // Config.HitPath
-	design   Design     // Config.Design
-	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases (v6.13+)
+	flavor   rcu.Flavor    // the hit path's protection (Config.Flavor)
+	hitPath  HitPath       // Config.HitPath
+	design   kernel.Design // Config.Design
+	uretSRCU *rcu.SRCU     // uretprobes_srcu: return-instance leases (v6.13+)
 
 	// DupMmapSem is dup_mmap_sem: held for write by registerForEachVMA
 	// and for read by fork around dup_mmap. Order: inside registerRwsem,
@@ -263,9 +263,8 @@ type Uprobes struct {
 }
 
 var (
-	_ mm.Hooks            = (*Uprobes)(nil)
-	_ kernel.DupMmapHooks = (*Uprobes)(nil)
-	_ kernel.Traps        = (*Uprobes)(nil)
+	_ mm.Hooks     = (*Uprobes)(nil)
+	_ kernel.Traps = (*Uprobes)(nil)
 )
 
 // New returns the uprobes of machine m in the design c chooses, and
@@ -285,8 +284,8 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	if c.Optimize < OptimizeCall || c.Optimize > OptimizeJmpSlot {
 		return nil, fmt.Errorf("uprobes: unknown optimization %d", int(c.Optimize))
 	}
-	if c.Design != DesignBefore && c.Design != DesignAfter {
-		return nil, fmt.Errorf("uprobes: unknown design %d", int(c.Design))
+	if err := kernel.Designs.Check(c.Design); err != nil {
+		return nil, fmt.Errorf("uprobes: %w", err)
 	}
 	if c.HitPath != HitPathToday && c.HitPath != HitPathV612 {
 		return nil, fmt.Errorf("uprobes: unknown hit path %d", int(c.HitPath))

@@ -26,8 +26,8 @@ import (
 var flavors = Flavors.Values()
 
 var kernels = []Config{
-	{Flavor: SRCU}, {Flavor: TasksTrace},
-	{Flavor: SRCU, HitPath: HitPathV612}, {Flavor: TasksTrace, HitPath: HitPathV612},
+	{Flavor: SRCU, Design: kernel.DesignBefore}, {Flavor: TasksTrace, Design: kernel.DesignBefore},
+	{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathV612}, {Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathV612},
 }
 
 func kernelName(c Config) string { return c.Flavor.String() + "/" + c.HitPath.String() }

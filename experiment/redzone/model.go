@@ -32,7 +32,7 @@ func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*d
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
+	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
