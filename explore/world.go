@@ -111,6 +111,9 @@ type check struct {
 // newWorld builds the model kernel of one run on the machine m; seed-000
 // and seed-004 scenarios probe sites, seed 003 only needs the System.
 func newWorld(m machine.Description, d Design, props []Property, cfg uprobes.Config, cpus int, choose func(sched.Choice) int, maxSteps int) (*World, error) {
+	if err := Designs.Check(d); err != nil {
+		return nil, err
+	}
 	w := &World{Design: d, props: props, inflight: map[uint64]int{}}
 	w.Sys = sched.New(sched.Config{CPUs: cpus, Deterministic: true, Choose: choose, Check: w.check, MaxSteps: maxSteps})
 	w.Mach = kernel.NewMachineOn(m, w.Sys)
