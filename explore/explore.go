@@ -85,7 +85,7 @@ func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
 	if d == After {
 		ud = kernel.DesignAfter
 	}
-	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud}
+	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall}
 }
 
 // Deviation is a decision at which a run did not run the default task:

@@ -26,7 +26,7 @@ var (
 
 // detEnv is designEnv on a deterministic System of ncpu CPUs.
 func detEnv(t testing.TB, d kernel.Design, ncpu int, seed uint64) *env {
-	e := newEnvOn(t, sched.New(sched.Config{CPUs: ncpu, Deterministic: true, Seed: seed}), Config{Flavor: TasksTrace, Design: d}, loopProg)
+	e := newEnvOn(t, sched.New(sched.Config{CPUs: ncpu, Deterministic: true, Seed: seed}), Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 	return e
 }
 
@@ -118,7 +118,7 @@ func regVsFork(t testing.TB, d kernel.Design, seed uint64, schedule []int) (stri
 // newRegVsFork builds the scenario (regs registrations, forks forks) and
 // returns the function that runs it.
 func newRegVsFork(t testing.TB, d kernel.Design, seed uint64, schedule []int, regs, forks int) func() (string, *sched.Record, error) {
-	e := newEnvOn(t, sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed, Schedule: schedule}), Config{Flavor: TasksTrace, Design: d}, loopProg)
+	e := newEnvOn(t, sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed, Schedule: schedule}), Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 	var out strings.Builder
 	logf := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
 	parent := e.newProc(t, "forker")

@@ -33,7 +33,7 @@ type env struct {
 // newEnv assembles prog at textAddr and returns a machine of ncpu CPUs
 // with uprobes protected by flavor, in the before design of seed 000.
 func newEnv(t testing.TB, ncpu int, flavor Flavor, prog func(a *cpu.Asm)) *env {
-	return newEnvConfig(t, ncpu, Config{Flavor: flavor, Design: kernel.DesignBefore}, prog)
+	return newEnvConfig(t, ncpu, Config{Flavor: flavor, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall}, prog)
 }
 
 // newEnvConfig is newEnv with uprobes in the design c chooses.

@@ -8,7 +8,6 @@ import (
 	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/kernel"
-	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/sched"
 )
@@ -23,7 +22,7 @@ import (
 var designs = kernel.Designs.Values()
 
 // Each design's name is what String returns and Designs.Parse reads; any
-// other name is refused, and so is an unset design.
+// other name is refused.
 func TestDesignNames(t *testing.T) {
 	for d, name := range map[kernel.Design]string{kernel.DesignBefore: "before", kernel.DesignAfter: "after"} {
 		got, err := kernel.Designs.Parse(name)
@@ -34,16 +33,11 @@ func TestDesignNames(t *testing.T) {
 	if _, err := kernel.Designs.Parse("during"); !errors.Is(err, design.ErrUnknown) {
 		t.Errorf(`Designs.Parse("during") = %v, want design.ErrUnknown`, err)
 	}
-	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
-	defer mach.Stop()
-	if _, err := New(mach, Config{Flavor: TasksTrace}); !errors.Is(err, design.ErrUnset) {
-		t.Errorf("New with no design: %v, want design.ErrUnset", err)
-	}
 }
 
 // designEnv is newEnv with uprobes in design d.
 func designEnv(t *testing.T, d kernel.Design) *env {
-	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
+	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 }
 
 // until spins (sched.Relax) until cond holds: used only to learn that

@@ -58,7 +58,7 @@ func probedProc(t *testing.T, c Config) (*env, *kernel.Task, *counter, *Uprobe) 
 func forOptimizedSite(t *testing.T, test func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe)) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: o})
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 			test(t, e, p, k, up)
 		})
@@ -93,10 +93,10 @@ func mapsLine(m *mm.MM, name string) string {
 // optimization off the site stays an int3.
 func TestOptimizedHit(t *testing.T) {
 	for _, fl := range flavors {
-		for _, o := range Optimizations {
+		for _, o := range Optimizations.Values() {
 			off := o == OptimizeOff
 			t.Run(fmt.Sprintf("%s/%v", fl, o), func(t *testing.T) {
-				e, p, k, _ := probedProc(t, Config{Flavor: fl, Design: kernel.DesignBefore, Optimize: o})
+				e, p, k, _ := probedProc(t, Config{Flavor: fl, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 				res := e.run(t, p, 0, "main", calls(5))
 				wantHalt(t, res)
 				if k.hits != 5 || res.regs.R[cpu.RAX] != 5 {
@@ -130,7 +130,7 @@ func TestOptimizedHit(t *testing.T) {
 func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: o})
+			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			res := e.run(t, e.newProc(t, "p"), 0, "sys", nil)
 			wantHalt(t, res)
 			if got := int64(res.regs.R[cpu.RAX]); got != -int64(enxio) {
@@ -145,7 +145,7 @@ func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
 // it to halt with the site optimized.
 func runOptimized(t *testing.T, o Optimize, n uint64, newCons func(*env) *Consumer) (*env, result) {
 	t.Helper()
-	e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: o})
+	e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 	p := e.newProc(t, "p")
 	mustRegister(t, e, "f5", newCons(e))
 	res := e.run(t, p, 0, "main", calls(n))
@@ -198,7 +198,7 @@ func TestUretprobeOnOptimizedSite(t *testing.T) {
 func TestTrampolineBelow(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: o})
+			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			p := e.newProc(t, "p")
 			if _, err := p.MM.Mmap(nil, textAddr+0x1000, 0x100000, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 				t.Fatal(err)
@@ -337,7 +337,7 @@ func TestKilledUnoptimize(t *testing.T) {
 			for _, kill := range []int{writeInt3, writeTail, writeHead} {
 				for _, f := range follows {
 					t.Run(fmt.Sprintf("%v/%v/before-write-%d/%s", o, d, kill, f.name), func(t *testing.T) {
-						e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+						e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 						call, int3Rel, int3Orig, corrupt := siteStates(e)
 						p, tracer, t2 := e.newProc(t, "p"), e.newProc(t, "tracer"), e.newProc(t, "t2")
 						k := newCounter(true, false, nil)
@@ -421,7 +421,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 	for _, o := range optimizing {
 		for _, d := range designs {
 			t.Run(fmt.Sprintf("%v/%v", o, d), func(t *testing.T) {
-				e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+				e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 				call, _, _, _ := siteStates(e)
 				p, tracer := e.newProc(t, "p"), e.newProc(t, "tracer")
 				k := newCounter(true, false, nil)
@@ -464,7 +464,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 		for _, d := range designs {
 			for _, kill := range []int{writeTail, writeHead} {
 				t.Run(fmt.Sprintf("%v/%v/before-write-%d", o, d, kill), func(t *testing.T) {
-					e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+					e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 					_, int3Rel, int3Orig, corrupt := siteStates(e)
 					p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
 					k := newCounter(true, false, nil)
@@ -530,7 +530,7 @@ func TestRemoteUnregisterRestores(t *testing.T) {
 func TestTextPokeSyncOrder(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: o})
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			var at []int64 // syncs done when each write starts
 			setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
@@ -560,7 +560,7 @@ func TestStressOptimizeWhileHitting(t *testing.T) {
 	for _, o := range optimizing {
 		for _, fl := range flavors {
 			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
-				e := newEnvConfig(t, 2, Config{Flavor: fl, Design: kernel.DesignBefore, Optimize: o}, optProg)
+				e := newEnvConfig(t, 2, Config{Flavor: fl, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o}, optProg)
 				p := e.newProc(t, "p")
 				threads := []*kernel.Task{p, p.NewThread()}
 				tracer := p.NewThread() // runs on the test's goroutine

@@ -45,14 +45,14 @@ func (f Flavor) MarshalText() ([]byte, error) { return Flavors.Marshal(f) }
 func (f *Flavor) UnmarshalText(text []byte) error { return Flavors.Unmarshal(f, text) }
 
 // Config is a model kernel's uprobes design, chosen at construction. Its
-// Flavor and Design must be set; the zero HitPath is today's, the zero GP
-// untimed grace periods.
+// Flavor, HitPath, Design and Optimize must be set; the zero GP is untimed
+// grace periods.
 type Config struct {
 	Flavor  Flavor        // seed 004: the hit path's protection
 	HitPath HitPath       // seed 004's era or today's (hit_v612.go)
 	Design  kernel.Design // seed 000: register_for_each_vma and fork (design.go)
 	// Optimize is what the first hit of a uprobe on a 5-byte nop makes of
-	// it (optimize.go): by default a call to the trampoline, as on x86-64
+	// it (optimize.go): OptimizeCall, a call to the trampoline, is x86-64's
 	// since v6.18.
 	Optimize Optimize
 	// GP times the grace periods of the flavour, of uretprobes_srcu and of
@@ -281,14 +281,10 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	case TasksTrace:
 		u.flavor = rcu.NewTasksTraceAt(m.Sys, c.GP)
 	}
-	if c.Optimize < OptimizeCall || c.Optimize > OptimizeJmpSlot {
-		return nil, fmt.Errorf("uprobes: unknown optimization %d", int(c.Optimize))
-	}
-	if err := kernel.Designs.Check(c.Design); err != nil {
-		return nil, fmt.Errorf("uprobes: %w", err)
-	}
-	if c.HitPath != HitPathToday && c.HitPath != HitPathV612 {
-		return nil, fmt.Errorf("uprobes: unknown hit path %d", int(c.HitPath))
+	for _, err := range []error{Optimizations.Check(c.Optimize), kernel.Designs.Check(c.Design), HitPaths.Check(c.HitPath)} {
+		if err != nil {
+			return nil, fmt.Errorf("uprobes: %w", err)
+		}
 	}
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")

@@ -26,8 +26,8 @@ import (
 var flavors = Flavors.Values()
 
 var kernels = []Config{
-	{Flavor: SRCU, Design: kernel.DesignBefore}, {Flavor: TasksTrace, Design: kernel.DesignBefore},
-	{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathV612}, {Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathV612},
+	{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall}, {Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall},
+	{Flavor: SRCU, Design: kernel.DesignBefore, Optimize: OptimizeCall, HitPath: HitPathV612}, {Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: OptimizeCall, HitPath: HitPathV612},
 }
 
 func kernelName(c Config) string { return c.Flavor.String() + "/" + c.HitPath.String() }
@@ -679,12 +679,22 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 	}
 }
 
-// New refuses a Config whose flavour is unset: no kernel picks SRCU by
-// default.
-func TestNewRefusesUnsetFlavor(t *testing.T) {
+// New refuses a Config with any switch unset: no kernel picks SRCU, the
+// before design, today's hit path or the call optimization by default.
+func TestNewRefusesUnsetSwitch(t *testing.T) {
 	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
 	defer mach.Stop()
-	if _, err := New(mach, Config{}); !errors.Is(err, design.ErrUnset) {
-		t.Errorf("New with no flavour: %v, want design.ErrUnset", err)
+	full := Config{Flavor: TasksTrace, HitPath: HitPathToday, Design: kernel.DesignBefore, Optimize: OptimizeCall}
+	for name, unset := range map[string]func(c *Config){
+		"flavour":      func(c *Config) { c.Flavor = 0 },
+		"hit path":     func(c *Config) { c.HitPath = 0 },
+		"design":       func(c *Config) { c.Design = 0 },
+		"optimization": func(c *Config) { c.Optimize = 0 },
+	} {
+		c := full
+		unset(&c)
+		if _, err := New(mach, c); !errors.Is(err, design.ErrUnset) {
+			t.Errorf("New with no %s: %v, want design.ErrUnset", name, err)
+		}
 	}
 }

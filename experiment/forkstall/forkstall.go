@@ -300,7 +300,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	defer experiment.QuietRuntime(gcLimit)()
 	mach := kernel.NewMachine(o.Machine, 1)
 	defer mach.Stop()
-	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})
+	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall, GP: rcu.ThisKernel})
 	if err != nil {
 		return nil, err
 	}
