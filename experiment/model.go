@@ -80,8 +80,10 @@ func (p *ModelProgram) Offset(label string) uint64 { return p.Addr(label) - Mode
 // runs its code in (Loop). The caller adds the other threads
 // (kernel.Task.NewThread).
 func (k *ModelKernel) Process(comm string, p *ModelProgram, threads int) (*kernel.Task, error) {
-	t := k.Machine.NewTaskMM(comm)
-	t.MM.Hooks = k.Uprobes
+	t, err := k.Uprobes.NewTaskMM(comm)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := t.MM.Mmap(nil, ModelText, p.File.Size, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(p.File), 0); err != nil {
 		return nil, err
 	}

@@ -32,41 +32,35 @@ import (
 	"slices"
 	"time"
 
+	"mmlab/design"
+	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
-// Design is the design a scenario runs in: seed 000's (uprobes.Design),
+// Design is the design a scenario runs in: seed 000's (kernel.Design),
 // seed 003's maps walk (procfs.Before, procfs.After) or seed 004's hit-path
-// protection (SRCU before, RCU Tasks Trace after).
+// protection (SRCU before, RCU Tasks Trace after). The zero Design is
+// unset: Explore refuses it (design.ErrUnset).
 type Design int
 
 const (
-	Before Design = iota
+	Before Design = iota + 1
 	After
 )
 
-// Designs are both designs, before first.
-var Designs = []Design{Before, After}
+// Designs are both designs, before first, named "before" and "after".
+var Designs = design.NewSet[Design]("design", "before", "after")
 
-func (d Design) String() string {
-	if d == After {
-		return "after"
-	}
-	return "before"
-}
+// String returns "before" or "after".
+func (d Design) String() string { return Designs.String(d) }
 
-// ErrDesign is ParseDesign's error for a name that is not a design.
-var ErrDesign = errors.New("unknown design")
+// MarshalText returns the design's name.
+func (d Design) MarshalText() ([]byte, error) { return Designs.Marshal(d) }
 
-// ParseDesign reads a Design's name: "before" or "after".
-func ParseDesign(s string) (Design, error) {
-	if i := slices.IndexFunc(Designs, func(d Design) bool { return d.String() == s }); i >= 0 {
-		return Designs[i], nil
-	}
-	return 0, fmt.Errorf("%w %q: want before or after", ErrDesign, s)
-}
+// UnmarshalText sets d to the design named text.
+func (d *Design) UnmarshalText(text []byte) error { return Designs.Unmarshal(d, text) }
 
 // Scenario is a small program over the model: the tasks it starts and the
 // properties it checks.
@@ -87,11 +81,11 @@ func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
 	if sc.config != nil {
 		return sc.config(d)
 	}
-	ud := uprobes.DesignBefore
+	ud := kernel.DesignBefore
 	if d == After {
-		ud = uprobes.DesignAfter
+		ud = kernel.DesignAfter
 	}
-	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud}
+	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall}
 }
 
 // Deviation is a decision at which a run did not run the default task:
@@ -216,7 +210,7 @@ func run(sc *Scenario, m machine.Description, d Design, ch chooser) Outcome {
 	}
 	w, err := newWorld(m, d, sc.Props, sc.uprobesConfig(d), 2, choose, maxSteps)
 	if err != nil {
-		panic(err) // the scenarios' configurations are valid
+		panic(err) // the scenarios' configurations are valid, and Explore and ReadReplay check the design
 	}
 	sc.build(w)
 	rec, err := w.Sys.Run()
@@ -297,8 +291,12 @@ type Report struct {
 }
 
 // Explore runs schedules of sc until a property fails or o.Schedules are
-// done; a failure is shrunk.
-func Explore(sc *Scenario, o Options) Report {
+// done; a failure is shrunk. It refuses an unset o.Design
+// (design.ErrUnset).
+func Explore(sc *Scenario, o Options) (Report, error) {
+	if err := Designs.Check(o.Design); err != nil {
+		return Report{}, fmt.Errorf("explore: %w", err)
+	}
 	rep := Report{Scenario: sc.Name, Machine: o.Machine.Name, Design: o.Design, Strategy: o.Strategy, Seed: o.Seed}
 	if rep.Strategy == "" {
 		rep.Strategy = "random"
@@ -334,7 +332,7 @@ func Explore(sc *Scenario, o Options) Report {
 		}
 	}
 	rep.Elapsed = time.Since(t0)
-	return rep
+	return rep, nil
 }
 
 func countChoices(r *sched.Record) int {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/kernel"
 	"mmlab/locking/lockrank"
 	"mmlab/machine"
@@ -38,7 +39,7 @@ func TestBeforeFindsEachBug(t *testing.T) {
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 5; seed++ {
-				rep := Explore(sc, Options{Machine: x86, Design: Before, Schedules: 2000, Seed: seed})
+				rep := mustExplore(t, sc, Options{Machine: x86, Design: Before, Schedules: 2000, Seed: seed})
 				f := rep.Failure
 				if f == nil {
 					t.Fatalf("seed %d: %d schedules, nothing found", seed, rep.Schedules)
@@ -73,14 +74,14 @@ func TestAfterPasses(t *testing.T) {
 			continue // TestGapLayouts
 		}
 		if sc.Seed != "000" && sc.Name != "query-vs-modify" {
-			designs = Designs
+			designs = Designs.Values()
 		} else if sc.Name == "query-vs-modify" {
 			designs = []Design{Before}
 		} else if !slices.Contains(afterPasses, sc.Name) {
 			continue
 		}
 		for _, d := range designs {
-			rep := Explore(sc, Options{Machine: x86, Design: d, Schedules: 1000, Seed: 1})
+			rep := mustExplore(t, sc, Options{Machine: x86, Design: d, Schedules: 1000, Seed: 1})
 			if f := rep.Failure; f != nil {
 				var b bytes.Buffer
 				WriteInterleaving(&b, Steps(f.Outcome.Record, f.Outcome.Final), f.Violation)
@@ -98,7 +99,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 	var first string
 	for _, procs := range []int{1, 2, 1} {
 		old := runtime.GOMAXPROCS(procs)
-		rep := Explore(sc, Options{Machine: x86, Design: Before, Schedules: 500, Seed: 7})
+		rep := mustExplore(t, sc, Options{Machine: x86, Design: Before, Schedules: 500, Seed: 7})
 		runtime.GOMAXPROCS(old)
 		if rep.Failure == nil {
 			t.Fatal("nothing found")
@@ -123,7 +124,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 
 // PCT finds the stall too.
 func TestPCTFindsStall(t *testing.T) {
-	rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Strategy: "pct", Schedules: 2000, Seed: 1})
+	rep := mustExplore(t, Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Strategy: "pct", Schedules: 2000, Seed: 1})
 	if rep.Failure == nil || rep.Failure.Violation.Property != PropStall {
 		t.Fatalf("%d schedules: %+v", rep.Schedules, rep.Failure)
 	}
@@ -170,7 +171,7 @@ func BenchmarkRegVsFork(b *testing.B) {
 	sc := Lookup("reg-vs-fork")
 	n := 0
 	for b.Loop() {
-		rep := Explore(sc, Options{Machine: x86, Design: After, Schedules: 100, Seed: uint64(n)})
+		rep := mustExplore(b, sc, Options{Machine: x86, Design: After, Schedules: 100, Seed: uint64(n)})
 		n++
 		if rep.Failure != nil {
 			b.Fatal(rep.Failure.Violation)
@@ -203,7 +204,7 @@ func TestPropertiesCanFail(t *testing.T) {
 			})
 		}
 	}}
-	rep := Explore(abba, Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
+	rep := mustExplore(t, abba, Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
 	if f := rep.Failure; f == nil || f.Violation.Property != PropDeadlock || !strings.Contains(f.Violation.Detail, "wait cycle") {
 		t.Errorf("abba: %d schedules, %+v", rep.Schedules, rep.Failure)
 	}
@@ -212,7 +213,7 @@ func TestPropertiesCanFail(t *testing.T) {
 		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { consumerRan(w, "handler", &synced); return 0 }}
 		syncRace(w, c, &synced, func(*kernel.Task) {}, func(cpu.Stop, uint64) {})
 	}}
-	rep = Explore(nosync, Options{Machine: x86, Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
+	rep = mustExplore(t, nosync, Options{Machine: x86, Design: After, Strategy: "pct", Schedules: 1000, Seed: 1})
 	if f := rep.Failure; f == nil || f.Violation.Property != PropSync {
 		t.Errorf("nosync: %d schedules, %+v", rep.Schedules, rep.Failure)
 	}
@@ -222,24 +223,37 @@ func TestPropertiesCanFail(t *testing.T) {
 func TestExploreDone(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
-	rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1, Done: done})
+	rep := mustExplore(t, Lookup("reg-vs-fork"), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1, Done: done})
 	if !rep.Stopped || rep.Schedules != 0 || rep.Failure != nil {
 		t.Errorf("Stopped %v after %d schedules (failure %v), want stopped after 0", rep.Stopped, rep.Schedules, rep.Failure)
 	}
-	if rep := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
+	if rep := mustExplore(t, Lookup("reg-vs-fork"), Options{Machine: x86, Design: After, Schedules: 3, Seed: 1, Done: make(chan struct{})}); rep.Stopped || rep.Schedules != 3 {
 		t.Errorf("open Done: Stopped %v after %d schedules, want 3 run", rep.Stopped, rep.Schedules)
 	}
 }
 
-// ParseDesign reads back each design's name and refuses any other with
-// ErrDesign.
-func TestParseDesign(t *testing.T) {
-	for _, d := range Designs {
-		if got, err := ParseDesign(d.String()); err != nil || got != d {
-			t.Errorf("ParseDesign(%q) = %v, %v", d, got, err)
+// Designs.Parse reads back each design's name and refuses any other with
+// design.ErrUnknown; Explore refuses an unset design with design.ErrUnset.
+func TestDesigns(t *testing.T) {
+	for _, d := range Designs.Values() {
+		if got, err := Designs.Parse(d.String()); err != nil || got != d {
+			t.Errorf("Designs.Parse(%q) = %v, %v", d, got, err)
 		}
 	}
-	if _, err := ParseDesign("middle"); !errors.Is(err, ErrDesign) {
-		t.Errorf(`ParseDesign("middle") = %v, want ErrDesign`, err)
+	if _, err := Designs.Parse("middle"); !errors.Is(err, design.ErrUnknown) {
+		t.Errorf(`Designs.Parse("middle") = %v, want design.ErrUnknown`, err)
 	}
+	if _, err := Explore(Lookup("reg-vs-fork"), Options{Machine: x86, Schedules: 1, Seed: 1}); !errors.Is(err, design.ErrUnset) {
+		t.Errorf("Explore with no design: %v, want design.ErrUnset", err)
+	}
+}
+
+// mustExplore is Explore for a test's o, whose design is set.
+func mustExplore(t testing.TB, sc *Scenario, o Options) Report {
+	t.Helper()
+	rep, err := Explore(sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

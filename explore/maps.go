@@ -107,8 +107,12 @@ func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
 	})
 	reader := kernel.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
-		f := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Waiter: reader, Thread: r.Thread(),
+		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Waiter: reader, Thread: r.Thread(),
 			Point: func() { sched.At("m_next", "maps walk") }})
+		if err != nil {
+			w.fail(PropProgress, "%v", err)
+			return
+		}
 		for range 2 {
 			f.Rewind()
 			if d := read(f); d != "" {

@@ -249,8 +249,12 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 	reader := kernel.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		var f *procfs.MapsFile
-		f = procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Preempt: procfs.PreemptFull,
+		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Preempt: procfs.PreemptFull,
 			Waiter: reader, Thread: r.Thread(), Point: func() { readerPoint(f, query) }})
+		if err != nil {
+			w.fail(PropProgress, "%v", err)
+			return
+		}
 		for range 2 {
 			d := ""
 			if query {

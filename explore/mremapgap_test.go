@@ -23,13 +23,13 @@ func TestGapLayouts(t *testing.T) {
 			if query {
 				want = l.QueryGap
 			}
-			rep := Explore(Lookup(sc.Name), Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
+			rep := mustExplore(t, Lookup(sc.Name), Options{Machine: x86, Design: After, Schedules: 1000, Seed: 1})
 			if f := rep.Failure; (f != nil) != want {
 				t.Errorf("%s (after): %d schedules, failure %v; the table says a gap: %v", sc.Name, rep.Schedules, f, want)
 			} else if f != nil && f.Violation.Property != sc.Props[0] {
 				t.Errorf("%s (after): %v, want %s", sc.Name, f.Violation, sc.Props[0])
 			}
-			if rep := Explore(Lookup(sc.Name), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1}); rep.Failure != nil {
+			if rep := mustExplore(t, Lookup(sc.Name), Options{Machine: x86, Design: Before, Schedules: 1000, Seed: 1}); rep.Failure != nil {
 				var b bytes.Buffer
 				WriteInterleaving(&b, Steps(rep.Failure.Outcome.Record, rep.Failure.Outcome.Final), rep.Failure.Violation)
 				t.Errorf("%s (before): schedule %d failed:\n%s", sc.Name, rep.Failure.Schedule, b.String())

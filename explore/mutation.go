@@ -11,11 +11,17 @@ import (
 // the report of the second exploration, and an error saying which of the
 // three went wrong.
 func FindUndoneFix(sc *Scenario, o Options, undo func(), props []Property) (Report, error) {
-	if rep := Explore(sc, o); rep.Failure != nil {
+	if rep, err := Explore(sc, o); err != nil || rep.Failure != nil {
+		if err != nil {
+			return rep, err
+		}
 		return rep, fmt.Errorf("%s fails in the %v design: %v", sc.Name, o.Design, rep.Failure.Violation)
 	}
 	undo()
-	rep := Explore(sc, o)
+	rep, err := Explore(sc, o)
+	if err != nil {
+		return rep, err
+	}
 	if rep.Failure == nil {
 		return rep, fmt.Errorf("%s: %d schedules and the undone fix went unnoticed", sc.Name, rep.Schedules)
 	}

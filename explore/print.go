@@ -149,7 +149,7 @@ func ReadReplay(r io.Reader) (Pinned, error) {
 			}
 			p.Machine = val
 		case "design":
-			d, err := ParseDesign(val)
+			d, err := Designs.Parse(val)
 			if err != nil {
 				return p, fmt.Errorf("%w: %v", ErrReplayFile, err)
 			}

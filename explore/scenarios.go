@@ -223,7 +223,7 @@ func seed004Config(d Design) uprobes.Config {
 	if d == After {
 		f = uprobes.TasksTrace
 	}
-	return uprobes.Config{Flavor: f, Design: uprobes.DesignAfter}
+	return uprobes.Config{Flavor: f, Design: kernel.DesignAfter, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall}
 }
 
 // syncRace runs a probed task calling f three times while a tracer

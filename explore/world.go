@@ -111,6 +111,9 @@ type check struct {
 // newWorld builds the model kernel of one run on the machine m; seed-000
 // and seed-004 scenarios probe sites, seed 003 only needs the System.
 func newWorld(m machine.Description, d Design, props []Property, cfg uprobes.Config, cpus int, choose func(sched.Choice) int, maxSteps int) (*World, error) {
+	if err := Designs.Check(d); err != nil {
+		return nil, err
+	}
 	w := &World{Design: d, props: props, inflight: map[uint64]int{}}
 	w.Sys = sched.New(sched.Config{CPUs: cpus, Deterministic: true, Choose: choose, Check: w.check, MaxSteps: maxSteps})
 	w.Mach = kernel.NewMachineOn(m, w.Sys)
@@ -156,8 +159,10 @@ func addr(label string) uint64 { return program.labels[label] }
 
 // newProc returns a process that maps the program and a stack.
 func (w *World) newProc(name string) *kernel.Task {
-	t := w.Mach.NewTaskMM(name)
-	t.MM.Hooks = w.U
+	t, err := w.U.NewTaskMM(name)
+	if err != nil {
+		panic(err)
+	}
 	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(program.code)), mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, w.File, 0); err != nil {
 		panic(err)

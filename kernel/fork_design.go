@@ -1,10 +1,49 @@
 package kernel
 
 import (
+	"mmlab/design"
 	"mmlab/locking"
 	"mmlab/mm"
 	"mmlab/sched"
 )
+
+// Design is seed 000's switch ("uprobes: Don't stall fork() when mmap_lock
+// is busy"): the design of dup_mm() here and of register_for_each_vma() in
+// package uprobes, whose Config takes it. The zero Design is unset:
+// NewTaskMMWith and uprobes.New refuse it (design.ErrUnset).
+type Design int
+
+const (
+	// DesignBefore is v6.19: registerForEachVMA sleeps on each mm's mmap
+	// write lock with dup_mmap_sem held for write; fork sleeps on the
+	// parent's mmap lock with it held for read, and tears a failed child
+	// down inside it; the child's task points to its mm only after its VMAs
+	// are in i_mmap; a killed unregistering task stops half-way and leaks
+	// the uprobe and its remaining breakpoints; an optimized site whose
+	// removal stopped half-way is later restored by its first byte only,
+	// and a failed optimized write warns.
+	DesignBefore Design = iota + 1
+	// DesignAfter is the seed's patches 1-8: only trylocks under
+	// dup_mmap_sem, busy mms waited for outside it and the pass redone;
+	// teardown outside dup_mmap_sem; a half-written optimized site is
+	// finished and a failed optimized write does not warn (patches 3, 4);
+	// tsk->mm set before the child is findable; removal completes even for
+	// a killed task.
+	DesignAfter
+)
+
+// Designs are seed 000's designs, before first, named "before" and
+// "after".
+var Designs = design.NewSet[Design]("seed 000 design", "before", "after")
+
+// String returns "before" or "after".
+func (d Design) String() string { return Designs.String(d) }
+
+// MarshalText returns the design's name.
+func (d Design) MarshalText() ([]byte, error) { return Designs.Marshal(d) }
+
+// UnmarshalText sets d to the design named text.
+func (d *Design) UnmarshalText(text []byte) error { return Designs.Unmarshal(d, text) }
 
 // ForkHooks are the step drivers and fault injection of ForkWith.
 type ForkHooks struct {
@@ -24,8 +63,9 @@ type ForkHooks struct {
 }
 
 // ForkWith is Fork with hooks: it mirrors kernel/fork.c:copy_process(),
-// copy_mm() and dup_mm() in the design of the mm's uprobes (the
-// DupMmapHooks of its mm.Hooks; without them fork takes no dup_mmap_sem).
+// copy_mm() and dup_mm() in the design of the process's uprobes (its
+// Config, which the child inherits; without one fork takes no
+// dup_mmap_sem).
 //
 // Before (v6.19): dup_mmap_sem is taken for read, then dup_mmap sleeps on
 // the parent's mmap lock inside it; a failed copy is torn down (mmput)
@@ -35,20 +75,20 @@ type ForkHooks struct {
 func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
 	c := NewTask(t.Comm)
 	c.pkru = t.pkru // fpu_clone(): the child has the parent's PKRU
+	c.uprobes = t.uprobes
 	if h.InitTask != nil {
 		h.InitTask(c)
 	}
 	if t.MM == nil {
 		return c, nil
 	}
-	var d ForkDesign
-	if dh, ok := t.MM.Hooks.(DupMmapHooks); ok {
-		d = dh.ForkDesign()
+	if t.uprobes == nil {
+		return t.forkBefore(c, nil, h)
 	}
-	if d.After {
-		return t.forkAfter(c, d.DupMmapSem, h)
+	if t.uprobes.Design == DesignAfter {
+		return t.forkAfter(c, t.uprobes.DupMmapSem, h)
 	}
-	return t.forkBefore(c, d.DupMmapSem, h)
+	return t.forkBefore(c, t.uprobes.DupMmapSem, h)
 }
 
 // forkBefore mirrors dup_mm() in v6.19; sem is dup_mmap_sem (nil: no

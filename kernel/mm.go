@@ -1,6 +1,9 @@
 package kernel
 
 import (
+	"errors"
+	"fmt"
+
 	"mmlab/locking"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -20,22 +23,35 @@ func NewTaskMM(comm string, f machine.Features) *Task {
 // killed while waiting). The child is not on any model CPU.
 func (t *Task) Fork() (*Task, error) { return t.ForkWith(ForkHooks{}) }
 
-// DupMmapHooks is implemented by the mm.Hooks of uprobes, which take part
-// in dup_mm() (kernel/fork.c): ForkDesign returns what fork needs of them.
-type DupMmapHooks interface {
-	ForkDesign() ForkDesign
+// Config is what a process's kernel has of uprobes, as fork sees them:
+// chosen when the process is made (NewTaskMMWith) and inherited by every
+// task it forks or clones. A process made without one (NewTask, NewTaskMM)
+// is of a kernel without uprobes: its fork takes no dup_mmap_sem.
+type Config struct {
+	// Design is seed 000's design of dup_mm() (fork_design.go); it must
+	// be set.
+	Design Design
+	// DupMmapSem is dup_mmap_sem, which uprobe_start_dup_mmap() and
+	// uprobe_end_dup_mmap() take for read around the copy; it must be set.
+	DupMmapSem *locking.PercpuRWSem
+	// Hooks are the mm.Hooks of the process's address space (package
+	// uprobes), which its forks' address spaces inherit.
+	Hooks mm.Hooks
 }
 
-// ForkDesign is what dup_mm() needs of uprobes, fixed when they were built:
-// dup_mmap_sem, which uprobe_start_dup_mmap() and uprobe_end_dup_mmap()
-// take for read around the copy, and seed 000's design of dup_mm().
-type ForkDesign struct {
-	DupMmapSem *locking.PercpuRWSem
-	// After is the seed's "after" design: fork never sleeps on the
-	// parent's mmap lock with dup_mmap_sem held (patch 6), tears a failed
-	// child down outside it (patch 2), and points the child task to its mm
-	// before uprobes can find it (patch 7).
-	After bool
+// NewTaskMMWith is NewTaskMM in a kernel with uprobes c. It refuses an
+// unset c.Design (design.ErrUnset) and a nil c.DupMmapSem.
+func NewTaskMMWith(comm string, f machine.Features, c Config) (*Task, error) {
+	if err := Designs.Check(c.Design); err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	if c.DupMmapSem == nil {
+		return nil, errors.New("kernel: a Config without dup_mmap_sem")
+	}
+	t := NewTaskMM(comm, f)
+	t.uprobes = &c
+	t.MM.Hooks = c.Hooks
+	return t, nil
 }
 
 // ExitMM mirrors exit_mm() + mmput(): drop the task's reference to its

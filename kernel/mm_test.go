@@ -1,8 +1,11 @@
 package kernel
 
 import (
+	"errors"
 	"testing"
 
+	"mmlab/design"
+	"mmlab/locking"
 	"mmlab/machine"
 	"mmlab/mm"
 )
@@ -63,5 +66,28 @@ func TestForkKilledParent(t *testing.T) {
 	p.MM.MmapWriteUnlock()
 	if err == nil {
 		t.Fatal("fork of a killed parent succeeded")
+	}
+}
+
+// A process of a kernel with uprobes needs seed 000's design: an unset one
+// is refused, not taken for before.
+func TestNewTaskMMWithRefusesUnsetDesign(t *testing.T) {
+	var sem locking.PercpuRWSem
+	f := machine.MustNamed("x86-64").Features
+	if _, err := NewTaskMMWith("p", f, Config{DupMmapSem: &sem}); !errors.Is(err, design.ErrUnset) {
+		t.Errorf("no design: %v, want design.ErrUnset", err)
+	}
+	p, err := NewTaskMMWith("p", f, Config{Design: DesignAfter, DupMmapSem: &sem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.ExitMM()
+	c, err := p.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.ExitMM()
+	if c.uprobes != p.uprobes {
+		t.Error("the child is not of its parent's kernel")
 	}
 }

@@ -95,6 +95,11 @@ type Task struct {
 	// through Thread.Block.
 	Thread *sched.Thread
 
+	// uprobes are the process's kernel's uprobes as fork sees them
+	// (NewTaskMMWith), nil for a kernel without; set with the task,
+	// inherited by its forks and threads, never changed.
+	uprobes *Config
+
 	// pkru is the thread's PKRU register (its XSAVE state): InitPKRU for
 	// a new task, as after execve(); clone and fork copy it. Only the
 	// thread itself, and the mm operations it calls, touch it.
@@ -149,6 +154,7 @@ func (t *Task) NewThread() *Task {
 	nt := newTask(int(lastPID.Add(1)), t.Group, t.Comm)
 	nt.cpu.Store(t.cpu.Load())
 	nt.pkru = t.pkru // copy_thread: the FPU state, PKRU with it, is copied
+	nt.uprobes = t.uprobes
 	if nt.MM = t.MM; nt.MM != nil {
 		nt.MM.Users.Add(1) // CLONE_VM: mmget
 	}

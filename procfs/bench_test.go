@@ -35,7 +35,7 @@ func BenchmarkModelMapsRead(b *testing.B) {
 	m := benchMM(b, benchVMAs)
 	for _, v := range []Variant{Before, After} {
 		b.Run(v.String(), func(b *testing.B) {
-			f := OpenMaps(m, Options{Variant: v})
+			f := mustOpenMaps(m, Options{Variant: v})
 			buf := make([]byte, 0, 2<<20)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -17,7 +17,10 @@ func TestExplorerFindsSkippedVMA(t *testing.T) {
 		scenario string
 		prop     explore.Property
 	}{{"maps-vs-modify", explore.PropMapsGap}, {"query-vs-modify", explore.PropQueryGap}} {
-		rep := explore.Explore(explore.Lookup(c.scenario), explore.Options{Design: explore.After, Schedules: 10, Seed: 1})
+		rep, err := explore.Explore(explore.Lookup(c.scenario), explore.Options{Design: explore.After, Schedules: 10, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if rep.Failure == nil || rep.Failure.Violation.Property != c.prop {
 			t.Errorf("%s: %d schedules, %+v; want %s", c.scenario, rep.Schedules, rep.Failure, c.prop)
 		}

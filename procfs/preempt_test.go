@@ -27,7 +27,7 @@ func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 		var points atomic.Int32
 		readerDone := make(chan error, 1)
 		sys.Spawn(0, 15, func(th *sched.Thread) {
-			f := OpenMaps(m, Options{Variant: v, Preempt: PreemptFull, Point: func() {
+			f := mustOpenMaps(m, Options{Variant: v, Preempt: PreemptFull, Point: func() {
 				// The second point is between the first two VMAs.
 				if points.Add(1) == 2 {
 					atPoint <- struct{}{} // the test wakes the busy thread now

@@ -43,7 +43,7 @@ func FuzzQuery(f *testing.F) {
 		}
 		q := uapi.ProcmapQuery{Size: size, QueryFlags: flags, QueryAddr: addr, VMANameSize: nameSize, BuildIDSize: idSize,
 			VMANameAddr: nameAddr, BuildIDAddr: idAddr}
-		err := OpenMaps(m, Options{Variant: v}).Query(&q, make([]byte, nameBuf), make([]byte, idBuf))
+		err := mustOpenMaps(m, Options{Variant: v}).Query(&q, make([]byte, nameBuf), make([]byte, idBuf))
 		if err != nil {
 			for _, a := range allowed {
 				if errors.Is(err, a) {

@@ -96,7 +96,7 @@ func TestQueryMatchesLiveKernel(t *testing.T) {
 	}
 	cases = append(cases, qc{a + 4*4096, 0, len(path)}, qc{a + 4*4096, 0, len(path) + 1}, qc{a + 8*4096, 0, 5})
 	for _, v := range variants {
-		mf := OpenMaps(m, Options{Variant: v})
+		mf := mustOpenMaps(m, Options{Variant: v})
 		for _, c := range cases {
 			lq, lname, lerr := liveQuery(maps, c.addr, c.flags, c.nameSize)
 			mq, mname, merr := query(t, mf, c.addr, c.flags, c.nameSize)
@@ -166,7 +166,7 @@ func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(maps), uapi.PROCMAP_QUERY, uintptr(unsafe.Pointer(&lq)))
 		for _, v := range variants {
 			mq := q
-			merr := OpenMaps(m, Options{Variant: v}).Query(&mq, buf[:], buf[:])
+			merr := mustOpenMaps(m, Options{Variant: v}).Query(&mq, buf[:], buf[:])
 			var me errno.Errno
 			errors.As(merr, &me)
 			if int(me) != int(e) {

@@ -59,7 +59,7 @@ func TestChunkOfExactlyAPageOverflows(t *testing.T) {
 		t.Fatalf("setup: %d bytes, want %d", got, ChunkSize)
 	}
 	for _, v := range variants {
-		f := OpenMaps(m, Options{Variant: v})
+		f := mustOpenMaps(m, Options{Variant: v})
 		c, err := f.Read()
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,7 @@ func TestResumePositionPerVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		f := OpenMaps(m, Options{Variant: v})
+		f := mustOpenMaps(m, Options{Variant: v})
 		c, err := f.Read()
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func TestPreemptionPoints(t *testing.T) {
 	for _, v := range variants {
 		for _, p := range []Preemption{PreemptNone, PreemptFull} {
 			n := 0
-			f := OpenMaps(m, Options{Variant: v, Preempt: p, Point: func() { n++ }})
+			f := mustOpenMaps(m, Options{Variant: v, Preempt: p, Point: func() { n++ }})
 			if _, err := f.Read(); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
 	vs := m.VMAs()
 	n := 0
 	var locked [][]int // per point, the indices of the read-locked VMAs
-	f := OpenMaps(m, Options{Variant: After, Preempt: PreemptFull, Point: func() {
+	f := mustOpenMaps(m, Options{Variant: After, Preempt: PreemptFull, Point: func() {
 		n++
 		var l []int
 		for i, v := range vs {
@@ -189,7 +189,7 @@ func TestRCUSectionSpansTheChunk(t *testing.T) {
 			return false
 		})
 		defer restore()
-		f := OpenMaps(m, Options{Variant: After, Thread: th})
+		f := mustOpenMaps(m, Options{Variant: After, Thread: th})
 		f.Read()
 	})
 	if p := <-got; p == nil || !strings.Contains(p.(string), "classic RCU read section") {
@@ -227,7 +227,7 @@ func TestFallbackIsKillable(t *testing.T) {
 	close(w.fatal)
 	done := make(chan error, 1)
 	go func() {
-		_, err := OpenMaps(m, Options{Variant: After, Waiter: w}).Read()
+		_, err := mustOpenMaps(m, Options{Variant: After, Waiter: w}).Read()
 		done <- err
 	}()
 	select {

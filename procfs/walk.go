@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"mmlab/design"
 	"mmlab/locking"
 	"mmlab/mm"
 	"mmlab/rcu"
@@ -13,36 +14,31 @@ import (
 )
 
 // Variant selects how a maps reader locks the address space: the design
-// before seed 003 or after it. The zero Variant is After.
+// before seed 003 or after it. The zero Variant is unset: OpenMaps refuses
+// it (design.ErrUnset).
 type Variant int
 
 // The two lock designs of /proc/PID/maps and PROCMAP_QUERY.
 const (
-	// After: RCU lookups and one VMA read lock at a time, falling back to
-	// the mmap read lock only when a VMA cannot be locked (6.17+).
-	After Variant = iota
 	// Before: every read() chunk and every query holds the mmap read lock
 	// (kernels up to 6.16).
-	Before
+	Before Variant = iota + 1
+	// After: RCU lookups and one VMA read lock at a time, falling back to
+	// the mmap read lock only when a VMA cannot be locked (6.17+).
+	After
 )
 
-// variantNames are the names of the variants.
-var variantNames = [...]string{Before: "before", After: "after"}
-
-// Variants are the names of the two designs, in the order before, after:
-// what ParseVariant accepts and String returns.
-var Variants = []string{variantNames[Before], variantNames[After]}
+// Variants are the two designs, before first, named "before" and "after".
+var Variants = design.NewSet[Variant]("maps walk variant", "before", "after")
 
 // String returns "before" or "after".
-func (v Variant) String() string { return variantNames[v] }
+func (v Variant) String() string { return Variants.String(v) }
 
-// ErrVariant is returned by ParseVariant for a name that is not a variant.
-var ErrVariant = errors.New("unknown maps walk variant")
+// MarshalText returns the variant's name.
+func (v Variant) MarshalText() ([]byte, error) { return Variants.Marshal(v) }
 
-// ParseVariant returns the variant named s ("before" or "after").
-func ParseVariant(s string) (Variant, error) {
-	return parseName[Variant](variantNames[:], s, ErrVariant)
-}
+// UnmarshalText sets v to the variant named text.
+func (v *Variant) UnmarshalText(text []byte) error { return Variants.Unmarshal(v, text) }
 
 // parseName returns the value whose name in names is s, else an error
 // wrapping errKind.
@@ -158,8 +154,12 @@ type MapsFile struct {
 	held   string        // what the reader holds while in Options.Point (Holding)
 }
 
-// OpenMaps opens m's maps file for a reader with opt.
-func OpenMaps(m *mm.MM, opt Options) *MapsFile {
+// OpenMaps opens m's maps file for a reader with opt; it refuses an unset
+// opt.Variant (design.ErrUnset).
+func OpenMaps(m *mm.MM, opt Options) (*MapsFile, error) {
+	if err := Variants.Check(opt.Variant); err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
 	if opt.Thread != nil {
 		opt.Waiter = threadWaiter{opt.Waiter, opt.Thread}
 	}
@@ -167,7 +167,7 @@ func OpenMaps(m *mm.MM, opt Options) *MapsFile {
 	if opt.Preempt == PreemptNone {
 		f.rcuTh = rcu.ThreadOf(opt.Waiter)
 	}
-	return f
+	return f, nil
 }
 
 // threadWaiter is Options.Waiter (w, may be nil) naming Options.Thread for

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -41,7 +42,7 @@ func TestWalksMatchMaps(t *testing.T) {
 	}
 	want := Maps(m)
 	for _, v := range variants {
-		mf := OpenMaps(m, Options{Variant: v})
+		mf := mustOpenMaps(m, Options{Variant: v})
 		var all []byte
 		chunks := 0
 		for {
@@ -79,7 +80,7 @@ func TestResumeShowsGrownVMATwice(t *testing.T) {
 	for _, v := range variants {
 		m := mm.New(machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 200)
-		mf := OpenMaps(m, Options{Variant: v})
+		mf := mustOpenMaps(m, Options{Variant: v})
 		c1, err := mf.Read()
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +168,7 @@ func TestQuerySemantics(t *testing.T) {
 		{a + 9*4096, NEXT, 0, 0, ""}, // nothing above
 	}
 	for _, v := range variants {
-		mf := OpenMaps(m, Options{Variant: v})
+		mf := mustOpenMaps(m, Options{Variant: v})
 		for _, c := range cases {
 			q, nm, err := query(t, mf, c.addr, c.flags, 256)
 			if c.start == 0 {
@@ -226,20 +227,31 @@ func TestQuerySemantics(t *testing.T) {
 	}
 }
 
-func TestParseVariant(t *testing.T) {
-	for _, name := range Variants {
-		v, err := ParseVariant(name)
+// Each variant's name parses back to it; the zero variant is no variant,
+// and OpenMaps refuses it.
+func TestVariants(t *testing.T) {
+	for _, name := range Variants.Names() {
+		v, err := Variants.Parse(name)
 		if err != nil || v.String() != name {
 			t.Errorf("%q: %v, %v", name, v, err)
 		}
 	}
-	if v, _ := ParseVariant("before"); v != Before {
+	if v, _ := Variants.Parse("before"); v != Before {
 		t.Errorf("before is %v", v)
 	}
-	if _, err := ParseVariant("Before"); !errors.Is(err, ErrVariant) {
+	if _, err := Variants.Parse("Before"); !errors.Is(err, design.ErrUnknown) {
 		t.Errorf("Before: %v", err)
 	}
-	if (Options{}).Variant != After {
-		t.Error("the zero variant is not After")
+	if _, err := OpenMaps(mm.New(machine.MustNamed("x86-64").Features), Options{}); !errors.Is(err, design.ErrUnset) {
+		t.Errorf("OpenMaps with no variant: %v, want design.ErrUnset", err)
 	}
+}
+
+// mustOpenMaps is OpenMaps for a test's opt, whose variant is set.
+func mustOpenMaps(m *mm.MM, opt Options) *MapsFile {
+	f, err := OpenMaps(m, opt)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

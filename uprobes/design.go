@@ -1,7 +1,6 @@
 package uprobes
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -11,52 +10,11 @@ import (
 	"mmlab/sched"
 )
 
-// Design is seed 000's switch ("uprobes: Don't stall fork() when mmap_lock
-// is busy").
-type Design int
-
-const (
-	// DesignBefore is v6.19: registerForEachVMA sleeps on each mm's mmap
-	// write lock with dup_mmap_sem held for write; fork sleeps on the
-	// parent's mmap lock with it held for read, and tears a failed child
-	// down inside it; the child's task points to its mm only after its VMAs
-	// are in i_mmap; a killed unregistering task stops half-way and leaks
-	// the uprobe and its remaining breakpoints; an optimized site whose
-	// removal stopped half-way is later restored by its first byte only,
-	// and a failed optimized write warns.
-	DesignBefore Design = iota
-	// DesignAfter is the seed's patches 1-8: only trylocks under
-	// dup_mmap_sem, busy mms waited for outside it and the pass redone;
-	// teardown outside dup_mmap_sem; a half-written optimized site is
-	// finished and a failed optimized write does not warn (patches 3, 4);
-	// tsk->mm set before the child is findable; removal completes even for
-	// a killed task.
-	DesignAfter
-)
-
-// String returns "before" or "after".
-func (d Design) String() string {
-	if d == DesignAfter {
-		return "after"
-	}
-	return "before"
-}
-
-// ParseDesign reads "before" or "after".
-func ParseDesign(s string) (Design, error) {
-	switch s {
-	case "before":
-		return DesignBefore, nil
-	case "after":
-		return DesignAfter, nil
-	}
-	return 0, fmt.Errorf("uprobes: unknown design %q (want before or after)", s)
-}
-
-// ForkDesign returns dup_mmap_sem and the design fork runs dup_mm() in
-// (kernel.DupMmapHooks).
-func (u *Uprobes) ForkDesign() kernel.ForkDesign {
-	return kernel.ForkDesign{DupMmapSem: &u.DupMmapSem, After: u.design == DesignAfter}
+// NewTaskMM returns a new single-threaded process named comm with an empty
+// address space on u's machine, probed by u: u is its mm's hooks, and its
+// forks (and theirs) take dup_mmap_sem in u's design.
+func (u *Uprobes) NewTaskMM(comm string) (*kernel.Task, error) {
+	return kernel.NewTaskMMWith(comm, u.machine.Desc.Features, kernel.Config{Design: u.design, DupMmapSem: &u.DupMmapSem, Hooks: u})
 }
 
 // Passes returns how many passes over the file's mappings the after

@@ -25,8 +25,8 @@ var (
 )
 
 // detEnv is designEnv on a deterministic System of ncpu CPUs.
-func detEnv(t testing.TB, d Design, ncpu int, seed uint64) *env {
-	e := newEnvOn(t, sched.New(sched.Config{CPUs: ncpu, Deterministic: true, Seed: seed}), Config{Flavor: TasksTrace, Design: d}, loopProg)
+func detEnv(t testing.TB, d kernel.Design, ncpu int, seed uint64) *env {
+	e := newEnvOn(t, sched.New(sched.Config{CPUs: ncpu, Deterministic: true, Seed: seed}), Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 	return e
 }
 
@@ -81,7 +81,7 @@ func (s *sem) take() {
 }
 
 // forDesigns runs body in each design, in each mode of forModes.
-func forDesigns(t *testing.T, body func(t *testing.T, d Design, e *env)) {
+func forDesigns(t *testing.T, body func(t *testing.T, d kernel.Design, e *env)) {
 	for _, d := range designs {
 		t.Run(d.String(), func(t *testing.T) {
 			forModes(t, d, func(t *testing.T, e *env) { body(t, d, e) })
@@ -92,7 +92,7 @@ func forDesigns(t *testing.T, body func(t *testing.T, d Design, e *env)) {
 // forModes runs body on real goroutines, then as the "test" thread of
 // deterministic runs under -det.seeds seeds; a failing deterministic run
 // prints its seed and decisions.
-func forModes(t *testing.T, d Design, body func(t *testing.T, e *env)) {
+func forModes(t *testing.T, d kernel.Design, body func(t *testing.T, e *env)) {
 	t.Run("real", func(t *testing.T) { body(t, designEnv(t, d)) })
 	t.Run("det", func(t *testing.T) {
 		for seed := *detSeed; seed < *detSeed+uint64(*detSeeds); seed++ {
@@ -110,15 +110,15 @@ func forModes(t *testing.T, d Design, body func(t *testing.T, e *env)) {
 // unregisters a uprobe on f while a forker forks (and its children exit)
 // and a busy process populates and unmaps memory, holding its mmap lock.
 // It returns what the tasks saw, one line each, for the determinism test.
-func regVsFork(t testing.TB, d Design, seed uint64, schedule []int) (string, *sched.Record, error) {
+func regVsFork(t testing.TB, d kernel.Design, seed uint64, schedule []int) (string, *sched.Record, error) {
 	run := newRegVsFork(t, d, seed, schedule, 2, 3)
 	return run()
 }
 
 // newRegVsFork builds the scenario (regs registrations, forks forks) and
 // returns the function that runs it.
-func newRegVsFork(t testing.TB, d Design, seed uint64, schedule []int, regs, forks int) func() (string, *sched.Record, error) {
-	e := newEnvOn(t, sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed, Schedule: schedule}), Config{Flavor: TasksTrace, Design: d}, loopProg)
+func newRegVsFork(t testing.TB, d kernel.Design, seed uint64, schedule []int, regs, forks int) func() (string, *sched.Record, error) {
+	e := newEnvOn(t, sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed, Schedule: schedule}), Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 	var out strings.Builder
 	logf := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
 	parent := e.newProc(t, "forker")
@@ -221,7 +221,7 @@ func BenchmarkDetRegVsFork(b *testing.B) {
 	for b.Loop() {
 		seed++
 		b.StopTimer()
-		run := newRegVsFork(b, DesignAfter, seed, nil, 20, 30)
+		run := newRegVsFork(b, kernel.DesignAfter, seed, nil, 20, 30)
 		b.StartTimer()
 		t0, c0 := time.Now(), processCPU()
 		_, rec, err := run()

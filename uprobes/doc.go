@@ -22,9 +22,9 @@
 //   - The mm hooks (mm.Hooks): MmapFile (uprobe_mmap: a new mapping of a
 //     probed file gets its breakpoints), Munmap, DupMmap (fork: the
 //     breakpoints come with the copied anonymous text page, fork copies the
-//     page tables of a VMA with an anon_vma), Exit; and ForkDesign
-//     (kernel.DupMmapHooks): dup_mmap_sem, which fork takes for read, and
-//     the design fork runs in.
+//     page tables of a VMA with an anon_vma), Exit; and NewTaskMM, whose
+//     processes give fork (kernel.Config) dup_mmap_sem, which it takes for
+//     read, and the design it runs in.
 //   - The hit path (kernel.Traps): int3 → the VMA found without the mmap
 //     lock (mmap_lock speculation, v6.14+; under it on the v6.12 hit path)
 //     and the uprobe in the registry →
@@ -74,20 +74,21 @@
 //
 // # The switch (seed 000)
 //
-// Config.Design, given to New, chooses how register_for_each_vma and fork
-// (through kernel.ForkDesign) meet busy mmap locks (design.go). DesignBefore
-// is v6.19: each mm's mmap write lock is slept on with dup_mmap_sem held for
-// write, fork sleeps on the parent's under it for read and tears a failed
-// child down inside it, the child's task gets its mm only after its VMAs are
-// in i_mmap, a killed unregistering task leaks the uprobe and the
-// breakpoints it did not reach, and a removal of an optimized uprobe
-// stopped half-way stays so (the site "int3 + the call's displacement" is
-// later restored by its first byte only: a corrupted instruction), with
-// WARN_ON_ONCE counted (Warnings). DesignAfter is the seed's patches 1-8:
-// only trylocks under dup_mmap_sem; a busy mm is waited for outside it, its
-// lock kept, and the pass redone; teardown outside; a half-written
-// optimized site is finished; no warning for a killed task; tsk->mm set
-// first; removal completes for a killed task.
+// Config.Design (kernel.Design, which fork shares), given to New, chooses
+// how register_for_each_vma and fork (through the kernel.Config of the
+// processes NewTaskMM makes) meet busy mmap locks (design.go).
+// kernel.DesignBefore is v6.19: each mm's mmap write lock is slept on with
+// dup_mmap_sem held for write, fork sleeps on the parent's under it for
+// read and tears a failed child down inside it, the child's task gets its
+// mm only after its VMAs are in i_mmap, a killed unregistering task leaks
+// the uprobe and the breakpoints it did not reach, and a removal of an
+// optimized uprobe stopped half-way stays so (the site "int3 + the call's
+// displacement" is later restored by its first byte only: a corrupted
+// instruction), with WARN_ON_ONCE counted (Warnings). kernel.DesignAfter is
+// the seed's patches 1-8: only trylocks under dup_mmap_sem; a busy mm is
+// waited for outside it, its lock kept, and the pass redone; teardown
+// outside; a half-written optimized site is finished; no warning for a
+// killed task; tsk->mm set first; removal completes for a killed task.
 //
 // # Text changes reach the CPUs
 //

@@ -33,7 +33,7 @@ type env struct {
 // newEnv assembles prog at textAddr and returns a machine of ncpu CPUs
 // with uprobes protected by flavor, in the before design of seed 000.
 func newEnv(t testing.TB, ncpu int, flavor Flavor, prog func(a *cpu.Asm)) *env {
-	return newEnvConfig(t, ncpu, Config{Flavor: flavor}, prog)
+	return newEnvConfig(t, ncpu, Config{Flavor: flavor, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall}, prog)
 }
 
 // newEnvConfig is newEnv with uprobes in the design c chooses.
@@ -78,8 +78,10 @@ func (e *env) addr(label string) uint64 {
 // newProc returns a process that maps the program and a stack.
 func (e *env) newProc(tb testing.TB, name string) *kernel.Task {
 	tb.Helper()
-	t := kernel.NewTaskMM(name, machine.MustNamed("x86-64").Features)
-	t.MM.Hooks = e.u
+	t, err := e.u.NewTaskMM(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(e.code)), mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, e.file, 0); err != nil {
 		tb.Fatal(err)

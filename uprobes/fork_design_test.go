@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/mm"
@@ -18,25 +19,25 @@ import (
 // (forModes), where the chooser interleaves everything the steps leave
 // open.
 
-var designs = []Design{DesignBefore, DesignAfter}
+var designs = kernel.Designs.Values()
 
-// Each design's name is what String returns and ParseDesign reads; any
+// Each design's name is what String returns and Designs.Parse reads; any
 // other name is refused.
 func TestDesignNames(t *testing.T) {
-	for d, name := range map[Design]string{DesignBefore: "before", DesignAfter: "after"} {
-		got, err := ParseDesign(name)
+	for d, name := range map[kernel.Design]string{kernel.DesignBefore: "before", kernel.DesignAfter: "after"} {
+		got, err := kernel.Designs.Parse(name)
 		if d.String() != name || err != nil || got != d {
-			t.Errorf("%q: String %q, ParseDesign %v, %v", name, d.String(), got, err)
+			t.Errorf("%q: String %q, Designs.Parse %v, %v", name, d.String(), got, err)
 		}
 	}
-	if _, err := ParseDesign("during"); err == nil {
-		t.Error(`ParseDesign("during") succeeded`)
+	if _, err := kernel.Designs.Parse("during"); !errors.Is(err, design.ErrUnknown) {
+		t.Errorf(`Designs.Parse("during") = %v, want design.ErrUnknown`, err)
 	}
 }
 
 // designEnv is newEnv with uprobes in design d.
-func designEnv(t *testing.T, d Design) *env {
-	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d}, loopProg)
+func designEnv(t *testing.T, d kernel.Design) *env {
+	return newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: OptimizeCall}, loopProg)
 }
 
 // until spins (sched.Relax) until cond holds: used only to learn that
@@ -54,7 +55,7 @@ func until(cond func() bool) {
 // the fork completes without blocking; the registration then redoes its
 // pass and finds the fork's child too.
 func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
-	forDesigns(t, func(t *testing.T, d Design, e *env) {
+	forDesigns(t, func(t *testing.T, d kernel.Design, e *env) {
 		b := e.newProc(t, "busy")
 		f := e.newProc(t, "forker")
 		b.MM.MmapReadLock(nil) // B populates
@@ -65,7 +66,7 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 			return err
 		})
 		until(b.MM.MmapLock.IsContended) // the registration waits for B
-		if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == DesignBefore) {
+		if got := e.u.DupMmapSem.IsWriteLocked(); got != (d == kernel.DesignBefore) {
 			t.Fatalf("dup_mmap_sem write-held while waiting for B: %v", got)
 		}
 		var child *kernel.Task
@@ -74,7 +75,7 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 			child, err = f.Fork()
 			return err
 		})
-		if d == DesignBefore {
+		if d == kernel.DesignBefore {
 			until(func() bool { return e.u.DupMmapSem.Waiters() == 1 })
 			if forked.finished() || reg.finished() {
 				t.Fatal("fork or registration finished while B holds its lock")
@@ -125,7 +126,7 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 // with an unlock after hooks.waited in registerForEachVMAAfter, this test
 // fails at its step bound.)
 func TestSeed000PassProgress(t *testing.T) {
-	forModes(t, DesignAfter, func(t *testing.T, e *env) {
+	forModes(t, kernel.DesignAfter, func(t *testing.T, e *env) {
 		b := e.newProc(t, "busy")
 		relock, held, step := newSem(), newSem(), newSem()
 		stop := false // written by the test before its last step.post
@@ -188,7 +189,7 @@ func TestSeed000PassProgress(t *testing.T) {
 // does not recognise it and the child loses the breakpoint it inherited.
 // After: tsk->mm is set before the child is findable, so it keeps it.
 func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
-	forDesigns(t, func(t *testing.T, d Design, e *env) {
+	forDesigns(t, func(t *testing.T, d kernel.Design, e *env) {
 		p := e.newProc(t, "parent")
 		targets := []*kernel.Task{p} // written before the removal starts
 		perf := newCounter(true, false, func(m *mm.MM) bool {
@@ -227,7 +228,7 @@ func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := byte(swbp)
-		if d == DesignBefore {
+		if d == kernel.DesignBefore {
 			want = 0x90 // the nop: the breakpoint is lost
 		}
 		if got := byteAt(t, child.MM, e.addr("f")); got != want {
@@ -245,7 +246,7 @@ func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 // in the registry, never freed) and P2 keeps its 0xCC. After: the removal
 // completes, no 0xCC is left, the uprobe is freed.
 func TestSeed000KilledUnregisterCompletes(t *testing.T) {
-	forDesigns(t, func(t *testing.T, d Design, e *env) {
+	forDesigns(t, func(t *testing.T, d kernel.Design, e *env) {
 		p1, p2 := e.newProc(t, "p1"), e.newProc(t, "p2")
 		k := newCounter(true, false, nil)
 		up := mustRegister(t, e, "f", &k.c)
@@ -262,7 +263,7 @@ func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 		if byteAt(t, p1.MM, e.addr("f")) != 0x90 {
 			t.Error("p1 keeps the breakpoint")
 		}
-		if d == DesignBefore {
+		if d == kernel.DesignBefore {
 			if !errors.Is(err, errno.EINTR) {
 				t.Errorf("unregister: %v, want EINTR", err)
 			}
@@ -300,7 +301,7 @@ func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 // blocked when the teardown starts. After: dup_mmap_sem is dropped first,
 // and the registration completes before the teardown begins.
 func TestSeed000FailedForkTeardown(t *testing.T) {
-	forDesigns(t, func(t *testing.T, d Design, e *env) {
+	forDesigns(t, func(t *testing.T, d kernel.Design, e *env) {
 		p := e.newProc(t, "parent")
 		k := newCounter(true, false, nil)
 		var reg *outcome
@@ -316,7 +317,7 @@ func TestSeed000FailedForkTeardown(t *testing.T) {
 			},
 			Teardown: func() {
 				tornDown = true
-				if d == DesignBefore {
+				if d == kernel.DesignBefore {
 					if reg.finished() || !e.u.DupMmapSem.WriterWaitingForReaders() {
 						t.Error("the registration is not blocked by the teardown")
 					}

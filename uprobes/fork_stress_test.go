@@ -176,7 +176,7 @@ func stressInvariants(t *testing.T, e *env) {
 	if n := e.u.Len(); n != 0 {
 		t.Errorf("%d uprobes left in the registry", n)
 	}
-	if d == DesignAfter && !e.mach.Sys.Deterministic() {
+	if d == kernel.DesignAfter && !e.mach.Sys.Deterministic() {
 		t.Logf("passes: %d for %d register/unregister calls", e.u.Passes(), 2*12*len(offs))
 	}
 }

@@ -4,22 +4,17 @@ import (
 	"fmt"
 	"slices"
 
+	"mmlab/design"
 	"mmlab/kernel"
 	"mmlab/rcu"
 )
 
 // HitPath is the kernel whose hit path a model runs: seed 004's own
 // (v6.12, the series "uprobes: RCU-protected hot path optimizations") or
-// today's.
+// today's. The zero HitPath is unset: New refuses it (design.ErrUnset).
 type HitPath int
 
 const (
-	// HitPathToday is v6.14+: the VMA found without the mmap lock
-	// (find_active_uprobe_speculative), a return instance taken from the
-	// task's ri_pool and holding a lease on its uprobe (a read section of
-	// uretprobes_srcu, v6.13's hprobe), uprobe_unregister_sync waiting for
-	// uretprobes_srcu too.
-	HitPathToday HitPath = iota
 	// HitPathV612 is v6.12 as patches 1-7 of the series left it, with
 	// patch 8 (seed 004) choosing the flavour: find_active_uprobe_rcu takes
 	// mmap_read_lock for the VMA lookup on every hit; find_uprobe_rcu is
@@ -30,16 +25,26 @@ const (
 	// its uprobe (try_get_uprobe in prepare_uretprobe, put_uprobe in
 	// free_ret_instance); handle_uretprobe_chain under the flavour's read
 	// lock; no uretprobes_srcu, so no leases, and no ri_pool.
-	HitPathV612
+	HitPathV612 HitPath = iota + 1
+	// HitPathToday is v6.14+: the VMA found without the mmap lock
+	// (find_active_uprobe_speculative), a return instance taken from the
+	// task's ri_pool and holding a lease on its uprobe (a read section of
+	// uretprobes_srcu, v6.13's hprobe), uprobe_unregister_sync waiting for
+	// uretprobes_srcu too.
+	HitPathToday
 )
 
+// HitPaths are both, the seed's first, named "v6.12" and "v6.14+".
+var HitPaths = design.NewSet[HitPath]("hit path", "v6.12", "v6.14+")
+
 // String returns "v6.12" or "v6.14+".
-func (h HitPath) String() string {
-	if h == HitPathV612 {
-		return "v6.12"
-	}
-	return "v6.14+"
-}
+func (h HitPath) String() string { return HitPaths.String(h) }
+
+// MarshalText returns the hit path's name.
+func (h HitPath) MarshalText() ([]byte, error) { return HitPaths.Marshal(h) }
+
+// UnmarshalText sets h to the hit path named text.
+func (h *HitPath) UnmarshalText(text []byte) error { return HitPaths.Unmarshal(h, text) }
 
 // allocRetInstance is the return instance of a uretprobe hit on up. v6.12:
 // prepare_uretprobe()'s try_get_uprobe() and kmalloc(), nil if the uprobe
@@ -90,9 +95,9 @@ type Variant struct {
 // (named after its kernel), all with grace periods timed as on the live
 // kernel.
 var Variants = []Variant{
-	{"srcu", Config{Flavor: SRCU, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
-	{"tasks-trace", Config{Flavor: TasksTrace, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
-	{"v6.14+", Config{Flavor: TasksTrace, HitPath: HitPathToday, GP: rcu.ThisKernel}},
+	{"srcu", Config{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
+	{"tasks-trace", Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathV612, Optimize: OptimizeOff, GP: rcu.ThisKernel}},
+	{"v6.14+", Config{Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: OptimizeCall, HitPath: HitPathToday, GP: rcu.ThisKernel}},
 }
 
 // VariantNames are the names of Variants, in order.

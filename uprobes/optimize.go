@@ -3,12 +3,12 @@ package uprobes
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
@@ -42,46 +42,34 @@ import (
 // slot stays its site's for the life of the mm.
 
 // Optimize is the x86-64 nop5 optimization, chosen at construction
-// (Config.Optimize).
+// (Config.Optimize). The zero Optimize is unset: New refuses it
+// (design.ErrUnset).
 type Optimize int
 
 const (
-	// OptimizeCall is v6.18+: the site becomes a call to the
-	// trampoline (the zero value: the default, as on x86-64 since v6.18).
-	OptimizeCall Optimize = iota
 	// OptimizeOff leaves uprobes on 5-byte nops as int3s, as before v6.18
 	// (every hit traps).
-	OptimizeOff
+	OptimizeOff Optimize = iota + 1
+	// OptimizeCall is v6.18+: the site becomes a call to the trampoline,
+	// as on x86-64 since v6.18.
+	OptimizeCall
 	// OptimizeJmpSlot is the proposed fix: the site becomes a jmp to a
 	// slot of its own, and the red zone is left alone.
 	OptimizeJmpSlot
 )
 
-// Optimizations are the three, in table order.
-var Optimizations = []Optimize{OptimizeOff, OptimizeCall, OptimizeJmpSlot}
+// Optimizations are the three, in table order, named "off", "call" and
+// "jmp-slot".
+var Optimizations = design.NewSet[Optimize]("optimization", "off", "call", "jmp-slot")
 
-// String returns "off", "call" or "jmp-slot", the experiments' names.
-func (o Optimize) String() string {
-	switch o {
-	case OptimizeOff:
-		return "off"
-	case OptimizeCall:
-		return "call"
-	case OptimizeJmpSlot:
-		return "jmp-slot"
-	}
-	return fmt.Sprintf("Optimize(%d)", int(o))
-}
+// String returns "off", "call" or "jmp-slot".
+func (o Optimize) String() string { return Optimizations.String(o) }
 
-// ParseOptimize reads "off", "call" or "jmp-slot".
-func ParseOptimize(s string) (Optimize, error) {
-	for _, o := range Optimizations {
-		if o.String() == s {
-			return o, nil
-		}
-	}
-	return 0, fmt.Errorf("uprobes: unknown optimization %q (want off, call or jmp-slot)", s)
-}
+// MarshalText returns the optimization's name.
+func (o Optimize) MarshalText() ([]byte, error) { return Optimizations.Marshal(o) }
+
+// UnmarshalText sets o to the optimization named text.
+func (o *Optimize) UnmarshalText(text []byte) error { return Optimizations.Unmarshal(o, text) }
 
 const (
 	callInsn     = 0xe8 // CALL_INSN_OPCODE
@@ -478,7 +466,7 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		return
 	}
 	if err := u.int3Update(r, m, v, vaddr, branchTo(u.opcode(), vaddr, tramp), true, writeTail); err != nil {
-		if u.design == DesignBefore || hooks.undoNoWarn {
+		if u.design == kernel.DesignBefore || hooks.undoNoWarn {
 			u.warnOnce(warnOptimize)
 		}
 		if newSlot {
@@ -522,12 +510,12 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 		}
 		if opt {
 			err := u.int3Update(w, m, v, vaddr, orig, false, writeInt3)
-			if err != nil && (u.design == DesignBefore || hooks.undoNoWarn) {
+			if err != nil && (u.design == kernel.DesignBefore || hooks.undoNoWarn) {
 				u.warnOnce(warnSetOrigInsn)
 			}
 			return err
 		}
-		if u.design == DesignAfter && !hooks.undoFinish {
+		if u.design == kernel.DesignAfter && !hooks.undoFinish {
 			var cur [callInsnSize]byte
 			if err := copyFromVaddr(w, m, vaddr, cur[:]); err != nil {
 				return err

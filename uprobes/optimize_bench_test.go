@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"mmlab/cpu"
+	"mmlab/kernel"
 )
 
 // hitProg is the trigger bench's producer loop over two targets: "nop;
@@ -38,7 +39,7 @@ func BenchmarkUprobeHit(b *testing.B) {
 		for _, fl := range flavors {
 			b.Run(fmt.Sprintf("%s/%s", c.name, fl), func(b *testing.B) {
 				e := newEnv(b, 1, fl, hitProg)
-				u, err := New(e.mach, Config{Flavor: fl, Optimize: c.opt})
+				u, err := New(e.mach, Config{Flavor: fl, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: c.opt})
 				if err != nil {
 					b.Fatal(err)
 				}

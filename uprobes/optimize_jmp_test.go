@@ -20,9 +20,9 @@ import (
 // and the loop's registers survive.
 func TestRedZone(t *testing.T) {
 	const n = 20
-	for _, o := range Optimizations {
+	for _, o := range Optimizations.Values() {
 		t.Run(o.String(), func(t *testing.T) {
-			e := newEnvConfig(t, 1, Config{Flavor: TasksTrace, Optimize: o}, cpu.RedZoneProgram)
+			e := newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o}, cpu.RedZoneProgram)
 			p := e.newProc(t, "p")
 			const sp = stackTop - 64
 			hits, bad := 0, ""
@@ -66,7 +66,7 @@ func twoSiteProg(a *cpu.Asm) {
 // a site optimized again after its removal gets its slot back (the model's
 // choice: a slot stays its site's). Every slot is the same 16 bytes.
 func TestJmpSlotAssignment(t *testing.T) {
-	e := newEnvConfig(t, 1, Config{Flavor: TasksTrace, Optimize: OptimizeJmpSlot}, twoSiteProg)
+	e := newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeJmpSlot}, twoSiteProg)
 	p, q := e.newProc(t, "p"), e.newProc(t, "q")
 	kg := newCounter(true, false, nil)
 	mustRegister(t, e, "f5", &newCounter(true, false, nil).c)
@@ -124,7 +124,7 @@ func pushHlt(t *testing.T, task *kernel.Task, r *cpu.Regs) {
 // SIGILL (the model's choice: the stack the slot moved cannot be given
 // back); the assigned slot next to it works.
 func TestJmpSlotUnassigned(t *testing.T) {
-	e, p, k, _ := probedProc(t, Config{Flavor: TasksTrace, Optimize: OptimizeJmpSlot})
+	e, p, k, _ := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeJmpSlot})
 	wantHalt(t, e.run(t, p, 0, "main", calls(2)))
 	res := e.run(t, p, 0, "main", func(r *cpu.Regs) { r.RIP = wantTramp + 3*cpu.UprobeSlotBytes })
 	if res.stop.Reason == cpu.StopHalt || !slicesHas(res.sigs, sigill) {

@@ -58,7 +58,7 @@ func probedProc(t *testing.T, c Config) (*env, *kernel.Task, *counter, *Uprobe) 
 func forOptimizedSite(t *testing.T, test func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe)) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 			test(t, e, p, k, up)
 		})
@@ -93,10 +93,10 @@ func mapsLine(m *mm.MM, name string) string {
 // optimization off the site stays an int3.
 func TestOptimizedHit(t *testing.T) {
 	for _, fl := range flavors {
-		for _, o := range Optimizations {
+		for _, o := range Optimizations.Values() {
 			off := o == OptimizeOff
 			t.Run(fmt.Sprintf("%s/%v", fl, o), func(t *testing.T) {
-				e, p, k, _ := probedProc(t, Config{Flavor: fl, Optimize: o})
+				e, p, k, _ := probedProc(t, Config{Flavor: fl, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 				res := e.run(t, p, 0, "main", calls(5))
 				wantHalt(t, res)
 				if k.hits != 5 || res.regs.R[cpu.RAX] != 5 {
@@ -130,7 +130,7 @@ func TestOptimizedHit(t *testing.T) {
 func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			res := e.run(t, e.newProc(t, "p"), 0, "sys", nil)
 			wantHalt(t, res)
 			if got := int64(res.regs.R[cpu.RAX]); got != -int64(enxio) {
@@ -145,7 +145,7 @@ func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
 // it to halt with the site optimized.
 func runOptimized(t *testing.T, o Optimize, n uint64, newCons func(*env) *Consumer) (*env, result) {
 	t.Helper()
-	e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+	e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 	p := e.newProc(t, "p")
 	mustRegister(t, e, "f5", newCons(e))
 	res := e.run(t, p, 0, "main", calls(n))
@@ -198,7 +198,7 @@ func TestUretprobeOnOptimizedSite(t *testing.T) {
 func TestTrampolineBelow(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e := optEnv(t, Config{Flavor: TasksTrace, Optimize: o})
+			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			p := e.newProc(t, "p")
 			if _, err := p.MM.Mmap(nil, textAddr+0x1000, 0x100000, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 				t.Fatal(err)
@@ -337,7 +337,7 @@ func TestKilledUnoptimize(t *testing.T) {
 			for _, kill := range []int{writeInt3, writeTail, writeHead} {
 				for _, f := range follows {
 					t.Run(fmt.Sprintf("%v/%v/before-write-%d/%s", o, d, kill, f.name), func(t *testing.T) {
-						e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+						e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 						call, int3Rel, int3Orig, corrupt := siteStates(e)
 						p, tracer, t2 := e.newProc(t, "p"), e.newProc(t, "tracer"), e.newProc(t, "t2")
 						k := newCounter(true, false, nil)
@@ -354,7 +354,7 @@ func TestKilledUnoptimize(t *testing.T) {
 						onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
 						setTextWriteHook(t, nil)
 						left := siteBytes(t, e, p.MM)
-						if d == DesignAfter {
+						if d == kernel.DesignAfter {
 							if err != nil || !bytes.Equal(left, nop5) || e.u.Warnings() != 0 {
 								t.Fatalf("unregister %v, site % x, %d warnings; want a complete removal, no warning", err, left, e.u.Warnings())
 							}
@@ -372,7 +372,7 @@ func TestKilledUnoptimize(t *testing.T) {
 						var want []byte
 						var sig kernel.Signal // what the run dies of; 0: it halts after 2 calls
 						switch {
-						case d == DesignAfter:
+						case d == kernel.DesignAfter:
 							want = nop5
 						case f.name == "nothing":
 							want = left
@@ -421,7 +421,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 	for _, o := range optimizing {
 		for _, d := range designs {
 			t.Run(fmt.Sprintf("%v/%v", o, d), func(t *testing.T) {
-				e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+				e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 				call, _, _, _ := siteStates(e)
 				p, tracer := e.newProc(t, "p"), e.newProc(t, "tracer")
 				k := newCounter(true, false, nil)
@@ -433,7 +433,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 				var err error
 				onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
 				want, wantErr := call, error(errno.EINTR)
-				if d == DesignAfter {
+				if d == kernel.DesignAfter {
 					want, wantErr = nop5, nil
 				}
 				for _, q := range []*kernel.Task{p, tracer} {
@@ -444,7 +444,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 				if !errors.Is(err, wantErr) || e.u.Warnings() != 0 {
 					t.Errorf("unregister %v, %d warnings; want %v, no warning", err, e.u.Warnings(), wantErr)
 				}
-				if leaked := e.u.Lookup(e.inode, e.off("f5")) == up; leaked != (d == DesignBefore) {
+				if leaked := e.u.Lookup(e.inode, e.off("f5")) == up; leaked != (d == kernel.DesignBefore) {
 					t.Errorf("uprobe leaked %v", leaked)
 				}
 			})
@@ -464,7 +464,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 		for _, d := range designs {
 			for _, kill := range []int{writeTail, writeHead} {
 				t.Run(fmt.Sprintf("%v/%v/before-write-%d", o, d, kill), func(t *testing.T) {
-					e := optEnv(t, Config{Flavor: TasksTrace, Design: d, Optimize: o})
+					e := optEnv(t, Config{Flavor: TasksTrace, Design: d, HitPath: HitPathToday, Optimize: o})
 					_, int3Rel, int3Orig, corrupt := siteStates(e)
 					p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
 					k := newCounter(true, false, nil)
@@ -480,7 +480,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
 						t.Errorf("site % x, want % x", got, want)
 					}
-					if wantWarn := int64(map[Design]int{DesignBefore: 1}[d]); e.u.Warnings() != wantWarn {
+					if wantWarn := int64(map[kernel.Design]int{kernel.DesignBefore: 1}[d]); e.u.Warnings() != wantWarn {
 						t.Errorf("%d warnings, want %d", e.u.Warnings(), wantWarn)
 					}
 					if !up.optimizeFail.Load() || len(e.u.Trampolines(p.MM)) != 0 || mapsLine(p.MM, trampName) == "" {
@@ -493,7 +493,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 						t.Fatal(err)
 					}
 					want = nop5
-					if d == DesignBefore && kill == writeHead {
+					if d == kernel.DesignBefore && kill == writeHead {
 						want = corrupt
 					}
 					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
@@ -530,7 +530,7 @@ func TestRemoteUnregisterRestores(t *testing.T) {
 func TestTextPokeSyncOrder(t *testing.T) {
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
-			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Optimize: o})
+			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			var at []int64 // syncs done when each write starts
 			setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
@@ -560,7 +560,7 @@ func TestStressOptimizeWhileHitting(t *testing.T) {
 	for _, o := range optimizing {
 		for _, fl := range flavors {
 			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
-				e := newEnvConfig(t, 2, Config{Flavor: fl, Optimize: o}, optProg)
+				e := newEnvConfig(t, 2, Config{Flavor: fl, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o}, optProg)
 				p := e.newProc(t, "p")
 				threads := []*kernel.Task{p, p.NewThread()}
 				tracer := p.NewThread() // runs on the test's goroutine

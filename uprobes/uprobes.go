@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
@@ -22,51 +23,37 @@ const (
 )
 
 // Flavor is seed 004's switch: the protection of the hit path ("uprobes:
-// switch to RCU Tasks Trace flavor for better performance").
+// switch to RCU Tasks Trace flavor for better performance"). The zero
+// Flavor is unset: New refuses it (design.ErrUnset).
 type Flavor int
 
 const (
-	SRCU       Flavor = iota // before (v6.12): uprobes_srcu
-	TasksTrace               // after (v6.13+): RCU Tasks Trace
+	SRCU       Flavor = iota + 1 // before (v6.12): uprobes_srcu
+	TasksTrace                   // after (v6.13+): RCU Tasks Trace
 )
 
-// Flavors are both flavours, before first.
-var Flavors = []Flavor{SRCU, TasksTrace}
+// Flavors are both flavours, before first, named "srcu" and "tasks-trace"
+// as the rcu flavours and the experiments' variants are.
+var Flavors = design.NewSet[Flavor]("uprobes flavour", "srcu", "tasks-trace")
 
-// String returns "srcu" or "tasks-trace", the name of the rcu flavour and
-// of the experiments' variant.
-func (f Flavor) String() string {
-	switch f {
-	case SRCU:
-		return "srcu"
-	case TasksTrace:
-		return "tasks-trace"
-	}
-	return fmt.Sprintf("Flavor(%d)", int(f))
-}
+// String returns "srcu" or "tasks-trace".
+func (f Flavor) String() string { return Flavors.String(f) }
 
-// ParseFlavors reads flavour names, each "srcu" or "tasks-trace".
-func ParseFlavors(names []string) ([]Flavor, error) {
-	var fs []Flavor
-	for _, s := range names {
-		i := slices.IndexFunc(Flavors, func(f Flavor) bool { return f.String() == s })
-		if i < 0 {
-			return nil, fmt.Errorf("uprobes: unknown flavour %q (want srcu or tasks-trace)", s)
-		}
-		fs = append(fs, Flavors[i])
-	}
-	return fs, nil
-}
+// MarshalText returns the flavour's name.
+func (f Flavor) MarshalText() ([]byte, error) { return Flavors.Marshal(f) }
 
-// Config is a model kernel's uprobes design, chosen at construction: the
-// zero Config is the before design of seed 000, today's hit path under
-// SRCU, and untimed grace periods.
+// UnmarshalText sets f to the flavour named text.
+func (f *Flavor) UnmarshalText(text []byte) error { return Flavors.Unmarshal(f, text) }
+
+// Config is a model kernel's uprobes design, chosen at construction. Its
+// Flavor, HitPath, Design and Optimize must be set; the zero GP is untimed
+// grace periods.
 type Config struct {
-	Flavor  Flavor  // seed 004: the hit path's protection
-	HitPath HitPath // seed 004's era or today's (hit_v612.go)
-	Design  Design  // seed 000: register_for_each_vma and fork (design.go)
+	Flavor  Flavor        // seed 004: the hit path's protection
+	HitPath HitPath       // seed 004's era or today's (hit_v612.go)
+	Design  kernel.Design // seed 000: register_for_each_vma and fork (design.go)
 	// Optimize is what the first hit of a uprobe on a 5-byte nop makes of
-	// it (optimize.go): by default a call to the trampoline, as on x86-64
+	// it (optimize.go): OptimizeCall, a call to the trampoline, is x86-64's
 	// since v6.18.
 	Optimize Optimize
 	// GP times the grace periods of the flavour, of uretprobes_srcu and of
@@ -234,14 +221,14 @@ func (up *Uprobe) consumerDel(c *Consumer) {
 // Uprobes is the uprobes subsystem of one model kernel: the registry,
 // dup_mmap_sem, the protection flavour of the hit path and the machine whose
 // CPUs run the probed tasks. It implements mm.Hooks (set it as the Hooks
-// of every MM), kernel.DupMmapHooks and kernel.Traps (New installs it as
-// the machine's).
+// of every MM: NewTaskMM does) and kernel.Traps (New installs it as the
+// machine's); it gives fork dup_mmap_sem and its design (kernel.Config).
 type Uprobes struct {
 	machine  *kernel.Machine
-	flavor   rcu.Flavor // the hit path's protection (Config.Flavor)
-	hitPath  HitPath    // Config.HitPath
-	design   Design     // Config.Design
-	uretSRCU *rcu.SRCU  // uretprobes_srcu: return-instance leases (v6.13+)
+	flavor   rcu.Flavor    // the hit path's protection (Config.Flavor)
+	hitPath  HitPath       // Config.HitPath
+	design   kernel.Design // Config.Design
+	uretSRCU *rcu.SRCU     // uretprobes_srcu: return-instance leases (v6.13+)
 
 	// DupMmapSem is dup_mmap_sem: held for write by registerForEachVMA
 	// and for read by fork around dup_mmap. Order: inside registerRwsem,
@@ -277,9 +264,8 @@ type Uprobes struct {
 }
 
 var (
-	_ mm.Hooks            = (*Uprobes)(nil)
-	_ kernel.DupMmapHooks = (*Uprobes)(nil)
-	_ kernel.Traps        = (*Uprobes)(nil)
+	_ mm.Hooks     = (*Uprobes)(nil)
+	_ kernel.Traps = (*Uprobes)(nil)
 )
 
 // New returns the uprobes of machine m in the design c chooses, and
@@ -287,22 +273,19 @@ var (
 func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	u := &Uprobes{machine: m, uretSRCU: rcu.NewSRCUAt(m.Sys, c.GP), design: c.Design, hitPath: c.HitPath,
 		opt: c.Optimize, trampMapping: newTrampMapping(c.Optimize)}
+	if err := Flavors.Check(c.Flavor); err != nil {
+		return nil, fmt.Errorf("uprobes: %w", err)
+	}
 	switch c.Flavor {
 	case SRCU:
 		u.flavor = rcu.NewSRCUAt(m.Sys, c.GP)
 	case TasksTrace:
 		u.flavor = rcu.NewTasksTraceAt(m.Sys, c.GP)
-	default:
-		return nil, fmt.Errorf("uprobes: unknown flavour %v", c.Flavor)
 	}
-	if c.Optimize < OptimizeCall || c.Optimize > OptimizeJmpSlot {
-		return nil, fmt.Errorf("uprobes: unknown optimization %d", int(c.Optimize))
-	}
-	if c.Design != DesignBefore && c.Design != DesignAfter {
-		return nil, fmt.Errorf("uprobes: unknown design %d", int(c.Design))
-	}
-	if c.HitPath != HitPathToday && c.HitPath != HitPathV612 {
-		return nil, fmt.Errorf("uprobes: unknown hit path %d", int(c.HitPath))
+	for _, err := range []error{Optimizations.Check(c.Optimize), kernel.Designs.Check(c.Design), HitPaths.Check(c.HitPath)} {
+		if err != nil {
+			return nil, fmt.Errorf("uprobes: %w", err)
+		}
 	}
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")
@@ -312,7 +295,7 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 		u.mmapMutex[i].SetName("uprobes_mmap_mutex")
 		u.mmapMutex[i].SetClass(lockrank.UprobesMmapMutex)
 	}
-	if c.Design == DesignAfter {
+	if c.Design == kernel.DesignAfter {
 		m.Sys.ExemptLockOrder(lockrank.Seed000After)
 	}
 	m.Traps = u

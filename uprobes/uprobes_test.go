@@ -1,6 +1,7 @@
 package uprobes
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"mmlab/cpu"
+	"mmlab/design"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -21,11 +23,11 @@ import (
 // seed 004's era, each under both flavours.
 // flavors are the hit path's protections; kernels every hit path under
 // each.
-var flavors = Flavors
+var flavors = Flavors.Values()
 
 var kernels = []Config{
-	{Flavor: SRCU}, {Flavor: TasksTrace},
-	{Flavor: SRCU, HitPath: HitPathV612}, {Flavor: TasksTrace, HitPath: HitPathV612},
+	{Flavor: SRCU, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall}, {Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeCall},
+	{Flavor: SRCU, Design: kernel.DesignBefore, Optimize: OptimizeCall, HitPath: HitPathV612}, {Flavor: TasksTrace, Design: kernel.DesignBefore, Optimize: OptimizeCall, HitPath: HitPathV612},
 }
 
 func kernelName(c Config) string { return c.Flavor.String() + "/" + c.HitPath.String() }
@@ -673,6 +675,26 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 		sched.Wait(nil, "task exit", r.Done(), nil)
 		if sig != c.sig || (rip == e.addr("trap")) != c.rewound {
 			t.Errorf("%s: signal %v, rip %#x (the int3 at %#x)", c.machine, sig, rip, e.addr("trap"))
+		}
+	}
+}
+
+// New refuses a Config with any switch unset: no kernel picks SRCU, the
+// before design, today's hit path or the call optimization by default.
+func TestNewRefusesUnsetSwitch(t *testing.T) {
+	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
+	defer mach.Stop()
+	full := Config{Flavor: TasksTrace, HitPath: HitPathToday, Design: kernel.DesignBefore, Optimize: OptimizeCall}
+	for name, unset := range map[string]func(c *Config){
+		"flavour":      func(c *Config) { c.Flavor = 0 },
+		"hit path":     func(c *Config) { c.HitPath = 0 },
+		"design":       func(c *Config) { c.Design = 0 },
+		"optimization": func(c *Config) { c.Optimize = 0 },
+	} {
+		c := full
+		unset(&c)
+		if _, err := New(mach, c); !errors.Is(err, design.ErrUnset) {
+			t.Errorf("New with no %s: %v, want design.ErrUnset", name, err)
 		}
 	}
 }

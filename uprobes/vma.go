@@ -3,6 +3,7 @@ package uprobes
 import (
 	"mmlab/cpu"
 	"mmlab/errno"
+	"mmlab/kernel"
 	"mmlab/locking"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
@@ -71,7 +72,7 @@ func buildMapInfo(in *mm.Inode, offset uint64, isRegister bool) []mapInfo {
 // the mm). The mmap write lock keeps a breakpoint from appearing between
 // the hit path's registry miss and its is_trap_at_addr check.
 func (u *Uprobes) registerForEachVMA(w locking.Waiter, up *Uprobe, nc *Consumer) error {
-	if u.design == DesignAfter {
+	if u.design == kernel.DesignAfter {
 		return u.registerForEachVMAAfter(w, up, nc)
 	}
 	isRegister := nc != nil

@@ -112,7 +112,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	if sc == nil {
 		return usageErr("unknown scenario %q: want one of %s", name, strings.Join(scenarioNames(), ", "))
 	}
-	d, err := explore.ParseDesign(*design)
+	d, err := explore.Designs.Parse(*design)
 	if err != nil {
 		return usageErr("--design %q: want before or after", *design)
 	}
@@ -122,10 +122,14 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	if *schedules < 1 || *schedules > explorer.MaxSchedules {
 		return usageErr("--schedules %d: want 1 to %d", *schedules, explorer.MaxSchedules)
 	}
-	rep := explore.Explore(sc, explore.Options{Machine: mach, Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed, Done: ctx.Done(),
+	rep, err := explore.Explore(sc, explore.Options{Machine: mach, Design: d, Strategy: *strategy, Schedules: *schedules, Seed: *seed, Done: ctx.Done(),
 		Progress: func(done int, el time.Duration) {
 			fmt.Fprintf(errw, "explore %s %s: %d schedules, %.0f/s\n", name, d, done, float64(done)/el.Seconds())
 		}})
+	if err != nil {
+		fmt.Fprintf(errw, "mmlab explore: %v\n", err)
+		return 1
+	}
 	if rep.Stopped {
 		fmt.Fprintf(errw, "mmlab explore: interrupted after %d of %d schedules of %s %s, no property failed in them\n",
 			rep.Schedules, *schedules, name, d)

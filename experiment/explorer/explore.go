@@ -120,7 +120,7 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, name := range o.Scenarios {
 		sc := explore.Lookup(name)
 		for _, v := range env.Variants {
-			d, err := explore.ParseDesign(v)
+			d, err := explore.Designs.Parse(v)
 			if err != nil {
 				return err
 			}
@@ -128,7 +128,10 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				return ctx.Err()
 			}
 			env.Progress("explore %s %s: %d schedules", name, v, o.Schedules)
-			rep := explore.Explore(sc, explore.Options{Machine: env.Machine, Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed, Done: ctx.Done()})
+			rep, err := explore.Explore(sc, explore.Options{Machine: env.Machine, Design: d, Strategy: o.Strategy, Schedules: o.Schedules, Seed: o.Seed, Done: ctx.Done()})
+			if err != nil {
+				return err
+			}
 			if rep.Stopped {
 				return ctx.Err()
 			}
@@ -187,7 +190,7 @@ in each design under the deterministic scheduler, checking the scenario's
 properties at every scheduling decision, and stops a scenario at the first
 failure, which it shrinks. 'mmlab explore' prints the shrunk interleaving.
 `,
-	Variants:   []string{"before", "after"},
+	Variants:   explore.Designs.Names(),
 	NewOptions: func() *Options { return &Options{Scenarios: Seed000(), Schedules: 1000, Strategy: "random", Seed: 1} },
 	Quick:      []string{"--schedules", "2000"},
 	Model:      runModel,

@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/report"
 )
 
@@ -77,7 +78,7 @@ var Def = experiment.Def[*Options, Result]{
 	Seed:       "000",
 	Summary:    "does fork() stall while uprobes attach to a busy process?",
 	Help:       help,
-	Variants:   []string{"before", "after"},
+	Variants:   kernel.Designs.Names(),
 	NewOptions: func() *Options { return &Options{Runs: 9, size: "2G", modes: strings.Join(Modes, ",")} },
 	Quick:      []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
 	Model:      Model,

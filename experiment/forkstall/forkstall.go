@@ -56,13 +56,9 @@ const modelHold = 300 * time.Millisecond
 // Model runs the experiment on the model: each case and mode in each design
 // of env.Variants (the designs innermost), on a fresh model kernel each.
 func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	var designs []uprobes.Design
-	for _, v := range env.Variants {
-		d, err := uprobes.ParseDesign(v)
-		if err != nil {
-			return err
-		}
-		designs = append(designs, d)
+	designs, err := kernel.Designs.ParseList(env.Variants)
+	if err != nil {
+		return err
 	}
 	if slices.ContainsFunc(o.Cases, Busy) {
 		env.Param("model_populate_hold_ms", ms(modelHold))
@@ -91,7 +87,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 // caseRun is one model run of one case and mode in one design.
 type caseRun struct {
 	Machine    machine.Description // the machine the model kernel runs on
-	Design     uprobes.Design
+	Design     kernel.Design
 	Case, Mode string
 	Runs       int           // attach/hold/detach cycles
 	Size       uint64        // bytes the busy process maps each time
@@ -115,10 +111,12 @@ func newText(name string) *mm.File {
 	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
 }
 
-// newProc returns a process of mach that maps text r-xp and a stack.
-func newProc(mach *kernel.Machine, comm string, hooks mm.Hooks, text *mm.File) (*kernel.Task, error) {
-	t := mach.NewTaskMM(comm)
-	t.MM.Hooks = hooks
+// newProc returns a process probed by u that maps text r-xp and a stack.
+func newProc(u *uprobes.Uprobes, comm string, text *mm.File) (*kernel.Task, error) {
+	t, err := u.NewTaskMM(comm)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
 		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
 		return nil, err
@@ -302,7 +300,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	defer experiment.QuietRuntime(gcLimit)()
 	mach := kernel.NewMachine(o.Machine, 1)
 	defer mach.Stop()
-	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, GP: rcu.ThisKernel})
+	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall, GP: rcu.ThisKernel})
 	if err != nil {
 		return nil, err
 	}
@@ -343,14 +341,14 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	forkerText := other
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := newProc(mach, "busy", u, probed)
+		b, err := newProc(u, "busy", probed)
 		if err != nil {
 			return nil, err
 		}
 		goLoop(func() { busyLoop(b) })
 		<-started
 	case CaseBusyForks:
-		b, err := newProc(mach, "busy", u, other)
+		b, err := newProc(u, "busy", other)
 		if err != nil {
 			return nil, err
 		}
@@ -361,12 +359,12 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
 		for i := range Idle(o.Case) {
-			if _, err := newProc(mach, fmt.Sprint("idle", i), u, probed); err != nil {
+			if _, err := newProc(u, fmt.Sprint("idle", i), probed); err != nil {
 				return nil, err
 			}
 		}
 	}
-	f, err := newProc(mach, "forker", u, forkerText)
+	f, err := newProc(u, "forker", forkerText)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/machine"
-	"mmlab/uprobes"
 )
 
 // A short run of every busy case and of each registration path, in both
@@ -19,7 +18,7 @@ import (
 // registers, 4 applies, 4 applies and 4 unregisters for perf-4).
 func TestRunModelShort(t *testing.T) {
 	minPasses := map[string]int64{ModeMulti1: 2, ModePerf4: 16}
-	for _, d := range []uprobes.Design{uprobes.DesignBefore, uprobes.DesignAfter} {
+	for _, d := range kernel.Designs.Values() {
 		for _, c := range []string{CaseBusyMaps, CaseBusyForks} {
 			for _, m := range []string{ModeMulti1, ModePerf4} {
 				t.Run(d.String()+"/"+c+"/"+m, func(t *testing.T) {
@@ -35,10 +34,10 @@ func TestRunModelShort(t *testing.T) {
 						if r.AttachMs <= 0 || r.DetachMs <= 0 {
 							t.Errorf("run %+v: no attach or detach time", r)
 						}
-						if d == uprobes.DesignBefore && r.Passes != 0 {
+						if d == kernel.DesignBefore && r.Passes != 0 {
 							t.Errorf("before design counted %d passes", r.Passes)
 						}
-						if d == uprobes.DesignAfter && r.Passes < minPasses[m] {
+						if d == kernel.DesignAfter && r.Passes < minPasses[m] {
 							t.Errorf("after design: %d passes, want at least %d", r.Passes, minPasses[m])
 						}
 					}

@@ -428,7 +428,7 @@ run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
 the j-th smallest per-run mean, the j-th smallest per-run max.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
-	Variants:   procfs.Variants,
+	Variants:   procfs.Variants.Names(),
 	NewOptions: NewOptions,
 	Quick:      []string{"--runs", "1", "--duration", "300ms"},
 	Model:      Model,

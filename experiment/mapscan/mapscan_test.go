@@ -135,10 +135,10 @@ func TestModel(t *testing.T) {
 	o := NewOptions()
 	o.Runs, o.Duration = 2, 50*time.Millisecond
 	var rs []Result
-	if err := Model(context.Background(), o, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: procfs.Variants}, func(r Result) { rs = append(rs, r) }); err != nil {
+	if err := Model(context.Background(), o, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: procfs.Variants.Names()}, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != len(procfs.Variants)*len(Cases) {
+	if len(rs) != len(procfs.Variants.Names())*len(Cases) {
 		t.Fatalf("%d results", len(rs))
 	}
 	for _, r := range rs {
@@ -223,7 +223,11 @@ func TestScanTextWritesEveryChunk(t *testing.T) {
 	}
 	for _, v := range []procfs.Variant{procfs.Before, procfs.After} {
 		var out strings.Builder
-		if err := scanText(procfs.OpenMaps(m, procfs.Options{Variant: v}), &out); err != nil {
+		f, err := procfs.OpenMaps(m, procfs.Options{Variant: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := scanText(f, &out); err != nil {
 			t.Fatal(err)
 		}
 		if want := procfs.Maps(m); out.String() != want || len(want) <= procfs.ChunkSize {

@@ -24,7 +24,7 @@ import (
 // runs of each case with that maps walk.
 func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	for _, name := range env.Variants {
-		v, err := procfs.ParseVariant(name)
+		v, err := procfs.Variants.Parse(name)
 		if err != nil {
 			return err
 		}
@@ -152,8 +152,12 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				s := &scanners[i]
 				s.th, s.task = th, &scannerTask{Task: t, hw: openHostWaitClock()}
 				defer s.task.hw.close()
-				s.f = procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: s.task, Point: s.point, Thread: th})
-				f := s.f
+				f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: s.task, Point: s.point, Thread: th})
+				if err != nil {
+					scanErr[i] = err
+					return
+				}
+				s.f = f
 				name := make([]byte, 256)
 				null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 				if err != nil {

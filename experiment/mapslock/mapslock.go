@@ -248,7 +248,7 @@ per-VMA-lock queries (Linux 6.17+) query-other returns before mprotect does;
 under mmap_lock it waits. returned_first is the share of runs in which the
 query returned while mprotect was still running.
 `,
-	Variants:   procfs.Variants,
+	Variants:   procfs.Variants.Names(),
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 1 << 30, Cases: Cases} },
 	Quick:      []string{"--runs", "9", "--size", "1G"},
 	Model:      runModel,
@@ -266,7 +266,7 @@ const (
 // that queries once mprotect holds the lock.
 func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	for _, v := range env.Variants {
-		variant, err := procfs.ParseVariant(v)
+		variant, err := procfs.Variants.Parse(v)
 		if err != nil {
 			return err
 		}
@@ -319,14 +319,17 @@ func probeModel(ctx context.Context, m *mm.MM, variant procfs.Variant, addr, siz
 	}
 	writerc := make(chan call, 1)
 	writer := kernel.NewTask("mprotect")
+	prober := kernel.NewTask("query")
+	f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: prober})
+	if err != nil {
+		return Run{}, 0, err
+	}
 	go func() {
 		t0 := time.Now()
 		err := m.Mprotect(writer, regionBase, size, mm.PROT_READ)
 		writerc <- call{t0, time.Since(t0), err}
 		done.Store(true)
 	}()
-	prober := kernel.NewTask("query")
-	f := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: prober})
 	var times [][2]time.Time
 	var qerr error
 	for !done.Load() && ctx.Err() == nil && qerr == nil {

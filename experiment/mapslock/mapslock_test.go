@@ -89,7 +89,10 @@ func TestQueryUnderWriteLock(t *testing.T) {
 		}
 		m.MmapWriteLock(nil)
 		m.VMAStartWrite(m.FindVMA(regionBase))
-		f := procfs.OpenMaps(m, procfs.Options{Variant: c.variant, Waiter: kernel.NewTask("query")})
+		f, err := procfs.OpenMaps(m, procfs.Options{Variant: c.variant, Waiter: kernel.NewTask("query")})
+		if err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
 		go func() {
 			q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: c.addr}

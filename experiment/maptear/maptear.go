@@ -211,7 +211,7 @@ is measured, not a failure; a gap in the other layouts, or on the model's
 before design, fails the check.
 The live target needs Linux 6.11+ (PROCMAP_QUERY).
 `,
-	Variants:   procfs.Variants,
+	Variants:   procfs.Variants.Names(),
 	NewOptions: NewOptions,
 	Quick:      []string{"--reads", "2000", "--duration", "1s"},
 	Model:      Model,

@@ -23,7 +23,7 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		return fmt.Errorf("maptear: the model has no %s file, only maps", o.File)
 	}
 	for _, name := range env.Variants {
-		v, err := procfs.ParseVariant(name)
+		v, err := procfs.Variants.Parse(name)
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,11 @@ func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error)
 			return nil, err
 		}
 	}
-	return &ModelSpace{m: m, f: procfs.OpenMaps(m, procfs.Options{Variant: v}), ops: modelMapper{m: m}}, nil
+	f, err := procfs.OpenMaps(m, procfs.Options{Variant: v})
+	if err != nil {
+		return nil, err
+	}
+	return &ModelSpace{m: m, f: f, ops: modelMapper{m: m}}, nil
 }
 
 const anonFixed = mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED

@@ -25,9 +25,9 @@ func runModel(t *testing.T, o *Options, variants ...string) []Result {
 // query finds the old or the new VMA. Each case must have seen the change.
 func TestModelWalksNeverTear(t *testing.T) {
 	o := &Options{Cases: Cases, File: "maps", Reads: 3000}
-	res := runModel(t, o, procfs.Variants...)
-	if len(res) != len(Cases)*len(procfs.Variants) {
-		t.Fatalf("%d results, want %d", len(res), len(Cases)*len(procfs.Variants))
+	res := runModel(t, o, procfs.Variants.Names()...)
+	if len(res) != len(Cases)*len(procfs.Variants.Names()) {
+		t.Fatalf("%d results, want %d", len(res), len(Cases)*len(procfs.Variants.Names()))
 	}
 	for _, r := range res {
 		t.Logf("%+v", r)

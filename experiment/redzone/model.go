@@ -32,7 +32,7 @@ func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*d
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Optimize: opt})
+	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	env.Param("model_clock", clockName())
 	var ks []*designKernel
 	for i, v := range append([]string{uprobes.OptimizeOff.String()}, env.Variants...) {
-		opt, err := uprobes.ParseOptimize(v)
+		opt, err := uprobes.Optimizations.Parse(v)
 		if err != nil {
 			return err
 		}

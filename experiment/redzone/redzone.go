@@ -273,7 +273,7 @@ uprobe_multi uprobe on the nop5, on the nop (int3, never optimized) and
 without a probe; ends with a verdict on this kernel. Live needs Linux and
 root.
 `,
-	Variants:   []string{uprobes.OptimizeOff.String(), uprobes.OptimizeCall.String(), uprobes.OptimizeJmpSlot.String()},
+	Variants:   uprobes.Optimizations.Names(),
 	NewOptions: NewOptions,
 	Quick:      []string{"--calls", "5000", "--samples", "5"},
 	Model:      RunModel,

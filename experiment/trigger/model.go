@@ -228,7 +228,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, name := range o.Optimize {
 		for _, v := range named {
 			if name != OptimizeKernel {
-				if v.Config.Optimize, err = uprobes.ParseOptimize(name); err != nil {
+				if v.Config.Optimize, err = uprobes.Optimizations.Parse(name); err != nil {
 					return err
 				}
 			}

@@ -130,7 +130,7 @@ func (o *Options) Validate() error {
 		return err
 	}
 	opts := []string{OptimizeKernel}
-	for _, opt := range uprobes.Optimizations {
+	for _, opt := range uprobes.Optimizations.Values() {
 		opts = append(opts, opt.String())
 	}
 	if o.Optimize, err = experiment.List("optimize", o.optimize, opts...); err != nil {

@@ -239,7 +239,7 @@ func modelSpecialLines(t *testing.T, layout []mapsEntry, sites []modelSite, hltA
 	t.Helper()
 	mach := kernel.NewMachine(machine.Host(), 1)
 	defer mach.Stop()
-	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace})
+	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall})
 	if err != nil {
 		t.Fatal(err)
 	}

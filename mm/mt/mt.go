@@ -79,6 +79,13 @@ func (nd *node) kid(i int) *node { return (*node)(nd.ptr[i]) }
 // them and with each other.
 type Tree[T any] struct {
 	root atomic.Pointer[node] // the published top node; nil when empty
+	// gen is the generation of the tree's last write batch (Batch),
+	// written under the writer lock. Every node the tree can reach was
+	// made by a batch of an earlier generation: its own, or, before a
+	// Clone, those of the tree it was cloned from, whose gen the clone
+	// starts from. So a batch's nodes are its own, and no counter is
+	// shared by trees that never met (two runs in one process).
+	gen uint64
 }
 
 // Snapshot is an immutable view of a tree at one instant: what an RCU reader
@@ -95,7 +102,7 @@ func (t *Tree[T]) Snapshot() Snapshot[T] { return Snapshot[T]{t.root.Load()} }
 // The caller must hold the writer lock of t (as dup_mmap holds the old mm's
 // mmap write lock).
 func (t *Tree[T]) Clone() *Tree[T] {
-	c := new(Tree[T])
+	c := &Tree[T]{gen: t.gen}
 	c.root.Store(t.root.Load())
 	return c
 }

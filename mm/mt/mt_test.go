@@ -255,6 +255,34 @@ func TestCloneIsIndependent(t *testing.T) {
 	}
 }
 
+// TestCloneGenerations: every node a tree can reach was made by a batch of
+// an earlier generation than its next one, also in a clone (which starts
+// from its original's generation), so no batch writes in place into a node
+// it did not make.
+func TestCloneGenerations(t *testing.T) {
+	var a Tree[int]
+	for i := uint64(0); i < 1000; i++ {
+		a.Store(i*10, i*10+5, new(int))
+	}
+	b := a.Clone()
+	b.Erase(500)
+	a.Erase(0)
+	for name, tr := range map[string]*Tree[int]{"original": &a, "clone": b} {
+		if g := maxGen(tr.root.Load()); g > tr.gen {
+			t.Errorf("%s: a reachable node of generation %d, after the tree's %d", name, g, tr.gen)
+		}
+	}
+}
+
+// maxGen returns the highest generation of the nodes under nd.
+func maxGen(nd *node) uint64 {
+	g := nd.gen
+	for i := 0; nd.height > 0 && i < int(nd.n); i++ {
+		g = max(g, maxGen(nd.kid(i)))
+	}
+	return g
+}
+
 func TestStoreOverlapPanics(t *testing.T) {
 	var tr Tree[int]
 	tr.Store(10, 20, new(int))

@@ -1,13 +1,6 @@
 package mt
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
-
-// batchGen hands every write batch a generation that no node made before it
-// carries, in any tree (trees share nodes after Clone).
-var batchGen atomic.Uint64
+import "unsafe"
 
 // Batch is a group of writes that readers see all at once, when Commit
 // publishes it: a VMA split or merge changes several ranges, and the kernel
@@ -27,7 +20,8 @@ type Batch[T any] struct {
 
 // Batch starts a group of writes to t.
 func (t *Tree[T]) Batch() Batch[T] {
-	b := Batch[T]{t: t, top: t.root.Load(), gen: batchGen.Add(1)}
+	t.gen++
+	b := Batch[T]{t: t, top: t.root.Load(), gen: t.gen}
 	if b.top != nil {
 		b.size = b.top.size
 	}
