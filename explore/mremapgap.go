@@ -16,7 +16,7 @@ import (
 	"mmlab/uapi"
 )
 
-// The mremap gap (issue 25): mremap(MREMAP_MAYMOVE|MREMAP_FIXED) onto a
+// The mremap gap (docs/mremap-gap.md): mremap(MREMAP_MAYMOVE|MREMAP_FIXED) onto a
 // mapped range unmaps the destination (mm/mremap.c:mremap_to, do_munmap)
 // before move_vma stores the moved VMA, so for a moment the range is empty
 // in the tree. A reader under per-VMA locks that arrives then takes the

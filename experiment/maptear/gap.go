@@ -12,7 +12,7 @@ import (
 	"mmlab/uapi"
 )
 
-// The mremap gap (issue 25): mremap(MREMAP_MAYMOVE|MREMAP_FIXED) onto a
+// The mremap gap (docs/mremap-gap.md): mremap(MREMAP_MAYMOVE|MREMAP_FIXED) onto a
 // mapped range unmaps the destination before it stores the moved VMA
 // (mm/mremap.c:mremap_to, do_munmap, then move_vma), and a reader under
 // per-VMA locks can arrive in between. The gap cases run the layouts of the

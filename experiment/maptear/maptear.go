@@ -200,7 +200,7 @@ its counters), the other variant of proc-maps-race.c; the query is the same.
 --verbose prints the three lines on each side of the boundary at each
 calibration step and at the first failed checks of a case (VERBOSE=1).
 The gap cases (--cases gap-far,gap-adjacent,gap-split,gap-merged,gap-fixed,
-gap-none; not run by default) measure the mremap gap of issue 25: in each
+gap-none; not run by default) measure the mremap gap (docs/mremap-gap.md): in each
 layout of its table a modifier moves a page onto a mapped destination with
 mremap(MREMAP_MAYMOVE|MREMAP_FIXED) back to back (gap-fixed maps over it with
 MAP_FIXED, gap-none does nothing) while the reader reads the whole maps text

@@ -33,7 +33,7 @@ func seed003() *Seed {
 }
 
 // tearCases are maptear's cases in mmlab all: proc-maps-race.c's and the
-// mremap gap's layouts (issue 25).
+// mremap gap's layouts (docs/mremap-gap.md).
 var tearCases = strings.Join(slices.Concat(maptear.Cases, maptear.GapCases), ",")
 
 // column names the three kinds of columns of a seed table.
