@@ -24,13 +24,13 @@ func TestDebugTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	debugHook = func(m *mm.MM, op *trace.Op) {
+	after := func(m *mm.MM, op *trace.Op) {
 		fmt.Printf("after line %d %v:\n", op.Line, op.Kind)
 		for _, v := range m.VMAs() {
 			fmt.Printf("   %x-%x %v flags=%x pgoff=%x anon=%p chain=%d\n", v.Start, v.End, v.Flags, uint64(v.Flags), v.Pgoff, v.AnonVMA, v.ChainLen())
 		}
 	}
-	Run(t.Context(), machine.Host().Features, p, os.Stdout)
+	runHooked(t.Context(), machine.Host().Features, p, os.Stdout, after)
 }
 
 // TestDebugCompare replays every *.trace in $DBG_DIR on both targets and

@@ -59,7 +59,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 			known  bool
 		}
 		var steps []step
-		debugHook = func(m *mm.MM, op *trace.Op) {
+		after := func(m *mm.MM, op *trace.Op) {
 			prev, known := before[m]
 			steps = append(steps, step{*op, prev, known})
 			var now []span
@@ -78,8 +78,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 			before[m] = now
 		}
 		var out bytes.Buffer
-		err := Run(context.Background(), f, p, &out)
-		debugHook = nil
+		err := runHooked(context.Background(), f, p, &out, after)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,10 +26,16 @@ import (
 // breaks a rule of trace.Parse or does not fit a machine with features f
 // (Program.ValidateFor), with the same error.
 func Run(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer) error {
+	return runHooked(ctx, f, p, w, nil)
+}
+
+// runHooked is Run with a test hook: after, if set, sees the address space
+// after each op.
+func runHooked(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer, after func(m *mm.MM, op *trace.Op)) error {
 	if err := p.ValidateFor(f); err != nil {
 		return err
 	}
-	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}}
+	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}, after: after}
 	root := mm.New(f)
 	// Top-down placement (a hint the kernel does not use) starts at the
 	// top of trace.ProcessZones' mmap area, as the live helper's lies in
@@ -50,6 +56,7 @@ type runner struct {
 	out   *bufio.Writer
 	files map[string]*mm.File // one open file description per trace file
 	buf   []byte
+	after func(m *mm.MM, op *trace.Op) // runHooked's test hook, or nil
 }
 
 // run executes ops from index i on m until an exit op (returning the index
@@ -155,13 +162,10 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 	if err != nil {
 		r.errorLine(op.Line, err)
 	}
-	if debugHook != nil {
-		debugHook(m, op)
+	if r.after != nil {
+		r.after(m, op)
 	}
 }
-
-// debugHook, set by tests, sees the address space after each op.
-var debugHook func(m *mm.MM, op *trace.Op)
 
 // errorLine prints "error LINE NAME" with the errno's name, or the signal's
 // with its si_code.

@@ -124,6 +124,13 @@ type Table struct {
 	// one is needed; written under mu.
 	upper    atomic.Pointer[upperTable]
 	resident atomic.Int64 // present PTEs (the mm's RSS in pages)
+
+	// hooks are the table's test hooks, set only from export_test.go.
+	hooks struct {
+		// locking runs in lockPTETable between finding a table and
+		// taking its ptl: the window in which freeTables may detach it.
+		locking func()
+	}
 }
 
 // pgdTable is the top level below 2^48.
@@ -299,17 +306,13 @@ func (t *Table) allocPTETable(addr uint64) *pteTable {
 	return pt
 }
 
-// testHookLocking, when a test sets it, runs in lockPTETable between finding
-// a table and taking its ptl: the window in which freeTables may detach it.
-var testHookLocking func()
-
 // lockPTETable returns the live leaf table for addr with its ptl held,
 // allocating it if needed (pte_alloc_map_lock).
 func (t *Table) lockPTETable(addr uint64) *pteTable {
 	for {
 		pt := t.allocPTETable(addr)
-		if testHookLocking != nil {
-			testHookLocking()
+		if t.hooks.locking != nil {
+			t.hooks.locking()
 		}
 		pt.ptl.Lock()
 		if !pt.dead {

@@ -601,15 +601,14 @@ func TestSetRetriesOnFreedTable(t *testing.T) {
 	tb := NewTable()
 	tb.Set(8*mib, PTE{Page: NewAnonPage()})
 	calls := 0
-	testHookLocking = func() {
+	tb.setLockingHook(func() {
 		if calls++; calls == 1 {
 			tb.Zap(8*mib, 8*mib+PageSize, nil)
 			if _, _, ptes := tableCount(tb); ptes != 0 {
 				t.Fatal("Zap did not free the emptied table")
 			}
 		}
-	}
-	defer func() { testHookLocking = nil }()
+	})
 	p := NewAnonPage()
 	tb.Set(8*mib+PageSize, PTE{Page: p})
 	if calls != 2 {

@@ -1,0 +1,4 @@
+package pgtable
+
+// setLockingHook sets t's locking hook (Table.hooks) to f.
+func (t *Table) setLockingHook(f func()) { t.hooks.locking = f }
