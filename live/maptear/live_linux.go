@@ -208,24 +208,32 @@ func (s *childSpace) Stop() error {
 	return s.do("s")
 }
 
-// readChunk reads once: whole lines, at most a page.
-func (s *childSpace) readChunk() ([]byte, error) {
+// read is one read() of the maps file into s.buf, retried on EINTR.
+func (s *childSpace) read() (int, error) {
 	for {
 		n, err := unix.Read(s.fd, s.buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read: %s", unix.ErrnoName(err.(unix.Errno)))
+			return 0, fmt.Errorf("read: %s", unix.ErrnoName(err.(unix.Errno)))
 		}
-		if n == 0 {
-			return nil, errors.New("read: end of file")
-		}
-		if s.buf[n-1] != '\n' {
-			return nil, fmt.Errorf("read: %d bytes not ending in a newline", n)
-		}
-		return s.buf[:n], nil
+		return n, nil
 	}
+}
+
+// readChunk reads once: whole lines, at most a page.
+func (s *childSpace) readChunk() ([]byte, error) {
+	n, err := s.read()
+	switch {
+	case err != nil:
+		return nil, err
+	case n == 0:
+		return nil, errors.New("read: end of file")
+	case s.buf[n-1] != '\n':
+		return nil, fmt.Errorf("read: %d bytes not ending in a newline", n)
+	}
+	return s.buf[:n], nil
 }
 
 // Observe reads the boundary: the last line of chunk skip and the first
@@ -339,12 +347,9 @@ func (s *childSpace) ReadText() ([]byte, error) {
 	}
 	s.text = s.text[:0]
 	for {
-		n, err := unix.Read(s.fd, s.buf)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := s.read()
 		if err != nil {
-			return nil, fmt.Errorf("read: %s", unix.ErrnoName(err.(unix.Errno)))
+			return nil, err
 		}
 		if n == 0 {
 			return s.text, nil
