@@ -148,7 +148,7 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 		// calls only a ret; an unreadable byte is called all the same, as
 		// the fetch then faults.
 		if b, rerr := m.ReadRemote(nil, op.Addr); rerr == nil && b != trace.Ret {
-			r.out.WriteString(trace.ErrorLine(op.Line, trace.NotRet) + "\n")
+			err = errNotRet
 			break
 		}
 		_, err = m.FetchByte(nil, op.Addr)
@@ -166,6 +166,10 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 		r.after(m, op)
 	}
 }
+
+// errNotRet is the runner's refusal of an exec whose byte is not a ret;
+// errorLine prints it as trace.NotRet.
+var errNotRet = errors.New(trace.NotRet)
 
 // errorLine prints "error LINE NAME" with the errno's name, or the signal's
 // with its si_code.
