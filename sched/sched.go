@@ -492,6 +492,9 @@ func (t *Thread) Block(wait func()) {
 func (t *Thread) SetPrio(prio int) {
 	if t.det != nil {
 		t.prio = prio // the chooser ignores priorities
+		if t.det.sim != nil {
+			t.sys().det.sim.reweight(t)
+		}
 		return
 	}
 	c := t.cpu
