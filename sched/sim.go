@@ -574,29 +574,25 @@ func (s *simRun) decide(t *Thread, op string) bool {
 // with respect to them (a model choice; the kernel takes the IPI at once).
 func (s *simRun) charge(t *Thread, d int64, ctx int) {
 	c := s.cpuOf(t)
-	for d > 0 {
+	for {
+		if s.honours(c, ctx) {
+			s.schedule(c, false)
+			if c.curr != t {
+				s.dispatch(t)
+			}
+		}
+		if d <= 0 {
+			break
+		}
 		step := min(d, c.nextTick-c.clock, max(s.firstTimer()-c.clock, 0))
 		c.clock += step
 		d -= step
 		if c.clock >= c.nextTick {
 			s.tickCPU(c)
 		}
-		if len(s.timers) > 0 && s.timers[0].when <= c.clock {
-			s.dispatch(t)
+		if len(s.timers) > 0 && s.timers[0].when <= c.clock || step == 0 && c.clock >= s.until {
+			s.dispatch(t) // the timer fires once every CPU has reached it; or the run ends
 		}
-		if s.honours(c, ctx) {
-			s.schedule(c, false)
-			if c.curr != t {
-				s.dispatch(t)
-			}
-			c = s.cpuOf(t)
-		}
-		if step == 0 && s.firstTimer() >= s.until && c.clock >= s.until {
-			s.dispatch(t) // the run ends
-		}
-	}
-	if ctx == ctxUser && s.honours(c, ctx) {
-		s.schedule(c, false)
 	}
 	s.runOn(t, c)
 }

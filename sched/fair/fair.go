@@ -22,7 +22,10 @@
 //     with signed differences (no run comes near 2^63 ns).
 package fair
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // Features is the SCHED_FEAT set this port reads (kernel/sched/features.h).
 type Features struct {
@@ -239,7 +242,7 @@ func (rq *RQ) updateZeroVruntime() {
 
 // minSlice is cfs_rq_min_slice().
 func (rq *RQ) minSlice() int64 {
-	m := int64(-1 >> 1)
+	m := int64(math.MaxInt64)
 	if c := rq.Curr; c != nil && c.OnRQ {
 		m = c.Slice
 	}
