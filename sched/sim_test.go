@@ -276,3 +276,39 @@ func BenchmarkSimNice15(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sim-s/host-s")
 }
+
+// BenchmarkSimHandoff: two busy CPUs whose threads charge 1 µs at a time,
+// so that their clocks leapfrog and every charge ends in a host hand-off:
+// the cost of one, and the simulated time per host second it allows.
+func BenchmarkSimHandoff(b *testing.B) {
+	sys := sched.New(sched.Config{CPUs: 2, Seed: 1, Sim: &sched.SimConfig{Until: time.Duration(b.N) * time.Microsecond}})
+	for i := range 2 {
+		sys.SpawnNamed(fmt.Sprint("t", i), i, 0, func(*sched.Thread) {
+			for {
+				sched.ChargeUser(time.Microsecond)
+				sched.At("point", "")
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	if _, err := sys.Run(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)*1e-6/time.Since(start).Seconds(), "sim-s/host-s")
+}
+
+// BenchmarkSimPoint: Points of one thread, the fast path that neither
+// hands off nor ticks.
+func BenchmarkSimPoint(b *testing.B) {
+	sys := sched.New(sched.Config{CPUs: 1, Seed: 1, Sim: &sched.SimConfig{Until: time.Hour}})
+	sys.SpawnNamed("t", 0, 0, func(th *sched.Thread) {
+		for range b.N {
+			th.Point()
+		}
+	})
+	b.ResetTimer()
+	if _, err := sys.Run(); err != nil {
+		b.Fatal(err)
+	}
+}
