@@ -521,8 +521,12 @@ func (rq *RQ) PickTask(now int64, dequeued func(*Entity)) *Entity {
 
 // SetNextTask is put_prev_set_next_task() for the fair class: Curr (if
 // any) is put back and next becomes Curr, its clock starting at now
-// (update_stats_curr_start()).
+// (update_stats_curr_start()). A pick of Curr itself changes nothing: its
+// slice protection is not renewed.
 func (rq *RQ) SetNextTask(next *Entity, now int64) {
+	if next != nil && next == rq.Curr {
+		return
+	}
 	if rq.Curr != nil {
 		rq.putPrev(now)
 	}

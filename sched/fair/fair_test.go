@@ -222,3 +222,21 @@ func TestPreemptShort(t *testing.T) {
 		}
 	}
 }
+
+func TestRepickKeepsProtection(t *testing.T) {
+	// The hog alone past its protection (vprot 350000, vruntime 4e6 after
+	// the tick) picked again stays unprotected, as put_prev_set_next_task()
+	// does nothing when next == prev.
+	rq, hog := hogRQ()
+	w := NewEntity(0, "w")
+	w.Vlag = -10_000_000 // far behind: never eligible here
+	rq.Enqueue(w, 0, 0)
+	rq.Tick(tick)
+	if got := rq.PickTask(tick, nil); got != hog {
+		t.Fatalf("pick %v", got.Owner)
+	}
+	rq.SetNextTask(hog, tick)
+	if hog.Protected() || hog.Vprot != slice/2 {
+		t.Errorf("vprot %d, protected %v: want 350000, false", hog.Vprot, hog.Protected())
+	}
+}
