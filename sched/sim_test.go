@@ -25,46 +25,62 @@ func simSystem(cpus int, until time.Duration, p sched.Preempt) *sched.System {
 //     ended, which the tick at 4 ms notices; V is then below the hog's
 //     vruntime and the nice-15 task runs, at 4 ms.
 //   - It runs 0.1 ms (2844444 ns of vruntime), below V: it sleeps with
-//     positive lag (eligible, so not delayed) and wakes 5 ms later, at 9.1
+//     positive lag (eligible, so not delayed) and wakes 5.5 ms later, at 9.6
 //     ms, with the lag inflated by place_entity: the hog is no longer
 //     eligible, the wakee is the pick, so it preempts the hog at once.
 //
 // With the hog in user mode every model preempts it at the wake-up's
 // interrupt return (lazy too: exit to user honours both flags). In kernel
 // code, full preempts at once; lazy sets TIF_NEED_RESCHED_LAZY, promoted at
-// the next tick (so the task first runs at 8 ms, wakes at 13.1 ms and
-// runs at 16 ms); none waits for a preemption point the hog never reaches.
+// the next tick (so the task first runs at 8 ms, wakes at 13.6 ms and
+// runs at 16 ms); none waits for a preemption point the hog never reaches,
+// and At is not one under none; under voluntary it is (might_resched()),
+// so the wakee runs at the hog's next At, 10.1 ms (the hog's Ats fall at
+// 4.1 ms + k ms).
 func TestSimWorkedCase(t *testing.T) {
+	const (
+		user   = iota // the hog spins in user mode
+		kernel        // in kernel code without a preemption point
+		points        // in kernel code with an At every millisecond
+
+		run, sleep = 100 * time.Microsecond, 5500 * time.Microsecond
+	)
 	for _, c := range []struct {
 		preempt     sched.Preempt
-		kernel      bool
+		hog         int
 		first, wait time.Duration // -1: not before the run's end
 	}{
-		{sched.PreemptNone, false, 4 * ms, 0},
-		{sched.PreemptVoluntary, false, 4 * ms, 0},
-		{sched.PreemptFull, false, 4 * ms, 0},
-		{sched.PreemptLazy, false, 4 * ms, 0},
-		{sched.PreemptFull, true, 4 * ms, 0},
-		{sched.PreemptLazy, true, 8 * ms, 16*ms - (8*ms + 100*time.Microsecond + 5*ms)},
-		{sched.PreemptNone, true, -1, -1},
+		{sched.PreemptNone, user, 4 * ms, 0},
+		{sched.PreemptVoluntary, user, 4 * ms, 0},
+		{sched.PreemptFull, user, 4 * ms, 0},
+		{sched.PreemptLazy, user, 4 * ms, 0},
+		{sched.PreemptFull, kernel, 4 * ms, 0},
+		{sched.PreemptLazy, kernel, 8 * ms, 16*ms - (8*ms + run + sleep)},
+		{sched.PreemptNone, kernel, -1, -1},
+		{sched.PreemptNone, points, -1, -1},
+		{sched.PreemptVoluntary, points, 4 * ms, 10*ms + run - (4*ms + run + sleep)},
 	} {
-		name := fmt.Sprintf("%v/kernel=%v", c.preempt, c.kernel)
+		name := fmt.Sprintf("%v/hog%d", c.preempt, c.hog)
 		sys := simSystem(1, 30*ms, c.preempt)
 		first, wait := time.Duration(-1), time.Duration(-1)
 		sys.SpawnNamed("hog", 0, 0, func(*sched.Thread) {
 			for {
-				if c.kernel {
-					sched.Charge(time.Second)
-				} else {
+				switch c.hog {
+				case user:
 					sched.ChargeUser(time.Second)
+				case kernel:
+					sched.Charge(time.Second)
+				case points:
+					sched.Charge(ms)
+					sched.At("cond_resched", "")
 				}
 			}
 		})
 		sys.SpawnNamed("nice15", 0, 15, func(*sched.Thread) {
 			first = sched.Since(sched.Epoch)
-			sched.ChargeUser(100 * time.Microsecond)
-			due := sched.Now().Add(5 * ms)
-			sched.Sleep(5 * ms)
+			sched.ChargeUser(run)
+			due := sched.Now().Add(sleep)
+			sched.Sleep(sleep)
 			wait = sched.Since(due)
 		})
 		rec, err := sys.Run()
@@ -310,5 +326,55 @@ func BenchmarkSimPoint(b *testing.B) {
 	b.ResetTimer()
 	if _, err := sys.Run(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestSimRR: two SCHED_RR threads of one priority share a CPU in
+// RR_TIMESLICE turns (100 ms, counted in ticks).
+func TestSimRR(t *testing.T) {
+	sys := simSystem(1, 450*ms, sched.PreemptNone)
+	var turns []string
+	last := ""
+	for _, name := range []string{"a", "b"} {
+		th := sys.SpawnNamed(name, 0, 0, func(*sched.Thread) {
+			for {
+				if last != name {
+					last = name
+					turns = append(turns, fmt.Sprintf("%s@%v", name, sched.Since(sched.Epoch)))
+				}
+				sched.ChargeUser(ms)
+			}
+		})
+		th.SetPolicy(sched.PolicyRR, 10)
+	}
+	if _, err := sys.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a@0s", "b@100ms", "a@200ms", "b@300ms", "a@400ms"}; !slices.Equal(turns, want) {
+		t.Errorf("turns %v, want %v", turns, want)
+	}
+}
+
+// TestSimManyCPUs: 128 CPUs, 256 unpinned threads that sleep and wake:
+// every CPU runs some of them.
+func TestSimManyCPUs(t *testing.T) {
+	sys := simSystem(sched.MaxSimCPUs, 50*ms, sched.PreemptFull)
+	ran := make([]bool, sched.MaxSimCPUs)
+	for i := range 2 * sched.MaxSimCPUs {
+		th := sys.SpawnNamed(fmt.Sprint("t", i), 0, i%40-20, func(th *sched.Thread) {
+			for n := 0; ; n++ {
+				ran[th.CPU()] = true
+				sched.ChargeUser(time.Duration(50+i%7*30) * time.Microsecond)
+				sched.Sleep(time.Duration(100+n%5*100) * time.Microsecond)
+			}
+		})
+		th.SetAffinity()
+	}
+	rec, err := sys.Run()
+	if err != nil || !rec.TimeLimit {
+		t.Fatal(err)
+	}
+	if i := slices.Index(ran, false); i >= 0 {
+		t.Errorf("CPU %d never ran a thread", i)
 	}
 }
