@@ -520,14 +520,30 @@ func (s *simRun) dispatch(t *Thread) (handed bool) {
 	}
 }
 
-// runOn continues t after a decision on its CPU c: it keeps the baton
-// while c is still current-to-run and c's clock is below the horizon (the
-// rule that saves a host hand-off), else dispatches.
-func (s *simRun) runOn(t *Thread, c *simCPU) bool {
+// runOn continues t after a decision on its CPU c in context ctx: a
+// reschedule that ctx honours preempts t; t keeps the baton while it is
+// still c's current thread and c's clock is below the horizon (the rule
+// that saves a host hand-off), else it dispatches, and checks for a
+// reschedule again each time it gets the baton back (another CPU may have
+// asked for one meanwhile).
+func (s *simRun) runOn(t *Thread, c *simCPU, ctx int) (handed bool) {
+	if s.honours(c, ctx) {
+		s.schedule(c, false)
+	}
 	if c.curr == t && c.clock < s.horizon {
 		return false
 	}
-	return s.dispatch(t)
+	for s.dispatch(t) {
+		handed = true
+		if !s.honours(c, ctx) {
+			break
+		}
+		s.schedule(c, false)
+		if c.curr == t {
+			break
+		}
+	}
+	return handed
 }
 
 // decide is detRun.decide in sim mode.
@@ -556,12 +572,8 @@ func (s *simRun) decide(t *Thread, op string) bool {
 			t.det.sim.tail = true
 		}
 		s.schedule(c, true)
-		return s.runOn(t, c)
 	}
-	if s.honours(c, ctxPoint) {
-		s.schedule(c, false)
-	}
-	return s.runOn(t, c)
+	return s.runOn(t, c, ctxPoint)
 }
 
 // charge runs the current thread t for d ns of CPU time in context ctx
@@ -594,7 +606,7 @@ func (s *simRun) charge(t *Thread, d int64, ctx int) {
 			s.dispatch(t) // the timer fires once every CPU has reached it; or the run ends
 		}
 	}
-	s.runOn(t, c)
+	s.runOn(t, c, ctx)
 }
 
 // reweight is SetPrio in sim mode: reweight_task_fair() to the nice level
