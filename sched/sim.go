@@ -656,7 +656,7 @@ func ThreadCPUTime() (time.Duration, bool) {
 	return hostThreadCPUTime()
 }
 
-// simNow is Now's virtual time in sim mode: the running thread's CPU clock.
+// now is the virtual time of thread t, its CPU's clock: Now in sim mode.
 func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).clock) }
 
 // userPoint is Point in sim mode: an instruction of PointCost in user
