@@ -336,10 +336,9 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	if err != nil {
 		return err
 	}
-	env.Param("model_procs", modelProcs)
-	env.Param("model_cpus", modelCPUs)
+	o.ModelProcs, o.ModelCPUs = modelProcs, modelCPUs
 	runs, err := measure(ctx, modelConfig{Machine: env.Machine, Variants: variants, Modes: o.Attach, Ns: o.N,
-		Runs: o.Runs, Gap: o.Gap, Procs: modelProcs, CPUs: modelCPUs})
+		Runs: o.Runs, Gap: o.Gap.D(), Procs: modelProcs, CPUs: modelCPUs})
 	if err != nil {
 		return err
 	}

@@ -61,17 +61,17 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		return err
 	}
 	if slices.ContainsFunc(o.Cases, Busy) {
-		env.Param("model_populate_hold_ms", ms(modelHold))
+		o.ModelPopulateHoldMs = ms(modelHold)
 	}
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
 			for _, d := range designs {
-				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: uint64(o.Size),
 					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress})
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
 				}
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, o.Size, runs)
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, uint64(o.Size), runs)
 				emit(r)
 				f := r.ModelFigures
 				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",

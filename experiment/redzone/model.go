@@ -78,7 +78,7 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 // o.Samples samples of o.Calls calls, the kernels in turn. It emits one
 // result per design, with its ratios to off's when off ran.
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	env.Param("model_clock", clockName())
+	o.ModelClock = clockName()
 	var ks []*designKernel
 	for i, v := range append([]string{uprobes.OptimizeOff.String()}, env.Variants...) {
 		opt, err := uprobes.Optimizations.Parse(v)

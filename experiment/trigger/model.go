@@ -253,7 +253,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
 			res, err := measure(ctx, modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
-				Warmup: o.Warmup, Interval: o.Interval, Samples: o.Samples()})
+				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples()})
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
@@ -295,6 +295,6 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			}
 		}
 	}
-	NoteLoad(env)
+	NoteLoad(o, env)
 	return nil
 }

@@ -61,7 +61,7 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 func TestRunModel(t *testing.T) {
 	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func runOptimize(t *testing.T, opt string, want [][2]string) (*Options, []Result
 	t.Helper()
 	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", opt, "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
