@@ -11,15 +11,14 @@ import (
 	"mmlab/uprobes"
 )
 
-// loopProgram calls a 1-byte nop RCX times and halts.
-func loopProgram(a *cpu.Asm) {
-	a.Label("loop").Call("target").Dec32(cpu.RCX).Jnz("loop").Hlt()
-	a.Label("target").Nop().Ret()
-}
-
+// newKernel returns a kernel of cpus CPUs, stopped at the test's end, and
+// a program that calls a 1-byte nop RCX times from "loop" and halts.
 func newKernel(t *testing.T, cpus int) (*binfmt.Kernel, *binfmt.Program) {
 	t.Helper()
-	p, err := binfmt.NewProgram("/usr/bin/loop", loopProgram)
+	p, err := binfmt.NewProgram("/usr/bin/loop", func(a *cpu.Asm) {
+		a.Label("loop").Call("target").Dec32(cpu.RCX).Jnz("loop").Hlt()
+		a.Label("target").Nop().Ret()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
