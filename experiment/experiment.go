@@ -2,8 +2,9 @@
 // definition each experiment package fills in once (name, seed, options and
 // their validation, typed results, table, verdict), the two targets, and the
 // one path from command-line flags to jobs, results, table and JSON that
-// `mmlab run` and `mmlab all` use for every experiment, and the model kernel,
-// program and process a model runner runs its code in (ModelKernel).
+// `mmlab run` and `mmlab all` use for every experiment. It links no model
+// package (machine, which it imports, only describes one): a model runner
+// builds its kernel and processes with package binfmt.
 //
 // An experiment lives in experiment/<name>: its Def and its model runner,
 // in pure Go. Its live runner lives in mmlab/live/<name>, which imports the

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/machine"
@@ -98,9 +99,6 @@ type caseRun struct {
 }
 
 const (
-	probedAddr  = 0x400000
-	stackTop    = 0x7ff000000000
-	stackPages  = 4
 	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
 	probedBytes = pgtable.PageSize
 )
@@ -109,23 +107,6 @@ const (
 // emulated by x86 uprobes).
 func newText(name string) *mm.File {
 	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
-}
-
-// newProc returns a process probed by u that maps text r-xp and a stack.
-func newProc(u *uprobes.Uprobes, comm string, text *mm.File) (*kernel.Task, error) {
-	t, err := u.NewTaskMM(comm)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
-		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
-		return nil, err
-	}
-	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
-		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // populate is one cycle of the busy process's loop, mmap(size, PROT_READ,
@@ -341,14 +322,14 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	forkerText := other
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := newProc(u, "busy", probed)
+		b, err := binfmt.Exec(u, "busy", probed, 1)
 		if err != nil {
 			return nil, err
 		}
 		goLoop(func() { busyLoop(b) })
 		<-started
 	case CaseBusyForks:
-		b, err := newProc(u, "busy", other)
+		b, err := binfmt.Exec(u, "busy", other, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -359,12 +340,12 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
 		for i := range Idle(o.Case) {
-			if _, err := newProc(u, fmt.Sprint("idle", i), probed); err != nil {
+			if _, err := binfmt.Exec(u, fmt.Sprint("idle", i), probed, 1); err != nil {
 				return nil, err
 			}
 		}
 	}
-	f, err := newProc(u, "forker", forkerText)
+	f, err := binfmt.Exec(u, "forker", forkerText, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -149,7 +150,7 @@ func TestOptimizeSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s cpu.Stop
-		r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) { s = experiment.Loop(r, 0, k.entry, 100) })
+		r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) { s = binfmt.Loop(r, 0, k.entry, 100) })
 		<-r.Done()
 		k.Stop()
 		if s.Reason != cpu.StopHalt || k.totalHits() != 100 {
@@ -222,7 +223,7 @@ func BenchmarkHit(b *testing.B) {
 				b.ResetTimer()
 				r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) {
 					t0, _ := sched.ThreadCPUTime()
-					s = experiment.Loop(r, 0, k.entry, uint64(b.N))
+					s = binfmt.Loop(r, 0, k.entry, uint64(b.N))
 					t1, _ := sched.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})
