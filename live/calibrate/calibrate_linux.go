@@ -208,29 +208,53 @@ const (
 )
 
 // Membarrier measures membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on CPU a
-// while a thread of this process spins on CPU b: a system call that sends
+// while a thread of this process keeps CPU b busy: a system call that sends
 // an IPI to every other CPU running this process (b, and any CPU where
 // another of the Go runtime's threads happens to run) and waits for each to
 // run its handler. Less a syscall, it is an IPI's round trip.
+//
+// The busy thread reads /dev/zero into a large buffer, read after read:
+// inside read(2) it stays the CPU's current task, so every membarrier has
+// an IPI to send, while a spin in Go code would be preempted by the Go
+// scheduler every 10 ms, and its locked thread would sleep until a P
+// comes back to it: batches with no IPI at all.
 func Membarrier(ctx context.Context, o Options, a, b int) ([]float64, error) {
 	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterPrivateExpedited, 0, 0); e != 0 {
 		return nil, live.UnsupportedSince("4.14", "membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED): %v", e)
 	}
-	n := o.count(1000)
+	zero, err := unix.Open("/dev/zero", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(zero)
+	buf := make([]byte, 16<<20)
+	for i := 0; i < len(buf); i += pageSize {
+		buf[i] = 1
+	}
+	n := o.count(300)
 	return repeat(ctx, o.Runs, func() (float64, error) {
-		var stop, spinning atomic.Bool
-		spun := make(chan error, 1)
+		var stop, busy atomic.Bool
+		done := make(chan error, 1)
 		go func() {
 			_, err := onCPU(b, func() (float64, error) {
-				spinning.Store(true)
+				busy.Store(true)
 				for !stop.Load() {
+					if _, err := unix.Read(zero, buf); err != nil && err != unix.EINTR {
+						return 0, err
+					}
 				}
 				return 0, nil
 			})
-			spun <- err
+			if err != nil {
+				stop.Store(true)
+			}
+			done <- err
 		}()
 		v, err := onCPU(a, func() (float64, error) {
-			for !spinning.Load() {
+			for !busy.Load() {
+				if stop.Load() {
+					return 0, nil
+				}
 				time.Sleep(time.Millisecond)
 			}
 			return batched(n, 1, func(n int) (time.Duration, error) {
@@ -244,8 +268,8 @@ func Membarrier(ctx context.Context, o Options, a, b int) ([]float64, error) {
 			})
 		})
 		stop.Store(true)
-		if spinErr := <-spun; err == nil {
-			err = spinErr
+		if busyErr := <-done; err == nil {
+			err = busyErr
 		}
 		return v, err
 	})
@@ -457,7 +481,7 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		{"wakeup", fmt.Sprintf("half a pipe round trip between threads on CPUs %d and %d (one write, one read, one cross-CPU wake-up)", a, b),
 			func() ([]float64, error) { return PipeHandoff(ctx, o, a, b) },
 			func(m machine.Measurement) { d.Costs.Wakeup = cost(m) }},
-		{"membarrier", fmt.Sprintf("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on CPU %d while a thread spins on CPU %d", a, b),
+		{"membarrier", fmt.Sprintf("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on CPU %d while a thread of this process reads /dev/zero on CPU %d", a, b),
 			func() ([]float64, error) { return Membarrier(ctx, o, a, b) },
 			func(m machine.Measurement) {
 				d.Costs.IPI = machine.Cost{NS: max(m.Median-sys.Median, 0),
