@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"mmlab/live"
+	"mmlab/machine"
 )
 
 func TestCalibrateUsage(t *testing.T) {
@@ -46,5 +48,31 @@ func TestCalibrateInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("%s exists after an interrupted calibrate (%v)", path, err)
+	}
+}
+
+// mmlab machines lists each named description's costs with their sources,
+// and for the host the calibrated file or what to run to make one.
+func TestMachinesCosts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.json")
+	t.Setenv(machine.HostFileEnv, path)
+	var out, errb bytes.Buffer
+	if code := machinesMain(nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	blocks := strings.Split(out.String(), "\n\n")
+	if !strings.Contains(blocks[0], "mmlab calibrate") || !strings.Contains(blocks[0], path) {
+		t.Errorf("the host's block does not say how to calibrate: %q", blocks[0])
+	}
+	for i, name := range machine.Names()[1:] {
+		d := machine.MustNamed(name)
+		d.Costs.Each(func(cost string, c *machine.Cost) {
+			if want := fmt.Sprintf("%-15s %8.1f  %s\n", cost, c.NS, c.Source); !strings.Contains(blocks[i+1]+"\n", want) {
+				t.Errorf("%s: no line %q", name, want)
+			}
+		})
+		if !strings.Contains(blocks[i+1], fmt.Sprintf("= %d CPUs", d.Topology.CPUs)) {
+			t.Errorf("%s: no topology: %q", name, blocks[i+1])
+		}
 	}
 }
