@@ -264,9 +264,11 @@ func (c Calibration) Marshal() ([]byte, error) {
 }
 
 // LoadHost reads the calibrated description at path and checks that it is
-// of this host as Host() reads it now: the same kernel release and CPU
-// count. Its features are Host()'s (read now, as every run reads them).
-// A missing file, or one of another kernel, is ErrNotCalibrated.
+// of this host as it runs now: the same kernel release and the same online
+// CPUs (where sysfs says; not the CPUs this process may use, which taskset
+// narrows). Its features are Host()'s (read now, as every run reads them).
+// A missing file, or one of another kernel or CPU count, is
+// ErrNotCalibrated.
 func LoadHost(path string) (Description, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -280,9 +282,13 @@ func LoadHost(path string) (Description, error) {
 		return Description{}, fmt.Errorf("%s: %w (mmlab calibrate writes it anew)", path, err)
 	}
 	d, h := c.Description, Host()
-	if d.Kernel.Release != h.Kernel.Release || d.Kernel.CPUs != h.Kernel.CPUs {
+	cpus := d.Topology.CPUs
+	if t, _, err := ReadTopology("/sys"); err == nil {
+		cpus = t.CPUs
+	}
+	if d.Kernel.Release != h.Kernel.Release || d.Topology.CPUs != cpus {
 		return Description{}, fmt.Errorf("%w: %s was calibrated on %s with %d CPUs, this host runs %s with %d", ErrNotCalibrated,
-			path, d.Kernel.Release, d.Kernel.CPUs, h.Kernel.Release, h.Kernel.CPUs)
+			path, d.Kernel.Release, d.Topology.CPUs, h.Kernel.Release, cpus)
 	}
 	d.Name, d.Features = "host", h.Features
 	return d, nil
