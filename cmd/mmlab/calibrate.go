@@ -45,6 +45,10 @@ minute on 2 CPUs):
                   plus the published int3-versus-syscall delta
 
 It never measures a uprobe, a maps scan or any experiment's own figure.
+In a VM the figures are the guest's: a line's hand-off between two vCPUs
+follows where the hypervisor runs them at the time (on a 2-vCPU guest here
+it was 130 ns in some runs and 32 ns in others), and an IPI or a wake-up
+across vCPUs includes the hypervisor's exits.
 Each measurement repeats --runs times; a cost is the median, and every run
 is kept in the file. Progress goes to stderr, the description to stdout.
 
