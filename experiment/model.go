@@ -8,6 +8,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -27,9 +28,10 @@ type ModelKernel struct {
 }
 
 // NewModelKernel returns a model kernel of cpus CPUs on the machine d whose
-// uprobes are of c. On error nothing of it runs.
-func NewModelKernel(d machine.Description, cpus int, c uprobes.Config) (*ModelKernel, error) {
-	mach := kernel.NewMachine(d, cpus)
+// uprobes are of c, its CPUs pinned to host CPUs by h (sched.Config.Host;
+// nil: not pinned). On error nothing of it runs.
+func NewModelKernel(d machine.Description, cpus int, h sched.Host, c uprobes.Config) (*ModelKernel, error) {
+	mach := kernel.NewMachineOn(d, sched.New(sched.Config{CPUs: cpus, Host: h}))
 	u, err := uprobes.New(mach, c)
 	if err != nil {
 		mach.Stop()

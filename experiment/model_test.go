@@ -19,7 +19,7 @@ func TestModelProcessLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := NewModelKernel(machine.MustNamed("x86-64"), 2, uprobes.Variants[0].Config)
+	k, err := NewModelKernel(machine.MustNamed("x86-64"), 2, nil, uprobes.Variants[0].Config)
 	if err != nil {
 		t.Fatal(err)
 	}

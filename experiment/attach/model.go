@@ -12,6 +12,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -136,7 +137,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(c.Machine, max(1, c.CPUs), v.Config)
+	mk, err := experiment.NewModelKernel(c.Machine, max(1, c.CPUs), host.Threads{}, v.Config)
 	if err != nil {
 		return nil, err
 	}

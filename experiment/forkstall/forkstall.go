@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -298,7 +299,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		return nil, errors.New("busy case without a size and a hold")
 	}
 	defer experiment.QuietRuntime(gcLimit)()
-	mach := kernel.NewMachine(o.Machine, 1)
+	mach := kernel.NewMachineOn(o.Machine, sched.New(sched.Config{CPUs: 1, Host: host.Threads{}}))
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall, GP: rcu.ThisKernel})
 	if err != nil {

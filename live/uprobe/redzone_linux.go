@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/cpu"
-	"mmlab/sched"
+	"mmlab/host"
 )
 
 // HasOptimizedUprobes reports whether the kernel has the uprobe syscall,
@@ -59,11 +59,11 @@ func RedZone(ctx context.Context, cfg RedZoneConfig) (RedZoneResult, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		c0, _ := sched.ThreadCPUTime()
+		c0, _ := host.ThreadCPUTime()
 		t0 := time.Now()
 		corrupted, mask := redzoneLoop(tg.PC, cfg.Calls)
 		el := time.Since(t0)
-		c1, _ := sched.ThreadCPUTime()
+		c1, _ := host.ThreadCPUTime()
 		res.Samples = append(res.Samples, float64(cfg.Calls)/el.Seconds())
 		res.CPUSamples = append(res.CPUSamples, float64(cfg.Calls)/(c1-c0).Seconds())
 		res.Calls += cfg.Calls
