@@ -24,6 +24,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/forkstall"
+	"mmlab/host"
 	"mmlab/live"
 	"mmlab/live/uprobe"
 )
@@ -52,9 +53,7 @@ func argUint() uint64 {
 // pin binds the calling OS thread (the goroutine must be locked to it) to cpu,
 // modulo the machine's CPU count.
 func pin(cpu int) {
-	var set unix.CPUSet
-	set.Set(cpu % runtime.NumCPU())
-	_ = unix.SchedSetaffinity(0, &set)
+	_ = host.Pin(cpu % runtime.NumCPU())
 }
 
 // busy loops mmap(size, MAP_POPULATE)/munmap on CPU 0, writing one record

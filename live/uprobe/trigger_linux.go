@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"mmlab/host"
 )
 
 // batch is how many calls a producer makes between two looks at its stop
@@ -37,7 +37,7 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		cfg.Interval = time.Second
 	}
 	nsamples := max(1, int(cfg.Duration/cfg.Interval))
-	cpus, err := allowedCPUs()
+	cpus, err := host.CPUs()
 	if err != nil {
 		return res, err
 	}
@@ -74,10 +74,8 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 			// The thread stays locked: it exits with the goroutine and
 			// takes its CPU affinity with it.
 			runtime.LockOSThread()
-			var set unix.CPUSet
-			set.Set(cpus[i%len(cpus)])
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				errs <- withErrno(fmt.Sprintf("pin producer %d to cpu %d", i, cpus[i%len(cpus)]), err)
+			if err := host.Pin(cpus[i%len(cpus)]); err != nil {
+				errs <- withErrno(fmt.Sprintf("pin producer %d", i), err)
 				return
 			}
 			for {
@@ -167,19 +165,4 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		}
 	}
 	return res, nil
-}
-
-// allowedCPUs lists the CPUs this process may run on, in order.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; len(cpus) < set.Count(); c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }
