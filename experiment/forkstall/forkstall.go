@@ -41,13 +41,14 @@ import (
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
 	"mmlab/sched"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
 // Lock names as kernel.Task accounts them.
 const (
 	lockDupMmap = "dup_mmap_sem"
-	lockMmap    = mm.MmapLockName
+	lockMmap    = uapi.MmapLockName
 )
 
 // modelHold is how long one populate of the busy process holds its mmap

@@ -11,6 +11,7 @@ import (
 
 	"mmlab/cpu"
 	"mmlab/host"
+	"mmlab/uapi"
 )
 
 // HasOptimizedUprobes reports whether the kernel has the uprobe syscall,
@@ -20,7 +21,7 @@ func HasOptimizedUprobes() bool {
 	if !haveTargets {
 		return false // the number is x86-64's
 	}
-	_, _, e := unix.Syscall(cpu.NrUprobe, 0, 0, 0)
+	_, _, e := unix.Syscall(uapi.NrUprobe, 0, 0, 0)
 	return e != unix.ENOSYS
 }
 
