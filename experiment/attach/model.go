@@ -16,6 +16,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -26,7 +27,7 @@ type modelConfig struct {
 	// Variants are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
 	Variants []uprobes.Variant
-	Modes    []string // ModeMulti, ModePerf
+	Modes    []string // uapi.AttachMulti, uapi.AttachPerf
 	Ns       []int    // probes per attach, at most MaxProbes
 	Runs     int
 	Gap      time.Duration // pause before each attach
@@ -231,11 +232,11 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 		if err := u.UnregisterNosync(nil, ups[i], cons[i]); err != nil {
 			return run, err
 		}
-		if mode == ModePerf {
+		if mode == uapi.AttachPerf {
 			u.UnregisterSync(nil)
 		}
 	}
-	if mode != ModePerf {
+	if mode != uapi.AttachPerf {
 		u.UnregisterSync(nil)
 	}
 	run.Detach = time.Since(start)

@@ -23,6 +23,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
 	"mmlab/report"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Calls: 20000, Samples: 7, attach: attach.ModeMulti + "," + attach.ModePerf}
+	return &Options{Calls: 20000, Samples: 7, attach: uapi.AttachMulti + "," + uapi.AttachPerf}
 }
 
 // Flags registers the options on fs.

@@ -27,6 +27,7 @@ import (
 	"mmlab/host"
 	"mmlab/live"
 	"mmlab/live/uprobe"
+	"mmlab/uapi"
 )
 
 // The helper roles (live.RegisterRole) and the environment variable that
@@ -345,9 +346,9 @@ type Attacher func(ctx context.Context, path string, offsets []uint64, mode stri
 // attachUprobes attaches the probes with the live uprobe package: one
 // uprobe_multi link for the multi modes, perf-event uprobes for perf-4.
 func attachUprobes(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
-	m := uprobe.ModeMulti
+	m := uapi.AttachMulti
 	if mode == forkstall.ModePerf4 {
-		m = uprobe.ModePerf
+		m = uapi.AttachPerf
 	}
 	p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets, Mode: m})
 	if err != nil {

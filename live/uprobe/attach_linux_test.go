@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"mmlab/uapi"
 )
 
 func needLive(t *testing.T) {
@@ -105,9 +107,9 @@ func TestCheckRejectsWrongTarget(t *testing.T) {
 func TestAttachDetachLeavesNothing(t *testing.T) {
 	needLive(t)
 	sled := target(t, "sled")
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		for _, ret := range []bool{false, true} {
-			t.Run(mode.String()+"/"+probeKind(ret), func(t *testing.T) {
+			t.Run(mode+"/"+probeKind(ret), func(t *testing.T) {
 				before := probeFDs(t)
 				offs := []uint64{sled.Offset, sled.Offset + 1, sled.Offset + 63}
 				p, err := Attach(context.Background(), Spec{Path: sled.Path, Offsets: offs, Mode: mode, Ret: ret})
@@ -145,9 +147,9 @@ func TestHitsEqualCalls(t *testing.T) {
 	needLive(t)
 	nop := target(t, "nop")
 	const calls = 100_000
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		for _, ret := range []bool{false, true} {
-			t.Run(mode.String()+"/"+probeKind(ret), func(t *testing.T) {
+			t.Run(mode+"/"+probeKind(ret), func(t *testing.T) {
 				p, err := Attach(context.Background(), Spec{Path: nop.Path, Offsets: []uint64{nop.Offset}, Mode: mode, Ret: ret})
 				if err != nil {
 					t.Fatal(err)
@@ -173,7 +175,7 @@ func TestAttachErrorsNameErrno(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		before := probeFDs(t)
 		_, err := Attach(context.Background(), Spec{Path: "/nonexistent/mmlab", Offsets: []uint64{0x1000}, Mode: mode})
 		if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "ENOENT") {

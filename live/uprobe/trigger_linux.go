@@ -29,7 +29,6 @@ type producerCount struct {
 // a hit; Trigger fails if the counts differ.
 func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	var res TriggerResult
-	probed := cfg.Case.Probed
 	if cfg.CPUs < 1 {
 		return res, fmt.Errorf("trigger: %d cpus", cfg.CPUs)
 	}
@@ -41,14 +40,14 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	tg, err := LookupTarget(cfg.Case.Target)
+	tg, err := LookupTarget(cfg.Target)
 	if err != nil {
 		return res, err
 	}
 
 	var probes *Probes
-	if probed {
-		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: cfg.Case.Ret})
+	if cfg.Probed {
+		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: cfg.Ret})
 		if err != nil {
 			return res, err
 		}
@@ -95,7 +94,7 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		return n
 	}
 	count := calls
-	if probed {
+	if cfg.Probed {
 		count = func() uint64 {
 			h, err := probes.Hits()
 			if err != nil {
@@ -158,10 +157,10 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		return res, err
 	}
 	res.Calls = calls()
-	if probed {
+	if cfg.Probed {
 		res.Hits = count()
 		if res.Hits != res.Calls {
-			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Case.Name, res.Hits, res.Calls)
+			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Target, res.Hits, res.Calls)
 		}
 	}
 	return res, nil
