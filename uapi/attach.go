@@ -1,9 +1,11 @@
 package uapi
 
 // The attach modes of a BPF program on uprobes, named as the kernel names
-// the BPF link each makes: the link_type line of the link's
-// /proc/PID/fdinfo (bpf_link_show_fdinfo prints the BPF_LINK_TYPE names of
-// include/linux/bpf_types.h).
+// the BPF link each makes: the BPF_LINK_TYPE names of
+// include/linux/bpf_types.h, which the link_type line of the link's
+// /proc/PID/fdinfo shows (kernel/bpf/syscall.c:bpf_link_show_fdinfo; it
+// says uretprobe_multi for a uprobe_multi link of uretprobes, flag
+// BPF_F_UPROBE_MULTI_RETURN).
 const (
 	// AttachMulti is one BPF_LINK_TYPE_UPROBE_MULTI link (attach type
 	// BPF_TRACE_UPROBE_MULTI, Linux 6.6+) of every probe offset: one

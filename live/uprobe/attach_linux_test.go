@@ -3,6 +3,7 @@ package uprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,27 @@ func probeFDs(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// linkTypes returns the link_type line of each of p's BPF links'
+// /proc/self/fdinfo (kernel/bpf/syscall.c:bpf_link_show_fdinfo).
+func linkTypes(t *testing.T, p *Probes) []string {
+	t.Helper()
+	var types []string
+	for _, l := range p.links {
+		fd, ok := l.(interface{ FD() int })
+		if !ok {
+			t.Fatalf("link %T has no fd", l)
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd.FD()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(string(info), "link_type:\t")
+		lt, _, _ := strings.Cut(rest, "\n")
+		types = append(types, lt)
+	}
+	return types
 }
 
 func TestTargetsResolve(t *testing.T) {
@@ -126,6 +148,14 @@ func TestAttachDetachLeavesNothing(t *testing.T) {
 				}
 				if got := probeFDs(t); got <= before {
 					t.Errorf("probe fds while attached: %d, before %d", got, before)
+				}
+				// The mode is the link's type as the kernel names it
+				// (bpf_link_show_fdinfo names a uretprobe's uprobe_multi
+				// link, BPF_F_UPROBE_MULTI_RETURN, uretprobe_multi).
+				for _, lt := range linkTypes(t, p) {
+					if lt != mode && !(ret && mode == uapi.AttachMulti && lt == "uretprobe_multi") {
+						t.Errorf("a link of mode %s has link_type %q", mode, lt)
+					}
 				}
 				if err := p.Close(); err != nil {
 					t.Fatal(err)
