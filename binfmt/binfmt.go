@@ -50,6 +50,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -106,9 +107,10 @@ type Kernel struct {
 }
 
 // NewKernel returns a model kernel of cpus CPUs on the machine d whose
-// uprobes are of c. On error nothing of it runs.
-func NewKernel(d machine.Description, cpus int, c uprobes.Config) (*Kernel, error) {
-	mach := kernel.NewMachine(d, cpus)
+// uprobes are of c, its CPUs pinned to host CPUs by h (sched.Config.Host;
+// nil: not pinned). On error nothing of it runs.
+func NewKernel(d machine.Description, cpus int, h sched.Host, c uprobes.Config) (*Kernel, error) {
+	mach := kernel.NewMachineOn(d, sched.New(sched.Config{CPUs: cpus, Host: h}))
 	u, err := uprobes.New(mach, c)
 	if err != nil {
 		mach.Stop()

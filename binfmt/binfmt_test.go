@@ -22,7 +22,7 @@ func newKernel(t *testing.T, cpus int) (*binfmt.Kernel, *binfmt.Program) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := binfmt.NewKernel(machine.MustNamed("x86-64"), cpus, uprobes.Variants[0].Config)
+	k, err := binfmt.NewKernel(machine.MustNamed("x86-64"), cpus, nil, uprobes.Variants[0].Config)
 	if err != nil {
 		t.Fatal(err)
 	}

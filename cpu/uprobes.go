@@ -1,5 +1,7 @@
 package cpu
 
+import "mmlab/uapi"
+
 // The x86 facts of uprobes, from arch/x86/include/asm/uprobes.h and
 // arch/x86/kernel/uprobes.c.
 const (
@@ -7,9 +9,6 @@ const (
 	SwbpInsnSize  = 1    // UPROBE_SWBP_INSN_SIZE
 	MaxUinsnBytes = 16   // MAX_UINSN_BYTES: the copy of the probed instruction
 	XOLSlotBytes  = 128  // UPROBE_XOL_SLOT_BYTES: 32 slots in the XOL page
-
-	NrUretprobe = 335 // __NR_uretprobe (x86-64)
-	NrUprobe    = 336 // __NR_uprobe (x86-64, optimized uprobes)
 )
 
 // UretprobeTrampoline returns the x86-64 uretprobe trampoline, which the
@@ -25,7 +24,7 @@ func UretprobeTrampoline() (code []byte, syscallCheck int) {
 		0x50,       // push %rax
 		0x51,       // push %rcx
 		0x41, 0x53, // push %r11
-		0x48, 0xc7, 0xc0, NrUretprobe & 0xff, NrUretprobe >> 8, 0, 0, // mov $335,%rax
+		0x48, 0xc7, 0xc0, uapi.NrUretprobe & 0xff, uapi.NrUretprobe >> 8, 0, 0, // mov $335,%rax
 		0x0f, 0x05, // syscall
 		0x41, 0x5b, // pop %r11: uretprobe_syscall_check
 		0x59, // pop %rcx
@@ -43,8 +42,8 @@ func UprobeTrampoline() []byte {
 	return []byte{
 		0x51,       // push %rcx
 		0x41, 0x53, // push %r11
-		0x50,                                                   // push %rax
-		0x48, 0xc7, 0xc0, NrUprobe & 0xff, NrUprobe >> 8, 0, 0, // mov $336,%rax
+		0x50,                                                             // push %rax
+		0x48, 0xc7, 0xc0, uapi.NrUprobe & 0xff, uapi.NrUprobe >> 8, 0, 0, // mov $336,%rax
 		0x0f, 0x05, // syscall
 		0x58,       // pop %rax
 		0x41, 0x5b, // pop %r11
@@ -66,6 +65,6 @@ const UprobeSlotBytes = 16
 // over the 128-byte red zone, so nothing of the probed function's stack
 // below its %rsp is written; the uprobe syscall never returns here.
 func UprobeSlot() []byte {
-	code, _ := NewAsm(0).Lea(RSP, -128).Push(RCX).Push(R11).Push(RAX).MovImm32(RAX, NrUprobe).Syscall().Assemble()
+	code, _ := NewAsm(0).Lea(RSP, -128).Push(RCX).Push(R11).Push(RAX).MovImm32(RAX, uapi.NrUprobe).Syscall().Assemble()
 	return code
 }

@@ -3,6 +3,8 @@ package cpu
 import (
 	"bytes"
 	"testing"
+
+	"mmlab/uapi"
 )
 
 // TestTrampolinesDecode: every instruction of both trampolines is in the
@@ -27,7 +29,7 @@ func TestTrampolinesDecode(t *testing.T) {
 		}
 	}
 	in, _ := Decode(uret[4:])
-	if in.Op != OpMovImm || in.Reg != RAX || in.Imm != NrUretprobe || !in.Wide || in.Len != 7 {
+	if in.Op != OpMovImm || in.Reg != RAX || in.Imm != uapi.NrUretprobe || !in.Wide || in.Len != 7 {
 		t.Errorf("mov $335,%%rax decoded as %+v", in)
 	}
 }
@@ -68,7 +70,7 @@ func TestUretprobeTrampoline(t *testing.T) {
 			return c.Emulate(&nop, r, m) == nil
 		},
 		syscall: func(r *Regs) bool {
-			if r.R[RAX] != NrUretprobe || r.RIP != xolBase+uint64(check) {
+			if r.R[RAX] != uapi.NrUretprobe || r.RIP != xolBase+uint64(check) {
 				t.Fatalf("syscall %d from %#x", r.R[RAX], r.RIP)
 			}
 			sp := r.R[RSP]

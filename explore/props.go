@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"mmlab/sched"
+	"mmlab/uapi"
 )
 
 // Property is an invariant of the kernel the explorer checks, named in the
@@ -73,7 +74,7 @@ func holds(hs []sched.Held, name string) bool {
 func (w *World) stallCheck() string {
 	var bad string
 	w.Sys.EachThread(func(t sched.ThreadState) {
-		if bad == "" && t.Blocked && t.Obj == "mmap_lock" && holds(t.Holds, "dup_mmap_sem") {
+		if bad == "" && t.Blocked && t.Obj == uapi.MmapLockName && holds(t.Holds, "dup_mmap_sem") {
 			bad = fmt.Sprintf("T%d(%s) sleeps on mmap_lock holding %v", t.ID, t.Name, t.Holds)
 		}
 	})

@@ -85,7 +85,8 @@ type Traps interface {
 	Syscall(r *Runner) (handled bool, sig Signal)
 }
 
-// NewMachine returns a machine described by d with ncpu model CPUs.
+// NewMachine returns a machine described by d with ncpu model CPUs, not
+// pinned to host CPUs (NewMachineOn a System with a sched.Config.Host is).
 func NewMachine(d machine.Description, ncpu int) *Machine {
 	return NewMachineOn(d, sched.NewSystem(ncpu))
 }

@@ -6,6 +6,7 @@ import (
 
 	"mmlab/locking/lockrank"
 	"mmlab/sched"
+	"mmlab/uapi"
 )
 
 // runLocked runs body as the one thread of a deterministic run and returns
@@ -37,7 +38,7 @@ func TestLockOrderInversionFails(t *testing.T) {
 	}
 	var le *sched.LockOrderError
 	if !errors.Is(err, lockrank.ErrOrder) || !errors.As(err, &le) || !errors.As(err, &oe) ||
-		oe.Held != lockrank.IMmapRwsem || oe.Class != lockrank.MmapLock || le.Lock.Name != MmapLockName {
+		oe.Held != lockrank.IMmapRwsem || oe.Class != lockrank.MmapLock || le.Lock.Name != uapi.MmapLockName {
 		t.Fatalf("got %v, want lockrank.ErrOrder for mmap_lock taken holding i_mmap_rwsem", err)
 	}
 }

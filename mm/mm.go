@@ -9,6 +9,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm/mt"
 	"mmlab/mm/pgtable"
+	"mmlab/uapi"
 )
 
 // mm_struct flags (include/linux/mm_types.h, MMF_*).
@@ -108,17 +109,13 @@ type MM struct {
 	execOnlyPkey      int
 }
 
-// MmapLockName is MM.MmapLock's name in stats and wait accounting
-// (locking.BlockRecorder).
-const MmapLockName = "mmap_lock"
-
 // New returns an empty address space on a machine with features f.
 func New(f machine.Features) *MM {
 	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f}
 	if f.OSPKE {
 		m.pkeyAllocationMap, m.execOnlyPkey = 0x1, -1 // key 0 is allocated implicitly
 	}
-	m.MmapLock.SetName(MmapLockName)
+	m.MmapLock.SetName(uapi.MmapLockName) // its name in stats and wait accounting (locking.BlockRecorder)
 	m.MmapLock.SetClass(lockrank.MmapLock)
 	m.vmaWriters.init()
 	m.Users.Store(1)

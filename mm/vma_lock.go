@@ -40,7 +40,7 @@ const (
 )
 
 // VMALockName is the lock name a writer's wait for VMA readers is accounted
-// under (locking.BlockRecorder), next to "mmap_lock".
+// under (locking.BlockRecorder), next to uapi.MmapLockName.
 const VMALockName = "vma_lock"
 
 // errVMADetached is vma_start_read's ERR_PTR(-EAGAIN): the VMA was detached

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"mmlab/host"
 	"mmlab/sched"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkReadLockUnlock(b *testing.B) {
 	for _, fl := range flavours {
 		for _, ncpu := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/cpus=%d", fl.name, ncpu), func(b *testing.B) {
-				sys := sched.NewSystem(2)
+				sys := sched.New(sched.Config{CPUs: 2, Host: host.Threads{}})
 				defer sys.Stop()
 				f := fl.make(sys, nil)
 				n := b.N
@@ -29,11 +30,11 @@ func BenchmarkReadLockUnlock(b *testing.B) {
 				b.ResetTimer()
 				for c := range ncpu {
 					ths = append(ths, sys.Spawn(c, 0, func(th *sched.Thread) {
-						start, ok := sched.ThreadCPUTime()
+						start, ok := host.ThreadCPUTime()
 						for range n {
 							f.ReadUnlock(th, f.ReadLock(th))
 						}
-						end, _ := sched.ThreadCPUTime()
+						end, _ := host.ThreadCPUTime()
 						cpu[c], cpuOK[c] = end-start, ok
 					}))
 				}
@@ -60,7 +61,7 @@ func BenchmarkSynchronize(b *testing.B) {
 	for _, fl := range flavours {
 		for _, readers := range []string{"none", "blocked", "running"} {
 			b.Run(fmt.Sprintf("%s/readers=%s", fl.name, readers), func(b *testing.B) {
-				sys := sched.NewSystem(2)
+				sys := sched.New(sched.Config{CPUs: 2, Host: host.Threads{}})
 				f := fl.make(sys, nil)
 				release := newGate()
 				for c := range 2 {

@@ -19,10 +19,15 @@ import (
 type Config struct {
 	// CPUs is the number of model CPUs (at least one).
 	CPUs int
+	// Host, in real-time mode, pins each model CPU's OS threads to a host
+	// CPU (model CPU i by default to the i-th of Host.CPUs, modulo their
+	// number) and gives them host priorities (HostPriority). Without it
+	// they are neither: the model does not model the host. Package host
+	// implements Host for the runners.
+	Host Host
 	// Hosts, if set, backs model CPU i in real-time mode by the host CPU
-	// Hosts[i] (an index into the process's affinity mask, modulo its
-	// size; see NewSystem for the default), so that a model CPU can have a
-	// host CPU to itself while others share one.
+	// Hosts[i] (an index into Host.CPUs, modulo its size), so that a model
+	// CPU can have a host CPU to itself while others share one.
 	Hosts []int
 	// HostPriority, in real-time mode, gives each model thread's OS thread
 	// a host scheduling priority in the model's order: a thread of
@@ -33,8 +38,9 @@ type Config struct {
 	// among SCHED_OTHER threads of one nice the host would let the running
 	// one finish its slice, up to a tick. Setting SCHED_FIFO needs
 	// CAP_SYS_NICE (root); without it the thread stays SCHED_OTHER at nice
-	// 0, which System.HostPriority reports. A model choice: the kernel
-	// schedules its tasks itself; a model CPU is host threads.
+	// 0, which System.HostPriority reports (as it does without a Host). A
+	// model choice: the kernel schedules its tasks itself; a model CPU is
+	// host threads.
 	HostPriority bool
 	// Deterministic selects the deterministic mode (see the package doc):
 	// threads are plain goroutines of which exactly one runs at a time,
@@ -367,10 +373,16 @@ var (
 // New returns a System as cfg says.
 func New(cfg Config) *System {
 	s := NewSystem(cfg.CPUs)
-	s.hostPrio = cfg.HostPriority && !cfg.Deterministic
-	if hosts := hostCPUs(); len(hosts) > 0 {
-		for i, h := range cfg.Hosts[:min(len(cfg.Hosts), cfg.CPUs)] {
-			s.cpus[i].Host = hosts[h%len(hosts)]
+	if cfg.Host != nil && !cfg.Deterministic {
+		s.host, s.hostPrio = cfg.Host, cfg.HostPriority
+		if hosts, err := cfg.Host.CPUs(); err == nil && len(hosts) > 0 {
+			for i, c := range s.cpus {
+				h := i
+				if i < len(cfg.Hosts) {
+					h = cfg.Hosts[i]
+				}
+				c.Host = hosts[h%len(hosts)]
+			}
 		}
 	}
 	if cfg.Deterministic || cfg.Sim != nil {

@@ -1,15 +1,16 @@
 // Package sched models the CPUs of the mmlab kernel, in three modes: real
-// time (NewSystem), where model threads run in parallel on pinned OS
-// threads; deterministic (New with Config.Deterministic), where one model
-// thread runs at a time, chosen by a seeded scheduler, in virtual time; and
-// sim (New with Config.Sim), where one model thread runs at a time on
-// virtual CPUs with clocks of their own, scheduled as Linux schedules.
+// time (NewSystem), where model threads run in parallel on OS threads
+// (pinned to host CPUs by a Config.Host); deterministic (New with
+// Config.Deterministic), where one model thread runs at a time, chosen by a
+// seeded scheduler, in virtual time; and sim (New with Config.Sim), where
+// one model thread runs at a time on virtual CPUs with clocks of their own,
+// scheduled as Linux schedules.
 //
 // # Real-time mode
 //
 // A model CPU is a run token plus a small run queue. A model thread (a
 // Thread; kernel.Task owns one) is a goroutine locked to its own OS thread,
-// which on Linux is pinned to the host core that backs its model CPU. A
+// which a Config.Host pins to the host core that backs its model CPU. A
 // thread executes model code only while it is the CPU's current thread
 // (CPU.curr), so at most one thread runs on a model CPU at a time and
 // per-CPU data can be indexed by the real model CPU id (Thread.CPU).
@@ -196,6 +197,7 @@ type System struct {
 
 	det *detRun // the deterministic run; nil in real-time mode
 
+	host         Host        // Config.Host; nil: threads are not pinned
 	hostPrio     bool        // Config.HostPriority
 	hostPrioFail atomic.Bool // a thread could not take its host priority
 }
@@ -268,21 +270,29 @@ type Thread struct {
 	done chan struct{} // closed when the thread has exited
 }
 
-// NewSystem returns a System of ncpu model CPUs. On Linux model CPU i is
-// backed by the i-th host CPU of the process's affinity mask (modulo their
-// number); elsewhere threads are not pinned.
+// Host is the host that real-time mode runs model threads on, as
+// Config.Host: each method acts on the calling OS thread, to which the
+// model thread's goroutine is locked.
+type Host interface {
+	// CPUs returns the host CPUs the thread may run on, in order.
+	CPUs() ([]int, error)
+	// Pin binds the thread to the host CPUs cpus.
+	Pin(cpus ...int) error
+	// SetFIFO makes the thread SCHED_FIFO at real-time priority prio.
+	SetFIFO(prio int) error
+	// SetNice makes the thread SCHED_NORMAL at nice nice.
+	SetNice(nice int) error
+}
+
+// NewSystem returns a real-time System of ncpu model CPUs whose threads
+// are not pinned to host CPUs (New with a Config.Host pins them).
 func NewSystem(ncpu int) *System {
 	if ncpu < 1 {
 		panic(fmt.Sprintf("sched: NewSystem(%d): need at least one CPU", ncpu))
 	}
-	hosts := hostCPUs()
 	s := &System{threads: make(map[*Thread]struct{})}
 	for i := range ncpu {
-		c := &CPU{ID: i, Host: -1, system: s}
-		if len(hosts) > 0 {
-			c.Host = hosts[i%len(hosts)]
-		}
-		s.cpus = append(s.cpus, c)
+		s.cpus = append(s.cpus, &CPU{ID: i, Host: -1, system: s})
 	}
 	return s
 }
@@ -333,7 +343,7 @@ func (t *Thread) run(fn func(*Thread)) {
 	// is destroyed when it exits instead of going back to the runtime's pool.
 	runtime.LockOSThread()
 	if t.cpu.Host >= 0 {
-		_ = pin(t.cpu.Host) // best effort: a cgroup may forbid the core
+		_ = t.sys().host.Pin(t.cpu.Host) // best effort: a cgroup may forbid the core
 	}
 	t.setHostPriority()
 	<-t.wake
@@ -356,10 +366,23 @@ func (t *Thread) exit() {
 }
 
 // setHostPriority gives the calling OS thread, t's, the host priority of
-// t's priority if the System has Config.HostPriority.
+// t's priority if the System has Config.HostPriority: SCHED_FIFO at 1-prio
+// for prio <= 0, else SCHED_NORMAL at nice prio. On failure the thread is
+// left SCHED_NORMAL at nice 0.
 func (t *Thread) setHostPriority() {
-	if s := t.sys(); s.hostPrio && setHostPriority(t.prio) != nil {
+	s := t.sys()
+	if !s.hostPrio {
+		return
+	}
+	var err error
+	if t.prio <= 0 {
+		err = s.host.SetFIFO(min(1-t.prio, 99))
+	} else {
+		err = s.host.SetNice(min(t.prio, 19))
+	}
+	if err != nil {
 		s.hostPrioFail.Store(true)
+		_ = s.host.SetNice(0)
 	}
 }
 

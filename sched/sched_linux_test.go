@@ -1,27 +1,74 @@
 package sched
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// On Linux a thread is pinned to its CPU's host core, and an IPI handler runs
-// on the target thread's own OS thread.
+// fakeHost records what a System asks of its Host, by the OS thread that
+// asks (Host's methods act on the calling thread).
+type fakeHost struct {
+	cpus    []int
+	fifoErr error // what SetFIFO returns
+
+	mu   sync.Mutex
+	pins map[int][]int  // by tid: the CPUs of its last Pin
+	prio map[int]string // by tid: its last SetFIFO or SetNice
+}
+
+func newFakeHost(cpus ...int) *fakeHost {
+	return &fakeHost{cpus: cpus, pins: map[int][]int{}, prio: map[int]string{}}
+}
+
+func (h *fakeHost) CPUs() ([]int, error) { return h.cpus, nil }
+
+func (h *fakeHost) Pin(cpus ...int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pins[unix.Gettid()] = cpus
+	return nil
+}
+
+func (h *fakeHost) SetFIFO(prio int) error {
+	h.set(fmt.Sprint("SCHED_FIFO ", prio))
+	return h.fifoErr
+}
+
+func (h *fakeHost) SetNice(nice int) error { h.set(fmt.Sprint("nice ", nice)); return nil }
+
+func (h *fakeHost) set(p string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.prio[unix.Gettid()] = p
+}
+
+// last returns what the calling OS thread was last pinned to and given.
+func (h *fakeHost) last() ([]int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pins[unix.Gettid()], h.prio[unix.Gettid()]
+}
+
+// With a Host a thread is pinned to its CPU's host core on its own OS
+// thread, and an IPI handler runs on the target thread's OS thread.
 func TestPinnedAndIPIOnSameOSThread(t *testing.T) {
-	s := NewSystem(2)
+	h := newFakeHost(3, 7)
+	s := New(Config{CPUs: 2, Host: h})
 	defer s.Stop()
-	if s.CPU(1).Host < 0 {
-		t.Skip("no host CPU affinity available")
+	if s.CPU(1).Host != 7 {
+		t.Fatalf("model CPU 1 on host CPU %d, want 7", s.CPU(1).Host)
 	}
 	started := make(chan struct{})
 	var tid, handlerTid int
-	var affinity unix.CPUSet
-	var affErr error
+	var pinned []int
 	stop := false
 	th := s.Spawn(1, 0, func(th *Thread) {
 		tid = unix.Gettid()
-		affErr = unix.SchedGetaffinity(0, &affinity)
+		pinned, _ = h.last()
 		close(started)
 		for !stop {
 			th.Point()
@@ -30,28 +77,33 @@ func TestPinnedAndIPIOnSameOSThread(t *testing.T) {
 	<-started
 	s.CPU(1).IPI(func(*Thread) { handlerTid = unix.Gettid(); stop = true })
 	<-th.Done()
-	if affErr != nil {
-		t.Fatalf("sched_getaffinity: %v", affErr)
-	}
-	if affinity.Count() != 1 || !affinity.IsSet(s.CPU(1).Host) {
-		t.Errorf("thread affinity has %d CPUs, want only host CPU %d", affinity.Count(), s.CPU(1).Host)
+	if !slices.Equal(pinned, []int{7}) {
+		t.Errorf("thread pinned to %v, want only host CPU 7", pinned)
 	}
 	if handlerTid != tid {
 		t.Errorf("IPI handler ran on OS thread %d, want the target's %d", handlerTid, tid)
 	}
 }
 
-// Config.Hosts backs each model CPU by the host CPU it names (an index
-// into the affinity mask, modulo its size); CPUs it does not name keep
-// NewSystem's.
-func TestConfigHosts(t *testing.T) {
-	hosts := hostCPUs()
-	if len(hosts) == 0 {
-		t.Skip("no host CPU affinity available")
-	}
-	s := New(Config{CPUs: 4, Hosts: []int{0, 1, 1}})
+// Without a Host no thread is pinned.
+func TestNotPinnedWithoutHost(t *testing.T) {
+	s := NewSystem(2)
 	defer s.Stop()
-	want := []int{hosts[0], hosts[1%len(hosts)], hosts[1%len(hosts)], hosts[3%len(hosts)]}
+	for i := range s.NumCPU() {
+		if h := s.CPU(i).Host; h != -1 {
+			t.Errorf("model CPU %d on host CPU %d without a Host", i, h)
+		}
+	}
+}
+
+// Config.Hosts backs each model CPU by the host CPU it names (an index
+// into Host.CPUs, modulo its size); CPUs it does not name keep the
+// default, the i-th.
+func TestConfigHosts(t *testing.T) {
+	hosts := []int{0, 2, 5}
+	s := New(Config{CPUs: 4, Hosts: []int{0, 1, 1}, Host: newFakeHost(hosts...)})
+	defer s.Stop()
+	want := []int{hosts[0], hosts[1], hosts[1], hosts[3%len(hosts)]}
 	for i, h := range want {
 		if got := s.CPU(i).Host; got != h {
 			t.Errorf("model CPU %d on host CPU %d, want %d", i, got, h)
@@ -61,52 +113,41 @@ func TestConfigHosts(t *testing.T) {
 
 // With Config.HostPriority a model thread's OS thread takes the host
 // priority of its model priority, and SetPrio changes it; without it the
-// OS thread keeps the process's.
+// Host is not asked. A thread that cannot take its priority is left at nice
+// 0, and System.HostPriority says so, as it does without a Host.
 func TestHostPriority(t *testing.T) {
-	type attr struct {
-		policy   uint32
-		nice     int32
-		priority uint32
-	}
-	read := func() attr {
-		a, err := unix.SchedGetAttr(0, 0)
-		if err != nil {
-			t.Errorf("sched_getattr: %v", err)
-			return attr{}
-		}
-		return attr{a.Policy, a.Nice, a.Priority}
-	}
-	base := read()
-	for _, on := range []bool{false, true} {
-		s := New(Config{CPUs: 1, HostPriority: on})
-		var normal, nice, changed attr
-		s.Spawn(0, 0, func(*Thread) { normal = read() })
+	for _, c := range []struct {
+		on                    bool
+		fifoErr               error
+		normal, nice, changed string
+	}{
+		{false, nil, "", "", ""},
+		{true, nil, "SCHED_FIFO 1", "nice 15", "SCHED_FIFO 3"},
+		{true, unix.EPERM, "nice 0", "nice 15", "nice 0"},
+	} {
+		h := newFakeHost(0)
+		h.fifoErr = c.fifoErr
+		s := New(Config{CPUs: 1, HostPriority: c.on, Host: h})
+		var normal, nice, changed string
+		s.Spawn(0, 0, func(*Thread) { _, normal = h.last() })
 		th := s.Spawn(0, 15, func(th *Thread) {
-			nice = read()
+			_, nice = h.last()
 			th.SetPrio(-2)
-			changed = read()
+			_, changed = h.last()
 		})
 		<-th.Done()
 		s.Stop()
-		if !on {
-			for _, got := range []attr{normal, nice, changed} {
-				if got != base {
-					t.Errorf("without HostPriority: OS thread has %+v, want the process's %+v", got, base)
-				}
-			}
-			continue
+		if normal != c.normal || nice != c.nice || changed != c.changed {
+			t.Errorf("HostPriority %v, SetFIFO error %v: priorities 0, 15 and after SetPrio(-2) took %q, %q, %q; want %q, %q, %q",
+				c.on, c.fifoErr, normal, nice, changed, c.normal, c.nice, c.changed)
 		}
-		if !s.HostPriority() {
-			t.Skipf("no host priorities here (SCHED_FIFO needs CAP_SYS_NICE)")
+		if got, want := s.HostPriority(), c.on && c.fifoErr == nil; got != want {
+			t.Errorf("HostPriority %v, SetFIFO error %v: System.HostPriority() = %v, want %v", c.on, c.fifoErr, got, want)
 		}
-		if want := (attr{unix.SCHED_FIFO, 0, 1}); normal != want {
-			t.Errorf("priority 0: OS thread has %+v, want SCHED_FIFO 1 %+v", normal, want)
-		}
-		if want := (attr{unix.SCHED_NORMAL, 15, 0}); nice != want {
-			t.Errorf("priority 15: OS thread has %+v, want nice 15 %+v", nice, want)
-		}
-		if want := (attr{unix.SCHED_FIFO, 0, 3}); changed != want {
-			t.Errorf("after SetPrio(-2): OS thread has %+v, want SCHED_FIFO 3 %+v", changed, want)
-		}
+	}
+	s := New(Config{CPUs: 1, HostPriority: true})
+	defer s.Stop()
+	if s.HostPriority() {
+		t.Error("HostPriority without a Host: System.HostPriority() = true")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"mmlab/host"
 )
 
 // The IPI handler runs on the target thread between two of its Points: the
@@ -325,11 +327,11 @@ func BenchmarkPointIdle(b *testing.B) {
 	var ok bool
 	b.ResetTimer()
 	th := s.Spawn(0, 0, func(t *Thread) {
-		start, _ := ThreadCPUTime()
+		start, _ := host.ThreadCPUTime()
 		for range n {
 			t.Point()
 		}
-		end, ok1 := ThreadCPUTime()
+		end, ok1 := host.ThreadCPUTime()
 		cpu, ok = end-start, ok1
 	})
 	<-th.Done()
@@ -341,7 +343,7 @@ func BenchmarkPointIdle(b *testing.B) {
 // BenchmarkIPI measures an IPI round trip to a thread spinning on Points on
 // another CPU.
 func BenchmarkIPI(b *testing.B) {
-	s := NewSystem(2)
+	s := New(Config{CPUs: 2, Host: host.Threads{}})
 	th := s.Spawn(1, 0, func(t *Thread) {
 		for !t.Stopping() {
 			t.Point()

@@ -644,16 +644,17 @@ func ChargeUser(d time.Duration) {
 	}
 }
 
-// ThreadCPUTime returns the CPU time of the calling OS thread and whether
-// the OS gives it (see hostThreadCPUTime); in a sim run, the running
-// thread's virtual CPU time (sum_exec_runtime, with its current run).
+// ThreadCPUTime returns, in a sim run, the running thread's virtual CPU
+// time (sum_exec_runtime, with its current run) and true; elsewhere 0 and
+// false: sched reads no host clock, and a real-time runner reads its OS
+// thread's from package host (host.ThreadCPUTime).
 func ThreadCPUTime() (time.Duration, bool) {
 	if t := running(); t != nil && t.det.sim != nil {
 		c := t.sys().det.sim.cpuOf(t)
 		se := t.det.sim.se
 		return time.Duration(se.SumExec + c.clock - se.ExecStart), true
 	}
-	return hostThreadCPUTime()
+	return 0, false
 }
 
 // now is the virtual time of thread t, its CPU's clock: Now in sim mode.

@@ -16,6 +16,7 @@ import (
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
 	"mmlab/sched"
+	"mmlab/uapi"
 )
 
 // x86-64 optimized uprobes (v6.18+, arch/x86/kernel/uprobes.c): a uprobe on
@@ -531,7 +532,7 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 // Syscall serves the uprobe syscall (kernel.Traps); any other is not
 // uprobes'.
 func (u *Uprobes) Syscall(r *kernel.Runner) (bool, kernel.Signal) {
-	if r.Regs.R[cpu.RAX] != cpu.NrUprobe {
+	if r.Regs.R[cpu.RAX] != uapi.NrUprobe {
 		return false, 0
 	}
 	if u.opt == OptimizeJmpSlot {

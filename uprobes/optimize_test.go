@@ -15,6 +15,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
+	"mmlab/uapi"
 )
 
 // optProg: main calls f5 RCX times; f5 = "nop5; inc eax; ret", so RAX
@@ -22,7 +23,7 @@ import (
 // syscall from ordinary text.
 func optProg(a *cpu.Asm) {
 	a.Label("main").Label("loop").Call("f5").Label("after_call").Dec32(cpu.RCX).Jnz("loop").Hlt()
-	a.Label("sys").MovImm32(cpu.RAX, cpu.NrUprobe).Syscall().Hlt()
+	a.Label("sys").MovImm32(cpu.RAX, uapi.NrUprobe).Syscall().Hlt()
 	a.Label("f5").Nop5().Inc32(cpu.RAX).Label("f5_ret").Ret()
 }
 

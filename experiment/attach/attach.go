@@ -16,26 +16,17 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/report"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
-// Attach modes, as the live kernel offers them.
-const (
-	// ModeMulti is one BPF uprobe_multi link with N offsets: N registers,
-	// then on detach N unregisters and one uprobe_unregister_sync.
-	ModeMulti = "uprobe_multi"
-	// ModePerf is N perf-event uprobes: each detach is an unregister and a
-	// uprobe_unregister_sync.
-	ModePerf = "perf"
-)
-
-// ParseModes splits a comma-separated --flag value of attach modes;
-// "multi" is short for uprobe_multi.
+// ParseModes splits a comma-separated --flag value of attach modes
+// (uapi.AttachMulti, uapi.AttachPerf); "multi" is short for uprobe_multi.
 func ParseModes(flagName, value string) ([]string, error) {
-	modes, err := experiment.List(flagName, value, ModeMulti, ModePerf, "multi")
+	modes, err := experiment.List(flagName, value, uapi.AttachMulti, uapi.AttachPerf, "multi")
 	for i, m := range modes {
 		if m == "multi" {
-			modes[i] = ModeMulti
+			modes[i] = uapi.AttachMulti
 		}
 	}
 	return modes, err
@@ -67,7 +58,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Attach: []string{ModeMulti, ModePerf}, N: []int{1, 4, 64}, Runs: 5, Gap: experiment.Duration(200 * time.Millisecond)}
+	return &Options{Attach: []string{uapi.AttachMulti, uapi.AttachPerf}, N: []int{1, 4, 64}, Runs: 5, Gap: experiment.Duration(200 * time.Millisecond)}
 }
 
 // Flags registers the options on fs.

@@ -13,9 +13,11 @@ import (
 	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -26,7 +28,7 @@ type modelConfig struct {
 	// Variants are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
 	Variants []uprobes.Variant
-	Modes    []string // ModeMulti, ModePerf
+	Modes    []string // uapi.AttachMulti, uapi.AttachPerf
 	Ns       []int    // probes per attach, at most MaxProbes
 	Runs     int
 	Gap      time.Duration // pause before each attach
@@ -137,7 +139,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := binfmt.NewKernel(c.Machine, max(1, c.CPUs), v.Config)
+	mk, err := binfmt.NewKernel(c.Machine, max(1, c.CPUs), host.Threads{}, v.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +233,11 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 		if err := u.UnregisterNosync(nil, ups[i], cons[i]); err != nil {
 			return run, err
 		}
-		if mode == ModePerf {
+		if mode == uapi.AttachPerf {
 			u.UnregisterSync(nil)
 		}
 	}
-	if mode != ModePerf {
+	if mode != uapi.AttachPerf {
 		u.UnregisterSync(nil)
 	}
 	run.Detach = time.Since(start)

@@ -11,6 +11,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/machine"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -18,7 +19,7 @@ import (
 // no uprobe behind.
 func TestMeasure(t *testing.T) {
 	runs, err := measure(context.Background(), modelConfig{Variants: uprobes.Variants,
-		Modes: []string{ModeMulti, ModePerf}, Ns: []int{1, 4}, Runs: 2, Procs: 3, CPUs: 1})
+		Modes: []string{uapi.AttachMulti, uapi.AttachPerf}, Ns: []int{1, 4}, Runs: 2, Procs: 3, CPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,19 +35,21 @@ import (
 
 	"mmlab/binfmt"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
 	"mmlab/sched"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
 // Lock names as kernel.Task accounts them.
 const (
 	lockDupMmap = "dup_mmap_sem"
-	lockMmap    = mm.MmapLockName
+	lockMmap    = uapi.MmapLockName
 )
 
 // modelHold is how long one populate of the busy process holds its mmap
@@ -279,7 +281,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		return nil, errors.New("busy case without a size and a hold")
 	}
 	defer experiment.QuietRuntime(gcLimit)()
-	mach := kernel.NewMachine(o.Machine, 1)
+	mach := kernel.NewMachineOn(o.Machine, sched.New(sched.Config{CPUs: 1, Host: host.Threads{}}))
 	defer mach.Stop()
 	u, err := uprobes.New(mach, uprobes.Config{Flavor: uprobes.TasksTrace, Design: o.Design, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall, GP: rcu.ThisKernel})
 	if err != nil {

@@ -3,17 +3,30 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/sched"
 )
+
+// hostCanFIFO reports whether this process may make a thread SCHED_FIFO
+// (sched.Config.HostPriority's need), trying it on a thread of its own.
+func hostCanFIFO() bool {
+	ok := make(chan bool)
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine, its policy with it
+		ok <- host.SetFIFO(1) == nil
+	}()
+	return <-ok
+}
 
 func TestRunModelSmoke(t *testing.T) {
 	canFIFO := hostCanFIFO()

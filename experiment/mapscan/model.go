@@ -12,6 +12,7 @@ import (
 
 	"mmlab/errno"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
@@ -84,7 +85,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 	}
 
 	defer experiment.QuietRuntime(gcLimit)()
-	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU()), HostPriority: true})
+	sys := sched.New(sched.Config{CPUs: 1 + NumScanners, Host: host.Threads{}, Hosts: hostPlacement(1+NumScanners, runtime.NumCPU()), HostPriority: true})
 	var acc Acc
 	var opErr error
 	mapperDone := make(chan struct{})
@@ -94,8 +95,8 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		defer close(mapperDone)
 		t := kernel.NewTask("mapper")
 		t.Thread = th
-		hw := openHostWaitClock()
-		defer hw.close()
+		hw, _ := host.OpenRunDelay() // nil where the kernel gives none
+		defer hw.Close()
 		if o.Scanners != "none" && o.BusyDuration != 0 {
 			// A model choice: the timed test starts once each scanner has
 			// read the maps once (mapper.c starts when the script has
@@ -115,7 +116,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		deadline := time.Now().Add(o.Duration)
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			t.TakeBlocked()
-			w0, _ := hw.read()
+			w0, _ := hw.Read()
 			t0 := time.Now()
 			isMmap, err := op(t)
 			d := time.Since(t0)
@@ -123,7 +124,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				opErr = err
 				return
 			}
-			if w1, ok := hw.read(); ok {
+			if w1, ok := hw.Read(); ok {
 				// The mapper has its model CPU to itself: time its OS
 				// thread waited for a host CPU is the host's, not the
 				// model's.
@@ -131,7 +132,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				d -= min(w1-w0, d)
 			}
 			acc.AddBlocked(isMmap, d, t.TakeBlocked())
-			t.Block(func() { Nanosleep(MapperSleep) })
+			t.Block(func() { host.Nanosleep(MapperSleep) })
 		}
 	})
 	passes := make([]int, NumScanners)
@@ -150,8 +151,9 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				t := kernel.NewTask("scanner")
 				t.Thread = th
 				s := &scanners[i]
-				s.th, s.task = th, &scannerTask{Task: t, hw: openHostWaitClock()}
-				defer s.task.hw.close()
+				hw, _ := host.OpenRunDelay()
+				defer hw.Close()
+				s.th, s.task = th, &scannerTask{Task: t, hw: hw}
 				f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: o.Preempt, Waiter: s.task, Point: s.point, Thread: th})
 				if err != nil {
 					scanErr[i] = err
@@ -221,7 +223,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 // busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
 // BusySleep, repeat (keep it for ever if busy is 0), in periods counted
 // from start. It keeps its model CPU without spinning its host CPU: while
-// current it sleeps (Nanosleep) to the end of its busy time, as a thread
+// current it sleeps (host.Nanosleep) to the end of its busy time, as a thread
 // that stalls its CPU (it runs no model code, so nothing waits for it).
 //
 // Model choices the kernel does not make, because two scanner CPUs may
@@ -240,7 +242,7 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 	period := busy + BusySleep
 	for !th.Stopping() {
 		if busy == 0 {
-			Nanosleep(BusySleep) // keep the CPU; see Stopping again
+			host.Nanosleep(BusySleep) // keep the CPU; see Stopping again
 			continue
 		}
 		phase := time.Since(start) % period
@@ -248,9 +250,9 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 			phase += period // before start: the periods run back from it
 		}
 		if phase < busy {
-			Nanosleep(busy - phase)
+			host.Nanosleep(busy - phase)
 		} else {
-			t.Block(func() { Nanosleep(period - phase) })
+			t.Block(func() { host.Nanosleep(period - phase) })
 		}
 	}
 }
@@ -264,7 +266,7 @@ func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
 func spend(th *sched.Thread, d time.Duration) {
 	for d > 0 && !th.Stopping() {
 		t0 := time.Now()
-		Nanosleep(min(d, spendStep))
+		host.Nanosleep(min(d, spendStep))
 		d -= time.Since(t0)
 		th.Point()
 	}
@@ -305,7 +307,7 @@ type HeldStat struct {
 // for a host CPU.
 type scannerTask struct {
 	*kernel.Task
-	hw          *hostWaitClock // the scanner thread's, or nil
+	hw          *host.RunDelay // the scanner thread's, or nil
 	runWaitMax  time.Duration  // the longest wait for the CPU after a wake-up since the last RecordBlocked
 	hostWaitMax time.Duration  // the longest part of one waiting for a host CPU
 	runWait     Held           // by lock: those waits (Stats.ScannersRunWait)
@@ -319,10 +321,10 @@ func (st *scannerTask) Block(wait func()) {
 	st.Task.Block(func() {
 		wait()
 		woken = time.Now()
-		w0, _ = st.hw.read()
+		w0, _ = st.hw.Read()
 	})
 	st.runWaitMax = max(st.runWaitMax, time.Since(woken))
-	if w1, ok := st.hw.read(); ok {
+	if w1, ok := st.hw.Read(); ok {
 		st.hostWaitMax = max(st.hostWaitMax, w1-w0)
 	}
 }

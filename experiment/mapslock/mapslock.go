@@ -348,7 +348,7 @@ func probeModel(ctx context.Context, m *mm.MM, variant procfs.Variant, addr, siz
 	for i, t := range times {
 		spans[i] = Span{t[0].Sub(w.start), t[1].Sub(w.start)}
 	}
-	blocked := prober.TakeBlocked()["mmap_lock"].Total
+	blocked := prober.TakeBlocked()[uapi.MmapLockName].Total
 	if err := m.Mprotect(nil, regionBase, size, mm.PROT_READ|mm.PROT_WRITE); err != nil {
 		return Run{}, 0, err
 	}

@@ -8,9 +8,9 @@ import (
 	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
-	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -33,7 +33,7 @@ func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*d
 	if err != nil {
 		return nil, err
 	}
-	mk, err := binfmt.NewKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
+	mk, err := binfmt.NewKernel(d, 1, host.Threads{}, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
@@ -143,10 +143,10 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 // elapsed runs fn and returns the calling thread's CPU time it took, or
 // the wall time where the OS gives no thread clock.
 func elapsed(fn func()) time.Duration {
-	c0, ok := sched.ThreadCPUTime()
+	c0, ok := host.ThreadCPUTime()
 	t0 := time.Now()
 	fn()
-	if c1, _ := sched.ThreadCPUTime(); ok {
+	if c1, _ := host.ThreadCPUTime(); ok {
 		return c1 - c0
 	}
 	return time.Since(t0)
@@ -154,7 +154,7 @@ func elapsed(fn func()) time.Duration {
 
 // clockName says which clock the rates use.
 func clockName() string {
-	if _, ok := sched.ThreadCPUTime(); ok {
+	if _, ok := host.ThreadCPUTime(); ok {
 		return "thread-cpu"
 	}
 	return "wall"

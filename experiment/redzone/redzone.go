@@ -24,6 +24,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
 	"mmlab/report"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -43,7 +44,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Calls: 20000, Samples: 7, Attach: []string{attach.ModeMulti, attach.ModePerf}}
+	return &Options{Calls: 20000, Samples: 7, Attach: []string{uapi.AttachMulti, uapi.AttachPerf}}
 }
 
 // Flags registers the options on fs.

@@ -10,6 +10,7 @@ import (
 	"mmlab/experiment/attach"
 	"mmlab/experiment/trigger"
 	"mmlab/report"
+	"mmlab/uapi"
 )
 
 func seed004() *Seed {
@@ -57,7 +58,7 @@ func section004(s *Seed, docs Docs) report.Seed {
 		t := report.Table{Columns: []string{"target", "link", "n", "attach ms", "detach ms"}}
 		for _, r := range att.Results {
 			t.Rows = append(t.Rows, []string{column(r.Target, r.Variant), r.Attach, strconv.Itoa(r.N), ms(r.AttachMs, true), ms(r.DetachMs, true)})
-			if r.Target == experiment.Live && r.Attach == attach.ModeMulti && r.N == 1 {
+			if r.Target == experiment.Live && r.Attach == uapi.AttachMulti && r.N == 1 {
 				lines = append(lines, fmt.Sprintf("detaching one uprobe_multi link (uprobe_unregister_sync) takes %s ms", ms(r.DetachMs, true)))
 			}
 		}
@@ -106,7 +107,7 @@ func (s *Seed) triggerPart(doc *report.Document[trigger.Options, trigger.Result]
 	}
 	cols := []col{{"model srcu (v6.12)", experiment.Model, "srcu", ""}, {"model tasks-trace (v6.12)", experiment.Model, "tasks-trace", ""},
 		{"model v6.14+", experiment.Model, "v6.14+", ""},
-		{"live uprobe_multi", experiment.Live, experiment.VariantKernel, attach.ModeMulti}, {"live perf", experiment.Live, experiment.VariantKernel, attach.ModePerf}}
+		{"live uprobe_multi", experiment.Live, experiment.VariantKernel, uapi.AttachMulti}, {"live perf", experiment.Live, experiment.VariantKernel, uapi.AttachPerf}}
 	var cases []string
 	var cpus []int
 	for _, r := range doc.Results {
@@ -157,7 +158,7 @@ func (s *Seed) triggerPart(doc *report.Document[trigger.Options, trigger.Result]
 			a, oka := rate(k.target, k.variant, k.attachm, c, 2)
 			b, okb := rate(k.target, k.variant, k.attachm, c, 1)
 			row = append(row, ratio(a, b, oka, okb))
-			if c == "uprobe-nop" && k.attachm == attach.ModeMulti && oka && okb && b > 0 {
+			if c == "uprobe-nop" && k.attachm == uapi.AttachMulti && oka && okb && b > 0 {
 				line = fmt.Sprintf("this kernel's hit path scales %.2fx from 1 CPU to 2 (uprobe-nop, uprobe_multi; the seed: %s SRCU, %s Tasks Trace)",
 					a/b, ratio(p2, p1, ok2, ok1), ratio(q2, q1, okq2, okq1))
 			}

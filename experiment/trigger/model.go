@@ -10,10 +10,10 @@ import (
 	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/report"
-	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -77,7 +77,7 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 	if err != nil {
 		return nil, err
 	}
-	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, v.Config)
+	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, host.Threads{}, v.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 	for i, t := range k.tasks {
 		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			n := int64(0)
-			t0, ok := sched.ThreadCPUTime()
+			t0, ok := host.ThreadCPUTime()
 			// At least one batch, so that a producer started late on a
 			// busy host still gives the sample a rate.
 			for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
@@ -140,7 +140,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 				}
 				n += triggerBatch
 			}
-			if t1, _ := sched.ThreadCPUTime(); ok {
+			if t1, _ := host.ThreadCPUTime(); ok {
 				cpuNs.Add(int64(t1 - t0))
 			}
 			total.Add(n)

@@ -9,9 +9,9 @@ import (
 	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/kernel"
 	"mmlab/machine"
-	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -222,9 +222,9 @@ func BenchmarkHit(b *testing.B) {
 				var cpuTime time.Duration
 				b.ResetTimer()
 				r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) {
-					t0, _ := sched.ThreadCPUTime()
+					t0, _ := host.ThreadCPUTime()
 					s = binfmt.Loop(r, 0, k.entry, uint64(b.N))
-					t1, _ := sched.ThreadCPUTime()
+					t1, _ := host.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})
 				<-r.Done()

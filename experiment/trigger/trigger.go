@@ -21,6 +21,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
 	"mmlab/report"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -102,7 +103,7 @@ const OptimizeKernel = "kernel"
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{CPUs: []int{1, 2}, Cases: slices.Clone(DefaultCases), Attach: []string{attach.ModeMulti, attach.ModePerf},
+	return &Options{CPUs: []int{1, 2}, Cases: slices.Clone(DefaultCases), Attach: []string{uapi.AttachMulti, uapi.AttachPerf},
 		Optimize: []string{OptimizeKernel}, Warmup: experiment.Duration(time.Second), Duration: experiment.Duration(5 * time.Second), Interval: experiment.Duration(time.Second)}
 }
 

@@ -41,11 +41,10 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 		env.Progress("round %d of %d", run+1, o.Runs)
 		for _, n := range o.N {
 			for _, m := range o.Attach {
-				mode, _ := uprobe.ParseMode(m)
 				if err := experiment.Sleep(ctx, o.Gap.D()); err != nil {
 					return err
 				}
-				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})
+				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: m})
 				if err != nil {
 					return fmt.Errorf("%s n=%d: %w", m, n, err)
 				}
@@ -62,7 +61,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 				c := cells[key]
 				c.attach = append(c.attach, attach.Ms(p.LinkTime()))
 				c.detach = append(c.detach, attach.Ms(detach))
-				fh, err := uprobe.FirstHit(ctx, mode, attach.LaterHits)
+				fh, err := uprobe.FirstHit(ctx, m, attach.LaterHits)
 				if err != nil {
 					return fmt.Errorf("%s n=%d: nop5 first hit: %w", m, n, err)
 				}

@@ -24,8 +24,10 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/experiment/forkstall"
+	"mmlab/host"
 	"mmlab/live"
 	"mmlab/live/uprobe"
+	"mmlab/uapi"
 )
 
 // The helper roles (live.RegisterRole) and the environment variable that
@@ -52,9 +54,7 @@ func argUint() uint64 {
 // pin binds the calling OS thread (the goroutine must be locked to it) to cpu,
 // modulo the machine's CPU count.
 func pin(cpu int) {
-	var set unix.CPUSet
-	set.Set(cpu % runtime.NumCPU())
-	_ = unix.SchedSetaffinity(0, &set)
+	_ = host.Pin(cpu % runtime.NumCPU())
 }
 
 // busy loops mmap(size, MAP_POPULATE)/munmap on CPU 0, writing one record
@@ -346,9 +346,9 @@ type Attacher func(ctx context.Context, path string, offsets []uint64, mode stri
 // attachUprobes attaches the probes with the live uprobe package: one
 // uprobe_multi link for the multi modes, perf-event uprobes for perf-4.
 func attachUprobes(ctx context.Context, path string, offsets []uint64, mode string) (func() error, error) {
-	m := uprobe.ModeMulti
+	m := uapi.AttachMulti
 	if mode == forkstall.ModePerf4 {
-		m = uprobe.ModePerf
+		m = uapi.AttachPerf
 	}
 	p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets, Mode: m})
 	if err != nil {

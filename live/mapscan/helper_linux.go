@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/experiment/mapscan"
+	"mmlab/host"
 	"mmlab/live"
 	"mmlab/live/procmaps"
 	"mmlab/uapi"
@@ -61,18 +62,13 @@ func pinThreadTo(cpuStr string, nice int) error {
 }
 
 // pinThread locks the goroutine to its thread and puts the thread on cpu
-// at nice (sched_setaffinity and setpriority act on the calling thread).
+// at nice.
 func pinThread(cpu, nice int) error {
 	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("sched_setaffinity CPU %d: %s", cpu, unix.ErrnoName(err.(unix.Errno)))
+	if err := host.Pin(cpu); err != nil {
+		return err
 	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
-		return fmt.Errorf("setpriority %d: %s", nice, unix.ErrnoName(err.(unix.Errno)))
-	}
-	return nil
+	return host.SetNice(nice)
 }
 
 // ready says "ready TID": the helper is set up, on the thread TID.
@@ -168,7 +164,7 @@ func mapperMain() error {
 		if d > slowest {
 			slowest, slow0 = d, t0
 		}
-		mapscan.Nanosleep(mapscan.MapperSleep)
+		host.Nanosleep(mapscan.MapperSleep)
 	}
 	span := lockSpan{Mapper: unix.Gettid(), From: clock.mono(first), To: clock.mono(last), SlowFrom: clock.mono(slow0), SlowTo: clock.mono(slow0.Add(slowest))}
 	b, _ := json.Marshal(mapperReport{acc.Stats(), span})
@@ -251,6 +247,6 @@ func busyMain(busyNS, cpu string) error {
 		t0 := time.Now()
 		for ns == 0 || time.Since(t0) < time.Duration(ns) {
 		}
-		mapscan.Nanosleep(mapscan.BusySleep)
+		host.Nanosleep(mapscan.BusySleep)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"mmlab/experiment/mapscan"
 	"mmlab/live/tracefs"
-	"mmlab/mm"
+	"mmlab/uapi"
 )
 
 // The lock tracepoints read: lock:contention_begin and lock:contention_end
@@ -32,10 +32,9 @@ import (
 //   - who held the lock: the tracepoints name only the waiters;
 //   - the mapper's time runnable but off its CPU (preempted).
 const (
-	lockBegin    = "lock/contention_begin"
-	lockEnd      = "lock/contention_end"
-	rwsemFlags   = "flags & 6"     // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
-	mmapLockName = mm.MmapLockName // the model's name of the mmap_lock
+	lockBegin  = "lock/contention_begin"
+	lockEnd    = "lock/contention_end"
+	rwsemFlags = "flags & 6" // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
 )
 
 // mmapLockCallers are the kernel functions through which the mapper and
@@ -201,7 +200,7 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 		case w.tid == s.Mapper && w.addr == lock:
 			sum += d
 			longest = max(longest, d)
-			slow[mmapLockName] += w.overlap(s.SlowFrom, s.SlowTo)
+			slow[uapi.MmapLockName] += w.overlap(s.SlowFrom, s.SlowTo)
 		case w.tid == s.Mapper:
 			slow[otherLock(w)] += w.overlap(s.SlowFrom, s.SlowTo)
 		case s.scanner(w) && w.addr == lock:
@@ -221,6 +220,6 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 		}
 	}
 	if slept.Count > 0 {
-		st.ScannersSlept = mapscan.Held{mmapLockName: slept}
+		st.ScannersSlept = mapscan.Held{uapi.MmapLockName: slept}
 	}
 }

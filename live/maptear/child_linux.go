@@ -12,6 +12,7 @@ import (
 
 	"mmlab/experiment/maptear"
 	"mmlab/explore"
+	"mmlab/host"
 	"mmlab/live"
 )
 
@@ -98,10 +99,8 @@ func childMain() int {
 	if cpu, err := strconv.Atoi(os.Getenv(childCPUEnv)); err == nil {
 		// The modifier runs on this thread (RunRole runs on the main goroutine).
 		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			fmt.Printf("err sched_setaffinity CPU %d: %v\n", cpu, err)
+		if err := host.Pin(cpu); err != nil {
+			fmt.Printf("err %v\n", err)
 			return 1
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/maptear"
 	"mmlab/explore"
+	"mmlab/host"
 	"mmlab/live"
 	"mmlab/live/procmaps"
 	"mmlab/uapi"
@@ -57,18 +58,16 @@ func Run(ctx context.Context, o *maptear.Options, env experiment.Env, emit func(
 // cpu; the returned func restores the thread's CPUs and unlocks it.
 func pinThread(cpu int) (func(), error) {
 	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("maptear: sched_getaffinity: %w", err)
+	old, err := host.CPUs()
+	if err == nil {
+		err = host.Pin(cpu)
 	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("maptear: pinning the reader to CPU %d: sched_setaffinity: %w", cpu, err)
+		return nil, fmt.Errorf("maptear: pinning the reader: %w", err)
 	}
 	return func() {
-		unix.SchedSetaffinity(0, &old)
+		_ = host.Pin(old...)
 		runtime.UnlockOSThread()
 	}, nil
 }

@@ -1,12 +1,14 @@
 package procmaps
 
 import (
-	"mmlab/uapi"
 	"os"
 	"runtime"
 	"sync"
 	"testing"
 	"unsafe"
+
+	"mmlab/host"
+	"mmlab/uapi"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -190,9 +192,8 @@ func cpuTimer(b *testing.B, unit string, scale float64) func() {
 
 // nanotime is the CPU time of the calling thread (lock it first).
 func nanotime() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
+	d, _ := host.ThreadCPUTime()
+	return int64(d)
 }
 
 // BenchmarkLookupOverScan alternates a PROCMAP_QUERY lookup and a text scan

@@ -1,8 +1,9 @@
 package procmaps
 
 import (
-	"mmlab/uapi"
 	"unsafe"
+
+	"mmlab/uapi"
 
 	"golang.org/x/sys/unix"
 )

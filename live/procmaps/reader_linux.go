@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"mmlab/uapi"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"mmlab/uapi"
 
 	"golang.org/x/sys/unix"
 )

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mmlab/uapi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"mmlab/uapi"
 
 	"golang.org/x/sys/unix"
 

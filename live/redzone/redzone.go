@@ -27,9 +27,9 @@ func Run(ctx context.Context, o *redzone.Options, env experiment.Env, emit func(
 	optimized := uprobe.HasOptimizedUprobes()
 	o.OptimizedUprobes, o.LiveClock = &optimized, "thread-cpu"
 	row := experiment.LiveRow
-	measure := func(site, group string, mode uprobe.Mode) (redzone.Result, error) {
+	measure := func(site, group string) (redzone.Result, error) {
 		res, err := uprobe.RedZone(ctx, uprobe.RedZoneConfig{Site: siteName(site),
-			Mode: mode, Calls: uint64(o.Calls), Samples: o.Samples + 1})
+			Mode: group, Calls: uint64(o.Calls), Samples: o.Samples + 1})
 		if err != nil {
 			return redzone.Result{}, fmt.Errorf("%s %s: %w", site, group, err)
 		}
@@ -37,20 +37,19 @@ func Run(ctx context.Context, o *redzone.Options, env experiment.Env, emit func(
 		env.Progress("%s, %s: %.3f M/s, %d of %d calls found %s changed", group, site, r.Mops, r.Corrupted, r.Calls, redzone.Slots(r.Mask))
 		return r, nil
 	}
-	none, err := measure(redzone.SiteNone, "none", 0)
+	none, err := measure(redzone.SiteNone, "none")
 	if err != nil {
 		return err
 	}
 	emit(none)
 	for _, group := range o.Attach {
-		mode, _ := uprobe.ParseMode(group)
-		int3, err := measure(redzone.SiteNop, group, mode)
+		int3, err := measure(redzone.SiteNop, group)
 		if err != nil {
 			return err
 		}
 		int3.SetHitNs(none)
 		emit(int3)
-		r, err := measure(redzone.SiteNop5, group, mode)
+		r, err := measure(redzone.SiteNop5, group)
 		if err != nil {
 			return err
 		}

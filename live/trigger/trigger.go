@@ -22,14 +22,13 @@ func Run(ctx context.Context, o *trigger.Options, env experiment.Env, emit func(
 	}
 	row := experiment.LiveRow
 	for _, group := range append([]string{trigger.AttachNone}, o.Attach...) {
-		mode, _ := uprobe.ParseMode(group) // AttachNone: no probe, no mode
 		for _, name := range o.Cases {
 			c, _ := trigger.LookupCase(name)
 			if c.Probed == (group == trigger.AttachNone) {
 				continue
 			}
 			for _, n := range o.CPUs {
-				res, err := uprobe.Trigger(ctx, uprobe.TriggerConfig{Case: c, Mode: mode, CPUs: n,
+				res, err := uprobe.Trigger(ctx, uprobe.TriggerConfig{Target: c.Target, Probed: c.Probed, Ret: c.Ret, Mode: group, CPUs: n,
 					Warmup: o.Warmup.D(), Duration: o.Duration.D(), Interval: o.Interval.D()})
 				if err != nil {
 					return fmt.Errorf("%s %s %d cpus: %w", name, group, n, err)

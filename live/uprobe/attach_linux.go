@@ -17,6 +17,7 @@ import (
 
 	"mmlab/live"
 	"mmlab/live/tracefs"
+	"mmlab/uapi"
 )
 
 // Probes are uprobes attached by Attach: one BPF program that counts its
@@ -35,7 +36,7 @@ var memlockOnce sync.Once
 // Attach loads the counting program and attaches it at every offset of s as
 // s.Mode says. On error nothing stays attached or loaded. The caller must
 // Close the result (the objects are file descriptors, so process exit also
-// detaches everything). ctx is checked between the probes of ModePerf.
+// detaches everything). ctx is checked between the probes of uapi.AttachPerf.
 func Attach(ctx context.Context, s Spec) (*Probes, error) {
 	if s.Path == "" {
 		return nil, errors.New("attach uprobes: empty path")
@@ -78,7 +79,7 @@ func Attach(ctx context.Context, s Spec) (*Probes, error) {
 		License:      "Dual MIT/GPL",
 		Instructions: countInsns(p.hits.FD()),
 	}
-	if s.Mode == ModeMulti {
+	if s.Mode == uapi.AttachMulti {
 		ps.AttachType = ebpf.AttachTraceUprobeMulti
 	}
 	p.prog, err = ebpf.NewProgram(ps)
@@ -92,7 +93,7 @@ func Attach(ctx context.Context, s Spec) (*Probes, error) {
 
 	start := time.Now()
 	switch s.Mode {
-	case ModeMulti:
+	case uapi.AttachMulti:
 		opts := &link.UprobeMultiOptions{Addresses: s.Offsets, PID: uint32(s.Pid)}
 		var l link.Link
 		if s.Ret {
@@ -104,7 +105,7 @@ func Attach(ctx context.Context, s Spec) (*Probes, error) {
 			return nil, multiError(s, err)
 		}
 		p.links = append(p.links, l)
-	case ModePerf:
+	case uapi.AttachPerf:
 		for _, off := range s.Offsets {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -122,7 +123,7 @@ func Attach(ctx context.Context, s Spec) (*Probes, error) {
 			p.links = append(p.links, l)
 		}
 	default:
-		return nil, fmt.Errorf("attach uprobes: unknown mode %v", s.Mode)
+		return nil, fmt.Errorf("attach uprobes: unknown mode %q", s.Mode)
 	}
 	p.linkTime = time.Since(start)
 	ok = true

@@ -3,11 +3,14 @@ package uprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"mmlab/uapi"
 )
 
 func needLive(t *testing.T) {
@@ -58,6 +61,27 @@ func probeFDs(t *testing.T) int {
 	return n
 }
 
+// linkTypes returns the link_type line of each of p's BPF links'
+// /proc/self/fdinfo (kernel/bpf/syscall.c:bpf_link_show_fdinfo).
+func linkTypes(t *testing.T, p *Probes) []string {
+	t.Helper()
+	var types []string
+	for _, l := range p.links {
+		fd, ok := l.(interface{ FD() int })
+		if !ok {
+			t.Fatalf("link %T has no fd", l)
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd.FD()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(string(info), "link_type:\t")
+		lt, _, _ := strings.Cut(rest, "\n")
+		types = append(types, lt)
+	}
+	return types
+}
+
 func TestTargetsResolve(t *testing.T) {
 	if !haveTargets {
 		t.Skip("no probe targets on this architecture")
@@ -105,9 +129,9 @@ func TestCheckRejectsWrongTarget(t *testing.T) {
 func TestAttachDetachLeavesNothing(t *testing.T) {
 	needLive(t)
 	sled := target(t, "sled")
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		for _, ret := range []bool{false, true} {
-			t.Run(mode.String()+"/"+probeKind(ret), func(t *testing.T) {
+			t.Run(mode+"/"+probeKind(ret), func(t *testing.T) {
 				before := probeFDs(t)
 				offs := []uint64{sled.Offset, sled.Offset + 1, sled.Offset + 63}
 				p, err := Attach(context.Background(), Spec{Path: sled.Path, Offsets: offs, Mode: mode, Ret: ret})
@@ -124,6 +148,14 @@ func TestAttachDetachLeavesNothing(t *testing.T) {
 				}
 				if got := probeFDs(t); got <= before {
 					t.Errorf("probe fds while attached: %d, before %d", got, before)
+				}
+				// The mode is the link's type as the kernel names it
+				// (bpf_link_show_fdinfo names a uretprobe's uprobe_multi
+				// link, BPF_F_UPROBE_MULTI_RETURN, uretprobe_multi).
+				for _, lt := range linkTypes(t, p) {
+					if lt != mode && !(ret && mode == uapi.AttachMulti && lt == "uretprobe_multi") {
+						t.Errorf("a link of mode %s has link_type %q", mode, lt)
+					}
 				}
 				if err := p.Close(); err != nil {
 					t.Fatal(err)
@@ -145,9 +177,9 @@ func TestHitsEqualCalls(t *testing.T) {
 	needLive(t)
 	nop := target(t, "nop")
 	const calls = 100_000
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		for _, ret := range []bool{false, true} {
-			t.Run(mode.String()+"/"+probeKind(ret), func(t *testing.T) {
+			t.Run(mode+"/"+probeKind(ret), func(t *testing.T) {
 				p, err := Attach(context.Background(), Spec{Path: nop.Path, Offsets: []uint64{nop.Offset}, Mode: mode, Ret: ret})
 				if err != nil {
 					t.Fatal(err)
@@ -173,7 +205,7 @@ func TestAttachErrorsNameErrno(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		before := probeFDs(t)
 		_, err := Attach(context.Background(), Spec{Path: "/nonexistent/mmlab", Offsets: []uint64{0x1000}, Mode: mode})
 		if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "ENOENT") {

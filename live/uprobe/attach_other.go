@@ -44,6 +44,6 @@ func LookupTarget(name string) (Target, error) { return Target{}, errNotLinux }
 func SledOffsets(n int) (string, []uint64, error) { return "", nil, errNotLinux }
 
 // FirstHit returns ErrNotSupported off Linux.
-func FirstHit(ctx context.Context, m Mode, later int) (FirstHitResult, error) {
+func FirstHit(ctx context.Context, m string, later int) (FirstHitResult, error) {
 	return FirstHitResult{}, errNotLinux
 }

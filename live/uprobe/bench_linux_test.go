@@ -3,11 +3,13 @@ package uprobe
 import (
 	"context"
 	"testing"
+
+	"mmlab/uapi"
 )
 
 // benchHit measures one call of target on one thread, with a probe attached
 // as mode and ret say, or none when probed is false: ns per hit.
-func benchHit(b *testing.B, target string, probed bool, mode Mode, ret bool) {
+func benchHit(b *testing.B, target string, probed bool, mode string, ret bool) {
 	if probed {
 		if err := Supported(); err != nil {
 			b.Skip(err)
@@ -34,9 +36,9 @@ func benchHit(b *testing.B, target string, probed bool, mode Mode, ret bool) {
 	callLoop(tg.PC, uint64(b.N))
 }
 
-func BenchmarkNop(b *testing.B)               { benchHit(b, "nop", false, 0, false) }
-func BenchmarkUprobeNopMulti(b *testing.B)    { benchHit(b, "nop", true, ModeMulti, false) }
-func BenchmarkUprobeNopPerf(b *testing.B)     { benchHit(b, "nop", true, ModePerf, false) }
-func BenchmarkUretprobeNopMulti(b *testing.B) { benchHit(b, "nop", true, ModeMulti, true) }
-func BenchmarkUprobeRetMulti(b *testing.B)    { benchHit(b, "ret", true, ModeMulti, false) }
-func BenchmarkUprobeNop5Multi(b *testing.B)   { benchHit(b, "nop5", true, ModeMulti, false) }
+func BenchmarkNop(b *testing.B)               { benchHit(b, "nop", false, "", false) }
+func BenchmarkUprobeNopMulti(b *testing.B)    { benchHit(b, "nop", true, uapi.AttachMulti, false) }
+func BenchmarkUprobeNopPerf(b *testing.B)     { benchHit(b, "nop", true, uapi.AttachPerf, false) }
+func BenchmarkUretprobeNopMulti(b *testing.B) { benchHit(b, "nop", true, uapi.AttachMulti, true) }
+func BenchmarkUprobeRetMulti(b *testing.B)    { benchHit(b, "ret", true, uapi.AttachMulti, false) }
+func BenchmarkUprobeNop5Multi(b *testing.B)   { benchHit(b, "nop5", true, uapi.AttachMulti, false) }

@@ -13,45 +13,10 @@ package uprobe
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// Mode selects how probes are attached.
-type Mode int
-
-const (
-	// ModeMulti attaches all offsets with one BPF uprobe_multi link
-	// (BPF_TRACE_UPROBE_MULTI, Linux 6.6+).
-	ModeMulti Mode = iota
-	// ModePerf attaches one perf-event uprobe (uprobe PMU) per offset, each
-	// with the BPF program linked to it.
-	ModePerf
-)
-
-// modeNames are the names the experiments print, by Mode.
-var modeNames = [...]string{ModeMulti: "uprobe_multi", ModePerf: "perf"}
-
-// String returns the name the experiments print: "uprobe_multi" or "perf".
-func (m Mode) String() string {
-	if m >= 0 && int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
-
-// ParseMode accepts a Mode's name, or "multi" for ModeMulti.
-func ParseMode(s string) (Mode, error) {
-	if s == "multi" {
-		return ModeMulti, nil
-	}
-	if i := slices.Index(modeNames[:], s); i >= 0 {
-		return Mode(i), nil
-	}
-	return 0, fmt.Errorf("unknown attach mode %q (want uprobe_multi or perf)", s)
-}
 
 // Spec says what to attach.
 type Spec struct {
@@ -59,12 +24,13 @@ type Spec struct {
 	Path string
 	// Offsets are file offsets of the probed instructions, at least one.
 	Offsets []uint64
-	Mode    Mode
+	// Mode is how: uapi.AttachMulti or uapi.AttachPerf.
+	Mode string
 	// Ret makes every probe a uretprobe (the program runs on return).
 	Ret bool
-	// Pid limits the probes to one process (ModeMulti: its thread group;
-	// ModePerf: perf_event_open's pid, which is one thread); 0 means every
-	// process.
+	// Pid limits the probes to one process (uapi.AttachMulti: its thread
+	// group; uapi.AttachPerf: perf_event_open's pid, which is one thread);
+	// 0 means every process.
 	Pid int
 }
 

@@ -16,7 +16,7 @@ import (
 // detached on return, which restores the nop5; the process keeps its
 // trampoline, so only its first FirstHit (or first optimized probe of any
 // kind) maps one. FirstHit fails if BPF did not count every call.
-func FirstHit(ctx context.Context, m Mode, later int) (FirstHitResult, error) {
+func FirstHit(ctx context.Context, m string, later int) (FirstHitResult, error) {
 	var res FirstHitResult
 	if later < 1 {
 		return res, fmt.Errorf("first hit: %d later calls", later)

@@ -21,6 +21,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
+	"mmlab/uapi"
 	"mmlab/uprobes"
 )
 
@@ -169,12 +170,12 @@ func TestLiveOptimizedMapsMatchModel(t *testing.T) {
 		}
 	}
 	pid := os.Getpid()
-	self, err := Attach(context.Background(), Spec{Path: nop5.Path, Offsets: []uint64{nop5.Offset, ret.Offset}, Mode: ModeMulti, Pid: pid})
+	self, err := Attach(context.Background(), Spec{Path: nop5.Path, Offsets: []uint64{nop5.Offset, ret.Offset}, Mode: uapi.AttachMulti, Pid: pid})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer self.Close()
-	code, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: ModeMulti, Pid: pid})
+	code, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: uapi.AttachMulti, Pid: pid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +365,7 @@ func rawForkRun(pc uintptr) (int, syscall.Errno) {
 func TestLiveForkedChildOfOptimized(t *testing.T) {
 	needOptimized(t)
 	nop5 := target(t, "nop5")
-	p, err := Attach(context.Background(), Spec{Path: nop5.Path, Offsets: []uint64{nop5.Offset}, Mode: ModeMulti, Pid: os.Getpid()})
+	p, err := Attach(context.Background(), Spec{Path: nop5.Path, Offsets: []uint64{nop5.Offset}, Mode: uapi.AttachMulti, Pid: os.Getpid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func TestLiveRemoteUnregisterRestores(t *testing.T) {
 	codePath := writeCodeFile(t)
 	cmd, _ := startHelper(t, "TestLiveHelperCallLoop", "ready", "MMLAB_UPROBE_CODE="+codePath)
 	pid := cmd.Process.Pid
-	p, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: ModeMulti, Pid: pid})
+	p, err := Attach(context.Background(), Spec{Path: codePath, Offsets: []uint64{codeSite}, Mode: uapi.AttachMulti, Pid: pid})
 	if err != nil {
 		t.Fatal(err)
 	}

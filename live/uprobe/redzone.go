@@ -11,7 +11,7 @@ const (
 // (cpu.RedZoneTarget).
 type RedZoneConfig struct {
 	Site string // RedZoneNone, RedZoneNop or RedZoneNop5
-	Mode Mode   // how the probe is attached
+	Mode string // how the probe is attached (uapi.AttachMulti, uapi.AttachPerf)
 	// Calls per sample (at least 1), Samples at least 1.
 	Calls   uint64
 	Samples int

@@ -10,7 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/cpu"
-	"mmlab/sched"
+	"mmlab/host"
+	"mmlab/uapi"
 )
 
 // HasOptimizedUprobes reports whether the kernel has the uprobe syscall,
@@ -20,7 +21,7 @@ func HasOptimizedUprobes() bool {
 	if !haveTargets {
 		return false // the number is x86-64's
 	}
-	_, _, e := unix.Syscall(cpu.NrUprobe, 0, 0, 0)
+	_, _, e := unix.Syscall(uapi.NrUprobe, 0, 0, 0)
 	return e != unix.ENOSYS
 }
 
@@ -59,11 +60,11 @@ func RedZone(ctx context.Context, cfg RedZoneConfig) (RedZoneResult, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		c0, _ := sched.ThreadCPUTime()
+		c0, _ := host.ThreadCPUTime()
 		t0 := time.Now()
 		corrupted, mask := redzoneLoop(tg.PC, cfg.Calls)
 		el := time.Since(t0)
-		c1, _ := sched.ThreadCPUTime()
+		c1, _ := host.ThreadCPUTime()
 		res.Samples = append(res.Samples, float64(cfg.Calls)/el.Seconds())
 		res.CPUSamples = append(res.CPUSamples, float64(cfg.Calls)/(c1-c0).Seconds())
 		res.Calls += cfg.Calls

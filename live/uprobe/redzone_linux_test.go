@@ -3,6 +3,8 @@ package uprobe
 import (
 	"context"
 	"testing"
+
+	"mmlab/uapi"
 )
 
 // The red-zone target on the live kernel: without a probe and with one on
@@ -15,7 +17,7 @@ import (
 func TestLiveRedZone(t *testing.T) {
 	needLive(t)
 	const calls = 1000
-	run := func(site string, mode Mode) RedZoneResult {
+	run := func(site, mode string) RedZoneResult {
 		t.Helper()
 		res, err := RedZone(context.Background(), RedZoneConfig{Site: site, Mode: mode, Calls: calls / 5, Samples: 5})
 		if err != nil {
@@ -24,10 +26,10 @@ func TestLiveRedZone(t *testing.T) {
 		t.Logf("%q %v: %d of %d calls corrupted, mask %#x", site, mode, res.Corrupted, res.Calls, res.Mask)
 		return res
 	}
-	if r := run(RedZoneNone, ModeMulti); r.Corrupted != 0 || r.Calls != calls {
+	if r := run(RedZoneNone, uapi.AttachMulti); r.Corrupted != 0 || r.Calls != calls {
 		t.Errorf("no probe: %+v", r)
 	}
-	for _, mode := range []Mode{ModeMulti, ModePerf} {
+	for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
 		if r := run(RedZoneNop, mode); r.Corrupted != 0 || r.Hits != calls {
 			t.Errorf("probe on the nop: %+v", r)
 		}

@@ -1,15 +1,15 @@
 package uprobe
 
-import (
-	"time"
-
-	"mmlab/experiment/trigger"
-)
+import "time"
 
 // TriggerConfig is one run of the trigger benchmark.
 type TriggerConfig struct {
-	Case trigger.Case
-	Mode Mode // how the probe is attached; ignored for a case without one
+	// Target is the function the producers call (LookupTarget).
+	Target string
+	// Probed puts a probe on the target's first instruction, a uretprobe
+	// if Ret, attached as Mode says (uapi.AttachMulti, uapi.AttachPerf).
+	Probed, Ret bool
+	Mode        string
 	// CPUs is the number of producers, producer i pinned to the i-th CPU
 	// this process may run on (wrapping around, as the kernel bench's -a).
 	CPUs int

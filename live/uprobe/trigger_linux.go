@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"mmlab/host"
 )
 
 // batch is how many calls a producer makes between two looks at its stop
@@ -29,7 +29,6 @@ type producerCount struct {
 // a hit; Trigger fails if the counts differ.
 func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 	var res TriggerResult
-	probed := cfg.Case.Probed
 	if cfg.CPUs < 1 {
 		return res, fmt.Errorf("trigger: %d cpus", cfg.CPUs)
 	}
@@ -37,18 +36,18 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		cfg.Interval = time.Second
 	}
 	nsamples := max(1, int(cfg.Duration/cfg.Interval))
-	cpus, err := allowedCPUs()
+	cpus, err := host.CPUs()
 	if err != nil {
 		return res, err
 	}
-	tg, err := LookupTarget(cfg.Case.Target)
+	tg, err := LookupTarget(cfg.Target)
 	if err != nil {
 		return res, err
 	}
 
 	var probes *Probes
-	if probed {
-		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: cfg.Case.Ret})
+	if cfg.Probed {
+		probes, err = Attach(ctx, Spec{Path: tg.Path, Offsets: []uint64{tg.Offset}, Mode: cfg.Mode, Ret: cfg.Ret})
 		if err != nil {
 			return res, err
 		}
@@ -74,10 +73,8 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 			// The thread stays locked: it exits with the goroutine and
 			// takes its CPU affinity with it.
 			runtime.LockOSThread()
-			var set unix.CPUSet
-			set.Set(cpus[i%len(cpus)])
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				errs <- withErrno(fmt.Sprintf("pin producer %d to cpu %d", i, cpus[i%len(cpus)]), err)
+			if err := host.Pin(cpus[i%len(cpus)]); err != nil {
+				errs <- withErrno(fmt.Sprintf("pin producer %d", i), err)
 				return
 			}
 			for {
@@ -97,7 +94,7 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		return n
 	}
 	count := calls
-	if probed {
+	if cfg.Probed {
 		count = func() uint64 {
 			h, err := probes.Hits()
 			if err != nil {
@@ -160,26 +157,11 @@ func Trigger(ctx context.Context, cfg TriggerConfig) (TriggerResult, error) {
 		return res, err
 	}
 	res.Calls = calls()
-	if probed {
+	if cfg.Probed {
 		res.Hits = count()
 		if res.Hits != res.Calls {
-			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Case.Name, res.Hits, res.Calls)
+			return res, fmt.Errorf("trigger %s: BPF counted %d hits for %d calls", cfg.Target, res.Hits, res.Calls)
 		}
 	}
 	return res, nil
-}
-
-// allowedCPUs lists the CPUs this process may run on, in order.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; len(cpus) < set.Count(); c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }

@@ -6,21 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"mmlab/experiment/trigger"
+	"mmlab/uapi"
 )
 
 // TestTriggerCountsEveryCall runs each case briefly on one and two CPUs in
 // both attach modes: every call the producers count must be a BPF hit.
 func TestTriggerCountsEveryCall(t *testing.T) {
 	needLive(t)
-	for _, c := range trigger.AllCases {
-		for _, mode := range []Mode{ModeMulti, ModePerf} {
-			if !c.Probed && mode == ModePerf {
+	// The cases of the kernel's bench trig-*: the bare nop, a uprobe and
+	// a uretprobe on it, a uprobe on a ret and on a nop5.
+	for _, c := range []struct {
+		name, target string
+		probed, ret  bool
+	}{{"nop", "nop", false, false}, {"uprobe-nop", "nop", true, false}, {"uretprobe-nop", "nop", true, true},
+		{"uprobe-ret", "ret", true, false}, {"uprobe-nop5", "nop5", true, false}} {
+		for _, mode := range []string{uapi.AttachMulti, uapi.AttachPerf} {
+			if !c.probed && mode == uapi.AttachPerf {
 				continue
 			}
 			for _, cpus := range []int{1, 2} {
-				t.Run(fmt.Sprintf("%s/%v/%d", c.Name, mode, cpus), func(t *testing.T) {
-					cfg := TriggerConfig{Case: c, Mode: mode, CPUs: cpus,
+				t.Run(fmt.Sprintf("%s/%v/%d", c.name, mode, cpus), func(t *testing.T) {
+					cfg := TriggerConfig{Target: c.target, Probed: c.probed, Ret: c.ret, Mode: mode, CPUs: cpus,
 						Warmup: 50 * time.Millisecond, Interval: 50 * time.Millisecond, Duration: 100 * time.Millisecond}
 					res, err := Trigger(context.Background(), cfg)
 					if err != nil {
@@ -38,12 +44,12 @@ func TestTriggerCountsEveryCall(t *testing.T) {
 					if res.Calls < uint64(cpus)*batch || res.Calls%batch != 0 {
 						t.Errorf("calls = %d, want a multiple of %d, at least %d of them", res.Calls, batch, cpus)
 					}
-					if c.Probed && res.Hits != res.Calls {
+					if c.probed && res.Hits != res.Calls {
 						t.Errorf("hits %d != calls %d", res.Hits, res.Calls)
 					}
 					// Detach restored the probed instruction, even a nop5
 					// the kernel had turned into a call to its trampoline.
-					tg := target(t, c.Target)
+					tg := target(t, c.target)
 					mem := make([]byte, len(tg.Code))
 					if err := readAt("/proc/self/mem", mem, int64(tg.PC)); err != nil {
 						t.Fatal(err)
@@ -61,8 +67,7 @@ func TestTriggerStopsOnCancel(t *testing.T) {
 	needLive(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c, _ := trigger.LookupCase("uprobe-nop")
-	_, err := Trigger(ctx, TriggerConfig{Case: c, CPUs: 1, Duration: time.Hour})
+	_, err := Trigger(ctx, TriggerConfig{Target: "nop", Probed: true, Mode: uapi.AttachMulti, CPUs: 1, Duration: time.Hour})
 	if err != context.Canceled {
 		t.Errorf("Trigger on a cancelled context: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mmlab/live"
+	"mmlab/uapi"
 )
 
 // The kernel's warning counter when an unregistering task is killed during
@@ -58,7 +59,7 @@ func TestLiveHelperUnregister(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
-	p, err := Attach(context.Background(), Spec{Path: path, Offsets: []uint64{codeSite}, Mode: ModeMulti, Pid: pid})
+	p, err := Attach(context.Background(), Spec{Path: path, Offsets: []uint64{codeSite}, Mode: uapi.AttachMulti, Pid: pid})
 	if err != nil {
 		t.Fatal(err)
 	}
