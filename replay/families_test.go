@@ -78,7 +78,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 			before[m] = now
 		}
 		var out bytes.Buffer
-		err := runHooked(context.Background(), f, p, &out, after)
+		err := runHooked(context.Background(), f, mm.Config{GapFix: mm.GapFixNone}, p, &out, after)
 		if err != nil {
 			t.Fatal(err)
 		}
