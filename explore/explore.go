@@ -60,7 +60,7 @@ const (
 // and "query-fix".
 var Designs = design.NewSet[Design]("design", "before", "after", "fix", "query-fix")
 
-// String returns "before" or "after".
+// String returns the design's name.
 func (d Design) String() string { return Designs.String(d) }
 
 // MarshalText returns the design's name.
