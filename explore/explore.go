@@ -41,19 +41,26 @@ import (
 
 // Design is the design a scenario runs in: seed 000's (kernel.Design),
 // seed 003's maps walk (procfs.Before, procfs.After) or seed 004's hit-path
-// protection (SRCU before, RCU Tasks Trace after). The zero Design is
-// unset: Explore refuses it (design.ErrUnset).
+// protection (SRCU before, RCU Tasks Trace after). Seed 003's scenarios
+// also run in the two fixes of the mremap gap (mm.GapFix), model choices
+// the kernel does not make, on top of the after design: Fix
+// (mm.GapFixGather) and QueryFix (mm.GapFixQueryConfirm). The zero Design
+// is unset: Explore refuses it (design.ErrUnset), and a design a scenario
+// does not run in (Scenario.Designs).
 type Design int
 
 const (
 	Before Design = iota + 1
 	After
+	Fix
+	QueryFix
 )
 
-// Designs are both designs, before first, named "before" and "after".
-var Designs = design.NewSet[Design]("design", "before", "after")
+// Designs are every design, before first, named "before", "after", "fix"
+// and "query-fix".
+var Designs = design.NewSet[Design]("design", "before", "after", "fix", "query-fix")
 
-// String returns "before" or "after".
+// String returns the design's name.
 func (d Design) String() string { return Designs.String(d) }
 
 // MarshalText returns the design's name.
@@ -75,6 +82,30 @@ type Scenario struct {
 	build func(w *World)
 	// config is the uprobes configuration of design d (nil: seed 000's).
 	config func(d Design) uprobes.Config
+	// gapFixes: the scenario runs in Fix and QueryFix too (its mm is made
+	// with the design's mm.GapFix).
+	gapFixes bool
+}
+
+// Designs are the designs sc runs in: Before and After, and Fix and
+// QueryFix for the scenarios of the mremap gap's fixes (seed 003's).
+func (sc *Scenario) Designs() []Design {
+	if sc.gapFixes {
+		return Designs.Values()
+	}
+	return []Design{Before, After}
+}
+
+// checkDesign refuses an unset design (design.ErrUnset) and one sc does not
+// run in (design.ErrUnknown).
+func (sc *Scenario) checkDesign(d Design) error {
+	if err := Designs.Check(d); err != nil {
+		return err
+	}
+	if !slices.Contains(sc.Designs(), d) {
+		return fmt.Errorf("%w: scenario %s has no %s design", design.ErrUnknown, sc.Name, d)
+	}
+	return nil
 }
 
 func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
@@ -82,7 +113,7 @@ func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
 		return sc.config(d)
 	}
 	ud := kernel.DesignBefore
-	if d == After {
+	if d != Before {
 		ud = kernel.DesignAfter
 	}
 	return uprobes.Config{Flavor: uprobes.TasksTrace, Design: ud, HitPath: uprobes.HitPathToday, Optimize: uprobes.OptimizeCall}
@@ -208,6 +239,9 @@ func run(sc *Scenario, m machine.Description, d Design, ch chooser) Outcome {
 	if maxSteps == 0 {
 		maxSteps = 20000
 	}
+	if err := sc.checkDesign(d); err != nil {
+		panic(err) // Explore and ReadReplay check the design
+	}
 	w, err := newWorld(m, d, sc.Props, sc.uprobesConfig(d), 2, choose, maxSteps)
 	if err != nil {
 		panic(err) // the scenarios' configurations are valid, and Explore and ReadReplay check the design
@@ -292,9 +326,9 @@ type Report struct {
 
 // Explore runs schedules of sc until a property fails or o.Schedules are
 // done; a failure is shrunk. It refuses an unset o.Design
-// (design.ErrUnset).
+// (design.ErrUnset) and one sc does not run in (design.ErrUnknown).
 func Explore(sc *Scenario, o Options) (Report, error) {
-	if err := Designs.Check(o.Design); err != nil {
+	if err := sc.checkDesign(o.Design); err != nil {
 		return Report{}, fmt.Errorf("explore: %w", err)
 	}
 	rep := Report{Scenario: sc.Name, Machine: o.Machine.Name, Design: o.Design, Strategy: o.Strategy, Seed: o.Seed}

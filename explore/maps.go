@@ -37,10 +37,10 @@ func pieceProt(i int) int {
 	return mm.PROT_READ
 }
 
-// arena maps the pieces and the spare page in a new mm on a machine with
-// features f.
-func arena(f machine.Features) *mm.MM {
-	m := mm.New(f)
+// arena maps the pieces and the spare page in a new mm of design d on a
+// machine with features f.
+func arena(f machine.Features, d Design) *mm.MM {
+	m := newMM(f, d)
 	for i := range arenaPieces {
 		if _, err := m.Mmap(nil, pieceStart(i), piecePages*pgtable.PageSize, pieceProt(i), anonFixed, nil, 0); err != nil {
 			panic(err)
@@ -81,25 +81,46 @@ func modify(t *kernel.Task, m *mm.MM) error {
 	return err
 }
 
-// procfsVariant is seed 003's design.
+// procfsVariant is seed 003's design: the fixes of the mremap gap are
+// after it.
 func procfsVariant(d Design) procfs.Variant {
-	if d == After {
-		return procfs.After
+	if d == Before {
+		return procfs.Before
 	}
-	return procfs.Before
+	return procfs.After
+}
+
+// gapFix is the mremap gap's fix of design d.
+func gapFix(d Design) mm.GapFix {
+	switch d {
+	case Fix:
+		return mm.GapFixGather
+	case QueryFix:
+		return mm.GapFixQueryConfirm
+	}
+	return mm.GapFixNone
+}
+
+// newMM is a new address space of design d on a machine with features f.
+func newMM(f machine.Features, d Design) *mm.MM {
+	m, err := mm.NewWith(f, mm.Config{GapFix: gapFix(d)})
+	if err != nil {
+		panic(err) // gapFix gives a design
+	}
+	return m
 }
 
 // mapsScenario is a seed-003 race: the modifier of the arena and a reader
 // whose read runs on the reader's thread, twice; a complaint of read fails
 // prop.
 func mapsScenario(name, doc string, prop Property, read func(f *procfs.MapsFile) string) *Scenario {
-	return &Scenario{Name: name, Seed: "003", Doc: doc, Props: []Property{prop, PropDeadlock},
+	return &Scenario{Name: name, Seed: "003", Doc: doc, Props: []Property{prop, PropDeadlock}, gapFixes: true,
 		build: func(w *World) { mapsRace(w, prop, read) }}
 }
 
 // mapsRace is the build of a mapsScenario.
 func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
-	m := arena(w.Mach.Desc.Features)
+	m := arena(w.Mach.Desc.Features, w.Design)
 	w.task("modifier", 0, func(t *kernel.Task) {
 		if err := modify(t, m); err != nil {
 			w.fail(PropProgress, "modify: %v", err)

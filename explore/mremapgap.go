@@ -224,14 +224,14 @@ func gapScenario(l *GapLayout, query bool) *Scenario {
 		kind, prop, doc = "query", PropQueryGap, "PROCMAP_QUERY of every page mapped throughout"
 	}
 	return &Scenario{Name: "mremap-" + kind + "-" + l.Name, Seed: "003",
-		Doc: doc + " twice, while: " + l.Doc, Props: []Property{prop, PropDeadlock},
+		Doc: doc + " twice, while: " + l.Doc, Props: []Property{prop, PropDeadlock}, gapFixes: true,
 		build: func(w *World) { gapRace(w, l, query, prop) }}
 }
 
 // gapRace is the build of a gapScenario.
 func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 	p := l.Place(gapBase, pgtable.PageSize)
-	m := mm.New(machine.Host().Features)
+	m := newMM(machine.Host().Features, w.Design)
 	if err := p.Setup(Modelled{M: m}); err != nil {
 		panic(err)
 	}

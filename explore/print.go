@@ -176,6 +176,9 @@ func ReadReplay(r io.Reader) (Pinned, error) {
 	if !seen["scenario"] || !seen["design"] {
 		return p, fmt.Errorf("%w: no scenario or design line", ErrReplayFile)
 	}
+	if err := Lookup(p.Scenario).checkDesign(p.Design); err != nil {
+		return p, fmt.Errorf("%w: %v", ErrReplayFile, err)
+	}
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package mm
 
 import (
 	"testing"
+	"time"
 
 	"mmlab/mm/pgtable"
 )
@@ -107,5 +108,46 @@ func TestFaultLookupNoAlloc(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("%v allocations per resident access, want 0", n)
+	}
+}
+
+// BenchmarkMremapOntoMapped measures mremap(MREMAP_MAYMOVE|MREMAP_FIXED) of
+// a written page onto a mapped one (the mremap gap's far layout:
+// docs/mremap-gap.md) in each design of GapFixes, side by side: ns/mremap is
+// the Mremap call alone (the mmap that maps the spare again is not timed).
+func BenchmarkMremapOntoMapped(b *testing.B) {
+	const pg = pgtable.PageSize
+	left, dst, right, spare := uint64(arena), uint64(arena+pg), uint64(arena+2*pg), uint64(arena+0x10000*pg)
+	for _, g := range GapFixes.Values() {
+		b.Run(g.String(), func(b *testing.B) {
+			m, err := NewWith(testFeatures, Config{GapFix: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			anon := MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+			for _, a := range []struct {
+				addr uint64
+				prot int
+			}{{left, PROT_READ | PROT_WRITE}, {dst, PROT_READ | PROT_EXEC}, {right, PROT_READ}, {spare, PROT_READ | PROT_WRITE}} {
+				if _, err := m.Mmap(nil, a.addr, pg, a.prot, anon, nil, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var moving time.Duration
+			for b.Loop() {
+				if err := m.StoreByte(nil, spare, 1); err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				if _, err := m.Mremap(nil, spare, pg, pg, MREMAP_MAYMOVE|MREMAP_FIXED, dst); err != nil {
+					b.Fatal(err)
+				}
+				moving += time.Since(t0)
+				if _, err := m.Mmap(nil, spare, pg, PROT_READ|PROT_WRITE, anon, nil, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(moving.Nanoseconds())/float64(b.N), "ns/mremap")
+		})
 	}
 }

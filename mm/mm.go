@@ -107,11 +107,16 @@ type MM struct {
 	// copied by fork (arch_dup_pkeys) (MmapLock, write).
 	pkeyAllocationMap uint16
 	execOnlyPkey      int
+
+	// gapFix is the kernel's answer to the mremap gap (gapfix.go), fixed
+	// at New or NewWith; a fork's child has its parent's.
+	gapFix GapFix
 }
 
-// New returns an empty address space on a machine with features f.
+// New returns an empty address space on a machine with features f, in
+// v6.19's kernel (GapFixNone; NewWith chooses).
 func New(f machine.Features) *MM {
-	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f}
+	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f, gapFix: GapFixNone}
 	if f.OSPKE {
 		m.pkeyAllocationMap, m.execOnlyPkey = 0x1, -1 // key 0 is allocated implicitly
 	}

@@ -227,13 +227,10 @@ func (m *MM) Munmap(w locking.Waiter, start, length uint64) error {
 // caller now holds the read lock; otherwise the write lock is held
 // throughout. Caller holds the write lock.
 func (m *MM) doVmiMunmap(start, length uint64, downgrade bool) (downgraded bool, err error) {
-	if offsetInPage(start) || start > m.TaskSize() || length > m.TaskSize()-start {
-		return false, errno.EINVAL
+	if err := m.munmapRangeCheck(start, length); err != nil {
+		return false, err
 	}
 	length = pageAlign(length)
-	if length == 0 {
-		return false, errno.EINVAL
-	}
 	detached, _, _ := m.gatherMunmap(start, start+length)
 	if detached == nil {
 		return false, nil
@@ -245,6 +242,16 @@ func (m *MM) doVmiMunmap(start, length uint64, downgrade bool) (downgraded bool,
 	m.zapVMAs(detached)
 	m.completeMunmap(detached)
 	return downgrade, nil
+}
+
+// munmapRangeCheck is do_vmi_munmap()'s check of the range it is given:
+// page-aligned start, below TASK_SIZE, a length that fits and is not 0
+// once page-aligned.
+func (m *MM) munmapRangeCheck(start, length uint64) error {
+	if offsetInPage(start) || start > m.TaskSize() || length > m.TaskSize()-start || pageAlign(length) == 0 {
+		return errno.EINVAL
+	}
+	return nil
 }
 
 // mmPopulate mirrors mm/gup.c:__mm_populate() with ignore_errors: under the

@@ -15,6 +15,10 @@ type remap struct {
 	flags                int
 	locked, downgraded   bool
 	typ                  int
+	// gathered are the destination's VMAs in the GapFixGather design:
+	// gathered, write-locked and still in the tree until copy_vma stores
+	// the moved VMA over them (mremapToGathered).
+	gathered []*VMA
 }
 
 const (
@@ -180,8 +184,12 @@ func (m *MM) vmaExpandable(v *VMA, delta uint64) bool {
 }
 
 // mremapTo mirrors mremap_to(): unmap the target, shrink first if asked,
-// check the target (vrm_set_new_addr), then move.
+// check the target (vrm_set_new_addr), then move. In the GapFixGather
+// design it is mremapToGathered.
 func (m *MM) mremapTo(r *remap) (uint64, error) {
+	if m.gapFix == GapFixGather {
+		return m.mremapToGathered(r)
+	}
 	if _, err := m.doVmiMunmap(r.newAddr, r.newLen, false); err != nil {
 		return 0, err
 	}
@@ -191,6 +199,13 @@ func (m *MM) mremapTo(r *remap) (uint64, error) {
 	if sched.Active() {
 		sched.At("mremap_to", "do_munmap(new_addr) done, move_vma next")
 	}
+	return m.mremapToMove(r)
+}
+
+// mremapToMove is what mremap_to() does once the destination is unmapped:
+// look the source up again, shrink first if asked, check the target
+// (vrm_set_new_addr), then move.
+func (m *MM) mremapToMove(r *remap) (uint64, error) {
 	if r.vma = m.mt.Load(r.addr); r.vma == nil {
 		return 0, errno.EFAULT
 	}
@@ -228,7 +243,8 @@ func (m *MM) moveVMA(r *remap) (uint64, error) {
 	}
 	m.vmaStartWrite(v) // "We don't want racing faults."
 	newPgoff := v.Pgoff + (r.addr-v.Start)>>pgtable.PageShift
-	nv := m.copyVMA(v, r.newAddr, r.newLen, newPgoff)
+	nv := m.copyVMA(v, r.newAddr, r.newLen, newPgoff, r.gathered)
+	r.gathered = nil // stored over and unmapped
 	m.PT.Move(r.addr, r.addr+r.oldLen, r.newAddr)
 	if r.flags&MREMAP_DONTUNMAP != 0 {
 		// dontunmap_complete: the source loses VM_LOCKED, and its
@@ -250,14 +266,25 @@ func (m *MM) moveVMA(r *remap) (uint64, error) {
 
 // copyVMA mirrors mm/vma.c:copy_vma(): an unfaulted anonymous VMA takes the
 // pgoff of its new place (so it can merge there); try to merge with the
-// target's neighbours, else link a copy.
-func (m *MM) copyVMA(v *VMA, addr, length, pgoff uint64) *VMA {
+// target's neighbours, else link a copy. The gathered VMAs of the target
+// (GapFixGather), still in the tree, leave it in the same tree write that
+// stores the copy, as __mmap_region()'s new VMA replaces the ones its
+// vms_gather_munmap_vmas() gathered; their unmap is completed after.
+func (m *MM) copyVMA(v *VMA, addr, length, pgoff uint64, gathered []*VMA) *VMA {
 	if v.IsAnonymous() && v.AnonVMA == nil {
 		pgoff = addr >> pgtable.PageShift
 	}
+	// The target's neighbours: the gathered VMAs lie inside [addr,
+	// addr+length), so they are neither.
 	g := &vmaMerge{prev: m.vmaPrev(addr), next: m.vmaNextFrom(addr + length),
 		start: addr, end: addr + length, pgoff: pgoff, flags: v.Flags, file: v.File,
 		anonVMA: v.AnonVMA, name: v.Name, copiedFrom: v, skipUprobe: v.File != nil}
+	if gathered != nil {
+		m.beginTree()
+		defer m.completeGathered(gathered)
+		defer m.commitTree()
+		m.eraseGathered(gathered)
+	}
 	if nv := m.mergeNewRange(g); nv != nil {
 		return nv
 	}

@@ -75,7 +75,7 @@ func (f *MapsFile) Query(q *uapi.ProcmapQuery, name, buildID []byte) error {
 		}
 		lc.mmapLocked = true
 	}
-	v, err := lc.matching(karg.QueryAddr, karg.QueryFlags)
+	v, err := lc.confirmedMatching(karg.QueryAddr, karg.QueryFlags)
 	if err != nil {
 		lc.teardown()
 		return err
@@ -199,6 +199,30 @@ func (lc *queryLock) find(addr uint64) (*mm.VMA, error) {
 		f.preempt(mm.VMALockName) // the VMA's fields are read under its lock
 		return v, nil
 	}
+}
+
+// confirmedMatching is query_matching_vma() as do_procmap_query() calls it;
+// in the mm.GapFixQueryConfirm design (a model choice the kernel does not
+// make) an ENOENT found under per-VMA locks while an mmap write section was
+// active (mm_lock_seq odd when the lookup began, or changed by its end: a
+// writer may have had the range empty, as mremap_to() has between
+// do_munmap() and move_vma()) is confirmed under mmap_read_lock, which waits
+// for that writer: the lookup is redone there (query_vma_setup's Before
+// locking) and its answer is the query's.
+func (lc *queryLock) confirmedMatching(addr, flags uint64) (*mm.VMA, error) {
+	m := lc.f.m
+	seq := m.LockSeq().Raw()
+	v, err := lc.matching(addr, flags)
+	if !errors.Is(err, errno.ENOENT) || lc.mmapLocked || m.GapFix() != mm.GapFixQueryConfirm ||
+		(seq&1 == 0 && m.LockSeq().Raw() == seq) {
+		return v, err
+	}
+	lc.teardown()
+	if err := m.MmapReadLockKillable(lc.f.opt.Waiter); err != nil {
+		return nil, err
+	}
+	lc.mmapLocked = true
+	return lc.matching(addr, flags)
 }
 
 // matching mirrors query_matching_vma().

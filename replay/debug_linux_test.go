@@ -30,7 +30,7 @@ func TestDebugTrace(t *testing.T) {
 			fmt.Printf("   %x-%x %v flags=%x pgoff=%x anon=%p chain=%d\n", v.Start, v.End, v.Flags, uint64(v.Flags), v.Pgoff, v.AnonVMA, v.ChainLen())
 		}
 	}
-	runHooked(t.Context(), machine.Host().Features, p, os.Stdout, after)
+	runHooked(t.Context(), machine.Host().Features, mm.Config{GapFix: mm.GapFixNone}, p, os.Stdout, after)
 }
 
 // TestDebugCompare replays every *.trace in $DBG_DIR on both targets and

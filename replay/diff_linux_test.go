@@ -10,6 +10,7 @@ import (
 
 	live "mmlab/live/replay"
 	"mmlab/machine"
+	"mmlab/mm"
 	"mmlab/trace"
 )
 
@@ -31,7 +32,9 @@ func TestDifferential(t *testing.T) {
 }
 
 // compareTargets replays the traces of seeds lo..lo+n-1 generated with opt on
-// the live kernel and on the model and fails on the first three that differ.
+// the live kernel and on the model in every design of mm.GapFixes (which
+// must all give the kernel's output) and fails on the first three that
+// differ.
 func compareTargets(t *testing.T, name string, lo int64, n int, opt trace.GenOptions) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -46,22 +49,25 @@ func compareTargets(t *testing.T, name string, lo int64, n int, opt trace.GenOpt
 	for s := lo; s < lo+int64(n); s++ {
 		p := trace.Generate(s, opt)
 		ops += len(p.Ops)
-		var want, got bytes.Buffer
+		var want bytes.Buffer
 		if err := live.Run(ctx, p, &want); err != nil {
 			if errors.Is(err, live.ErrNoCompiler) {
 				t.Skip(err)
 			}
 			t.Fatalf("seed %d: live: %v", s, err)
 		}
-		if err := Run(ctx, machine.Host().Features, p, &got); err != nil {
-			t.Fatalf("seed %d: model: %v", s, err)
-		}
 		lines += bytes.Count(want.Bytes(), []byte("\n"))
-		if d := trace.Diff(want.String(), got.String()); d != "" {
-			failed++
-			t.Errorf("seed %d: model differs from live:\n%s\ntrace:\n%s", s, d, p.String())
-			if failed >= 3 {
-				t.FailNow()
+		for _, g := range mm.GapFixes.Values() {
+			var got bytes.Buffer
+			if err := RunWith(ctx, machine.Host().Features, mm.Config{GapFix: g}, p, &got); err != nil {
+				t.Fatalf("seed %d: model (%s): %v", s, g, err)
+			}
+			if d := trace.Diff(want.String(), got.String()); d != "" {
+				failed++
+				t.Errorf("seed %d: model (%s) differs from live:\n%s\ntrace:\n%s", s, g, d, p.String())
+				if failed >= 3 {
+					t.FailNow()
+				}
 			}
 		}
 	}

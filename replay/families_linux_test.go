@@ -7,7 +7,7 @@ import (
 )
 
 // TestDifferentialFamilies replays the same fixed set of traces of every
-// harder generator family (seeds 1..80 of each, 560 traces) on the model and
+// harder generator family (seeds 1..80 of each, 720 traces) on the model and
 // on the live kernel and requires the same output, as TestDifferential does
 // for the basic family.
 func TestDifferentialFamilies(t *testing.T) {

@@ -78,7 +78,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 			before[m] = now
 		}
 		var out bytes.Buffer
-		err := runHooked(context.Background(), f, p, &out, after)
+		err := runHooked(context.Background(), f, mm.Config{GapFix: mm.GapFixNone}, p, &out, after)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,13 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 			case o.Kind == trace.OpMprotect && o.Prot == trace.ProtExec && e == "":
 				seen["mprotect to --x"]++
 			}
-			if o.Kind != trace.OpMremap || !st.known || e != "" {
+			if o.Kind != trace.OpMremap || !st.known {
+				continue
+			}
+			if e == "EPERM" && o.MayMove && overlapping(st.before, o.NewAddr, o.NewAddr+o.NewLen) > 0 {
+				seen["mremap onto a mapping EPERM"]++ // refused after the destination was unmapped
+			}
+			if e != "" {
 				continue
 			}
 			if o.MayMove && overlapping(st.before, o.NewAddr, o.NewAddr+o.NewLen) > 0 {
@@ -128,6 +134,7 @@ func TestFamiliesReach(t *testing.T) {
 		"tiny":     {"mmap EEXIST", "mremap ENOMEM"},
 		"huge":     {"VMA of 512 MiB or more", "peek SIGBUS BUS_ADRERR"},
 		"execonly": {"exec ran a ret", "mprotect to --x", "exec notret", "exec SIGSEGV SEGV_ACCERR", "write EFAULT"},
+		"low":      {"mremap onto a mapping"},
 	}
 	// What the execonly family reaches only with protection keys (the
 	// model of x86-64-pku; the differential test runs it on the host's).
@@ -139,6 +146,15 @@ func TestFamiliesReach(t *testing.T) {
 				t.Errorf("%d traces never reach %q (seen: %v)", *familySeeds, w, seen)
 			}
 		}
+	})
+	// What the low family reaches only without CAP_SYS_RAWIO: a move onto
+	// mappings whose range reaches page 0 fails after the unmap.
+	t.Run("low/norawio", func(t *testing.T) {
+		seen := familyCoverage(t, "low", *familySeeds, noRawio(t))
+		if w := "mremap onto a mapping EPERM"; seen[w] == 0 {
+			t.Errorf("%d traces never reach %q (seen: %v)", *familySeeds, w, seen)
+		}
+		t.Log(seen)
 	})
 	for _, fam := range trace.Families[1:] {
 		t.Run(fam.Name, func(t *testing.T) {
@@ -156,5 +172,44 @@ func TestFamiliesReach(t *testing.T) {
 			}
 			t.Log(seen)
 		})
+	}
+}
+
+// noRawio is the machine the low family's failed moves need: this
+// project's golden hosts' setting without CAP_SYS_RAWIO
+// (mmap_min_addr.minaddr4096.lsm65536.norawio.golden's), where page 0 is
+// refused.
+func noRawio(t *testing.T) machine.Features {
+	t.Helper()
+	f, err := trace.SettingFeatures("minaddr4096.lsm65536.norawio", machine.MustNamed("x86-64").Features)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Every design of mm.GapFixes gives the same output for the low family's
+// traces on a machine without CAP_SYS_RAWIO, where the moves that fail do
+// so after the destination was gathered (mm.GapFixGather: the failed move
+// ends as vms_abort_munmap_vmas() ends, the destination unmapped, as v6.19
+// leaves it). The differential test runs the family on both targets with
+// this host's capabilities (run it under setpriv --bounding-set=-sys_rawio
+// --inh-caps=-sys_rawio for these).
+func TestFamilyLowDesignsAgree(t *testing.T) {
+	f := noRawio(t)
+	for s := int64(1); s <= int64(*familySeeds); s++ {
+		p := trace.Generate(s, trace.GenOptions{Family: "low"})
+		var want string
+		for i, g := range mm.GapFixes.Values() {
+			var out bytes.Buffer
+			if err := RunWith(context.Background(), f, mm.Config{GapFix: g}, p, &out); err != nil {
+				t.Fatalf("seed %d (%s): %v", s, g, err)
+			}
+			if i == 0 {
+				want = out.String()
+			} else if d := trace.Diff(want, out.String()); d != "" {
+				t.Errorf("seed %d: %s differs from %s:\n%s", s, g, mm.GapFixes.Values()[0], d)
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"mmlab/machine"
+	"mmlab/mm"
 	"mmlab/trace"
 )
 
@@ -75,19 +76,22 @@ func TestGoldens(t *testing.T) {
 	}
 }
 
-// compare replays the trace src on the model of a machine with features f
-// and compares its output with the golden want.
+// compare replays the trace src on the model of a machine with features f,
+// in every design of mm.GapFixes, and compares each output with the golden
+// want.
 func compare(t *testing.T, src []byte, f machine.Features, want []byte) {
 	t.Helper()
 	p, err := trace.Parse(bytes.NewReader(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := Run(context.Background(), f, p, &out); err != nil {
-		t.Fatal(err)
-	}
-	if d := trace.Diff(string(want), out.String()); d != "" {
-		t.Errorf("model on %+v differs from the live golden:\n%s", f, d)
+	for _, g := range mm.GapFixes.Values() {
+		var out bytes.Buffer
+		if err := RunWith(context.Background(), f, mm.Config{GapFix: g}, p, &out); err != nil {
+			t.Fatal(err)
+		}
+		if d := trace.Diff(string(want), out.String()); d != "" {
+			t.Errorf("model (%s) on %+v differs from the live golden:\n%s", g, f, d)
+		}
 	}
 }

@@ -25,24 +25,35 @@ import (
 // ctx is cancelled. Like the live runner, it first refuses a Program that
 // breaks a rule of trace.Parse or does not fit a machine with features f
 // (Program.ValidateFor), with the same error.
+// The address space is v6.19's (mm.New); RunWith chooses its design.
 func Run(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer) error {
-	return runHooked(ctx, f, p, w, nil)
+	return RunWith(ctx, f, mm.Config{GapFix: mm.GapFixNone}, p, w)
 }
 
-// runHooked is Run with a test hook: after, if set, sees the address space
-// after each op.
-func runHooked(ctx context.Context, f machine.Features, p *trace.Program, w io.Writer, after func(m *mm.MM, op *trace.Op)) error {
+// RunWith is Run on an address space of design c (mm.NewWith, which refuses
+// an unset c.GapFix). Every design gives the same output: they differ only
+// in what concurrent readers see.
+func RunWith(ctx context.Context, f machine.Features, c mm.Config, p *trace.Program, w io.Writer) error {
+	return runHooked(ctx, f, c, p, w, nil)
+}
+
+// runHooked is RunWith with a test hook: after, if set, sees the address
+// space after each op.
+func runHooked(ctx context.Context, f machine.Features, c mm.Config, p *trace.Program, w io.Writer, after func(m *mm.MM, op *trace.Op)) error {
 	if err := p.ValidateFor(f); err != nil {
 		return err
 	}
+	root, err := mm.NewWith(f, c)
+	if err != nil {
+		return err
+	}
 	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}, after: after}
-	root := mm.New(f)
 	// Top-down placement (a hint the kernel does not use) starts at the
 	// top of trace.ProcessZones' mmap area, as the live helper's lies in
 	// it: such a mapping lands outside every arena on both targets. A
 	// model choice: the live mmap_base is random within that zone.
 	root.MmapBase = trace.StackZoneLo
-	_, err := r.run(root, 0)
+	_, err = r.run(root, 0)
 	root.Exit()
 	if ferr := r.out.Flush(); err == nil {
 		err = ferr

@@ -35,6 +35,7 @@ type Family struct {
 	tinyArena              bool    // the arena is the window, 2 to 8 pages
 	edgeFiles              bool    // odd file sizes, offsets near 2^63
 	execOnly               bool    // PROT_EXEC-only mappings, rets poked and called
+	lowArena               bool    // the arena is the window, from page 0
 }
 
 // The op weights, in the order of op(): mmap, munmap, mprotect, mremap,
@@ -72,6 +73,9 @@ var Families = []Family{
 	{Name: "execonly", Doc: "PROT_EXEC-only mappings (execute-only with protection keys): mprotect into and out of --x, rets poked and called, reads, write(2) from them, forks",
 		opsLo: 40, opsHi: 80, files: 2, pages: 16, maxDepth: 2, unit: PageSize, execOnly: true,
 		weights: [12]int{20, 4, 16, 4, 8, 10, 10, 4, 4, 4, 10, 8}, noreplace: 15, populate: 20},
+	{Name: "low", Doc: "an arena of 32 pages from page 0, mremap onto and across mappings there: a move onto a range reaching below vm.mmap_min_addr fails EPERM without CAP_SYS_RAWIO after the destination was unmapped (mremap_to's failed move); the answers depend on the machine",
+		opsLo: 60, opsHi: 120, files: 2, pages: 32, maxDepth: 2, unit: PageSize, crossRemap: true, lowArena: true,
+		weights: [12]int{22, 4, 6, 36, 4, 10, 10, 2, 2, 4}, noreplace: 15, populate: 20},
 }
 
 // FamilyNamed returns the family called name ("" is basic).
@@ -140,6 +144,8 @@ func Generate(seed int64, opt GenOptions) *Program {
 			p.ArenaHi = taskSize
 		}
 		p.ArenaLo = taskSize - g.pages(3, 24)*PageSize
+	case fam.lowArena:
+		p.ArenaLo, p.ArenaHi = 0, uint64(fam.pages)*PageSize
 	case fam.tinyArena:
 		n := g.pages(2, 8)
 		p.ArenaLo = PortableArenaLo
@@ -488,6 +494,9 @@ func (g *generator) mremap() Op {
 			case 2: // the same size: every VMA of the old range moves
 				nl = old
 			}
+		}
+		if g.fam.lowArena && g.chance(20) {
+			to, nl = 0, nl+g.pages(1, 3) // from page 0, over what is mapped above it
 		}
 		nl = g.fit(to, nl)
 		if nl == 0 {

@@ -134,10 +134,10 @@ const (
 	// MaxUserAddrLA57 is the end of the user address space with 5-level
 	// paging (la57), the highest arena end Parse accepts.
 	MaxUserAddrLA57 = 1 << 56
-	// PortableArenaLo is the lowest arena Generate makes: at or above
-	// every distribution's vm.mmap_min_addr and CONFIG_LSM_MMAP_MIN_ADDR
-	// (65536), so that a generated trace gets the same answers on every
-	// machine. Parse accepts lower arenas, down to page 0: there a hint is
+	// PortableArenaLo is the lowest arena Generate makes but the low
+	// family's: at or above every distribution's vm.mmap_min_addr and
+	// CONFIG_LSM_MMAP_MIN_ADDR (65536), so that a generated trace gets the
+	// same answers on every machine. Parse accepts lower arenas, down to page 0: there a hint is
 	// raised to mmap_min_addr and a fixed mapping below vm.mmap_min_addr
 	// needs CAP_SYS_RAWIO, so the answers depend on the machine, and each
 	// target gives its machine's.

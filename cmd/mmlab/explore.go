@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ func init() {
 	})
 }
 
-const exploreUsage = `usage: mmlab explore SCENARIO [--design before|after] [--strategy random|pct] [--schedules N]
+const exploreUsage = `usage: mmlab explore SCENARIO [--design before|after|fix|query-fix] [--strategy random|pct] [--schedules N]
                      [--seed S] [--machine NAME] [--out FILE] [--json]
        mmlab explore --replay FILE [--json]
        mmlab explore --list
@@ -54,7 +55,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	list := fs.Bool("list", false, "print the scenarios, one a line: name, seed, what it checks")
-	design := fs.String("design", "before", "the design: before or after the seed's patches")
+	design := fs.String("design", "before", "the design: before or after the seed's patches; for seed 003's scenarios also fix or query-fix, the after design with a fix of the mremap gap (mremap_to gathering its destination as MAP_FIXED does, or PROCMAP_QUERY confirming an ENOENT under mmap_read_lock)")
 	strategy := fs.String("strategy", "random", "how schedules choose: "+strings.Join(explore.Strategies, " or "))
 	schedules := fs.Int("schedules", 100000, "schedules to run at most")
 	seed := fs.Uint64("seed", 1, "seed of the schedules")
@@ -113,8 +114,8 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		return usageErr("unknown scenario %q: want one of %s", name, strings.Join(scenarioNames(), ", "))
 	}
 	d, err := explore.Designs.Parse(*design)
-	if err != nil {
-		return usageErr("--design %q: want before or after", *design)
+	if err != nil || !slices.Contains(sc.Designs(), d) {
+		return usageErr("--design %q: %s runs in %s", *design, name, designNames(sc.Designs()))
 	}
 	if err := experiment.OneOf("strategy", *strategy, explore.Strategies...); err != nil {
 		return usageErr("%v", err)
@@ -236,4 +237,13 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		return experiment.ExitFailed
 	}
 	return experiment.ExitOK
+}
+
+// designNames lists ds as "a, b or c".
+func designNames(ds []explore.Design) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, d.String())
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

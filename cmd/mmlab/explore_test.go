@@ -50,6 +50,7 @@ func TestExploreUsage(t *testing.T) {
 		{nil, "no scenario"},
 		{[]string{"nosuch"}, `unknown scenario "nosuch"`},
 		{[]string{"reg-vs-fork", "--design", "middle"}, `--design "middle"`},
+		{[]string{"reg-vs-fork", "--design", "fix"}, `--design "fix": reg-vs-fork runs in before or after`},
 		{[]string{"reg-vs-fork", "--strategy", "dfs"}, `--strategy "dfs"`},
 		{[]string{"reg-vs-fork", "--schedules", "0"}, "--schedules 0"},
 		{[]string{"reg-vs-fork", "--bogus"}, "bogus"},

@@ -3,6 +3,7 @@ package explorer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,25 @@ func TestModel(t *testing.T) {
 	rs[1].Failures, rs[1].Property = 1, "x"
 	if _, failed := Def.Verdict(o, rs); !failed {
 		t.Error("a failure after the patches passed the verdict")
+	}
+	// A seed-003 scenario runs in the fixes of the mremap gap too, and the
+	// verdict counts them on their own.
+	if err := experiment.ParseOptions(o, "--scenarios", "mremap-text-far", "--schedules", "20"); err != nil {
+		t.Fatal(err)
+	}
+	var gap []Result
+	if err := Def.Model(context.Background(), o, env, func(r Result) { gap = append(gap, r) }); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range gap {
+		got = append(got, fmt.Sprintf("%s:%d", r.Variant, r.Failures))
+	}
+	if want := []string{"before:0", "after:1", "fix:0", "query-fix:1"}; !slices.Equal(got, want) {
+		t.Errorf("mremap-text-far: %v, want %v", got, want)
+	}
+	if line, _ := Def.Verdict(o, gap); !strings.Contains(line, "after, 1 of 1; fix, 0 of 1; query-fix, 1 of 1") {
+		t.Errorf("verdict %q", line)
 	}
 	var b bytes.Buffer
 	Def.Table(&b, o, rs[:1])
