@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mmlab/host"
 	"mmlab/live"
 	"mmlab/machine"
 )
@@ -49,12 +50,10 @@ const fifoPriority = 1
 // SCHED_FIFO (left as it was where that fails: the run then also times
 // the waits behind other tasks).
 func pin(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("sched_setaffinity(CPU %d): %w", cpu, err)
+	if err := host.Pin(cpu); err != nil {
+		return err
 	}
-	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: fifoPriority}, 0); err != nil {
+	if err := host.SetFIFO(fifoPriority); err != nil {
 		fifoErr.CompareAndSwap(nil, &err)
 	}
 	return nil
@@ -64,19 +63,7 @@ func pin(cpu int) error {
 var fifoErr atomic.Pointer[error]
 
 // AllowedCPUs lists the CPUs this process may run on.
-func AllowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, err
-	}
-	var cpus []int
-	for c := range 1024 {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
+func AllowedCPUs() ([]int, error) { return host.CPUs() }
 
 // batches is how many timed batches make one run: a run's figure is its
 // median batch, so that a batch the host interrupted (an interrupt, a
