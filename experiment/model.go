@@ -48,15 +48,16 @@ type ModelProgram struct {
 	asm  *cpu.Asm
 }
 
-// NewModelProgram assembles prog at ModelText into a model file named name.
-func NewModelProgram(name string, prog func(*cpu.Asm)) (*ModelProgram, error) {
+// NewModelProgram assembles prog at ModelText into a model file of ns named
+// name.
+func NewModelProgram(ns *mm.Namespace, name string, prog func(*cpu.Asm)) (*ModelProgram, error) {
 	a := cpu.NewAsm(ModelText)
 	prog(a)
 	code, err := a.Assemble()
 	if err != nil {
 		return nil, err
 	}
-	in := mm.NewInode(name, uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := mm.NewInode(ns, name, uint64(len(code)), func(off uint64) byte { return code[off] })
 	return &ModelProgram{File: in, asm: a}, nil
 }
 

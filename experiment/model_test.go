@@ -12,18 +12,18 @@ import (
 // A second thread of a model process runs a loop on its own stack through
 // a probed nop: it halts, and the counter saw every call.
 func TestModelProcessLoop(t *testing.T) {
-	p, err := NewModelProgram("/usr/bin/loop", func(a *cpu.Asm) {
+	k, err := NewModelKernel(machine.MustNamed("x86-64"), 2, uprobes.Variants[0].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	p, err := NewModelProgram(&k.Machine.NS.MM, "/usr/bin/loop", func(a *cpu.Asm) {
 		a.Label("loop").Call("target").Dec32(cpu.RCX).Jnz("loop").Hlt()
 		a.Label("target").Nop().Ret()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := NewModelKernel(machine.MustNamed("x86-64"), 2, uprobes.Variants[0].Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
 	leader, err := k.Process("loop", p, 2)
 	if err != nil {
 		t.Fatal(err)

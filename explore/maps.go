@@ -37,10 +37,10 @@ func pieceProt(i int) int {
 	return mm.PROT_READ
 }
 
-// arena maps the pieces and the spare page in a new mm on a machine with
-// features f.
-func arena(f machine.Features) *mm.MM {
-	m := mm.New(f)
+// arena maps the pieces and the spare page in a new mm of ns on a machine
+// with features f.
+func arena(ns *mm.Namespace, f machine.Features) *mm.MM {
+	m := mm.New(ns, f)
 	for i := range arenaPieces {
 		if _, err := m.Mmap(nil, pieceStart(i), piecePages*pgtable.PageSize, pieceProt(i), anonFixed, nil, 0); err != nil {
 			panic(err)
@@ -99,13 +99,13 @@ func mapsScenario(name, doc string, prop Property, read func(f *procfs.MapsFile)
 
 // mapsRace is the build of a mapsScenario.
 func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
-	m := arena(w.Mach.Desc.Features)
+	m := arena(&w.Mach.NS.MM, w.Mach.Desc.Features)
 	w.task("modifier", 0, func(t *kernel.Task) {
 		if err := modify(t, m); err != nil {
 			w.fail(PropProgress, "modify: %v", err)
 		}
 	})
-	reader := kernel.NewTask("reader")
+	reader := w.Mach.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Waiter: reader, Thread: r.Thread(),
 			Point: func() { sched.At("m_next", "maps walk") }})

@@ -231,7 +231,7 @@ func gapScenario(l *GapLayout, query bool) *Scenario {
 // gapRace is the build of a gapScenario.
 func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 	p := l.Place(gapBase, pgtable.PageSize)
-	m := mm.New(machine.Host().Features)
+	m := mm.New(&w.Mach.NS.MM, machine.Host().Features)
 	if err := p.Setup(Modelled{M: m}); err != nil {
 		panic(err)
 	}
@@ -246,7 +246,7 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 		})
 	}
 	lo, hi := p.Mapped()
-	reader := kernel.NewTask("reader")
+	reader := w.Mach.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		var f *procfs.MapsFile
 		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Preempt: procfs.PreemptFull,

@@ -123,7 +123,7 @@ func newWorld(m machine.Description, d Design, props []Property, cfg uprobes.Con
 	}
 	w.U = u
 	code := program.code
-	w.Inode = mm.NewInode("/usr/bin/probed", uint64(len(code)), func(off uint64) byte { return code[off] })
+	w.Inode = mm.NewInode(&w.Mach.NS.MM, "/usr/bin/probed", uint64(len(code)), func(off uint64) byte { return code[off] })
 	w.File = mm.Open(w.Inode)
 	return w, nil
 }
@@ -182,7 +182,7 @@ func (w *World) start(t *kernel.Task, cpu int, body func(r *kernel.Runner)) *ker
 
 // task starts body as a task of its own (a tracer, a killer: no mm).
 func (w *World) task(name string, cpu int, body func(t *kernel.Task)) *kernel.Task {
-	t := kernel.NewTask(name)
+	t := w.Mach.NewTask(name)
 	w.start(t, cpu, func(*kernel.Runner) { body(t) })
 	return t
 }

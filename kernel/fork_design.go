@@ -73,7 +73,7 @@ type ForkHooks struct {
 //
 // After (seed 000 patches 2, 6, 7): see forkAfter.
 func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
-	c := NewTask(t.Comm)
+	c := NewTask(t.ns, t.Comm)
 	c.pkru = t.pkru // fpu_clone(): the child has the parent's PKRU
 	c.uprobes = t.uprobes
 	if h.InitTask != nil {

@@ -18,8 +18,8 @@ func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.
 	t.Helper()
 	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
 	t.Cleanup(mach.Stop)
-	in := mm.NewInode("/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
-	task := kernel.NewTaskMM("prog", machine.MustNamed("x86-64").Features)
+	in := mm.NewInode(&mach.NS.MM, "/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
+	task := mach.NewTaskMM("prog")
 	if _, err := task.MM.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRunnerExecOnly(t *testing.T) {
 		a.MovImm64(cpu.RSP, 0x400000).CmpMem(0, cpu.RAX).Hlt() // cmp %rax,(%rsp): a data read of the text
 		code, _ := a.Assemble()
 		mach := kernel.NewMachine(d, 1)
-		in := mm.NewInode("/bin/xo", uint64(len(code)), func(off uint64) byte { return code[off] })
+		in := mm.NewInode(&mach.NS.MM, "/bin/xo", uint64(len(code)), func(off uint64) byte { return code[off] })
 		task := mach.NewTaskMM("xo")
 		if _, err := task.MM.Mmap(task, 0x400000, 0x1000, mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestRunnerExecOnly(t *testing.T) {
 
 // A task's PKRU starts as init_pkru_value and is copied by clone and fork.
 func TestPKRUCopied(t *testing.T) {
-	p := kernel.NewTaskMM("p", machine.MustNamed("x86-64-pku").Features)
+	p := kernel.NewTaskMM(new(kernel.Namespace), "p", machine.MustNamed("x86-64-pku").Features)
 	if *p.PKRU() != mm.InitPKRU {
 		t.Fatalf("new task PKRU %#x", uint32(*p.PKRU()))
 	}

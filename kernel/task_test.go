@@ -15,7 +15,8 @@ import (
 )
 
 func TestThreadsShareTheGroup(t *testing.T) {
-	p := kernel.NewTask("busy")
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "busy")
 	if p.TID != p.TGID() || p.CPU() != -1 {
 		t.Fatalf("leader: tid %d tgid %d cpu %d; want tid = tgid, cpu -1", p.TID, p.TGID(), p.CPU())
 	}
@@ -27,7 +28,7 @@ func TestThreadsShareTheGroup(t *testing.T) {
 	if got := p.Group.Threads(); len(got) != 2 || got[0] != p || got[1] != th {
 		t.Fatalf("threads %v, want [leader thread]", got)
 	}
-	q := kernel.NewTask("other")
+	q := kernel.NewTask(&ns, "other")
 	if q.TGID() == p.TGID() || q.TID == th.TID {
 		t.Fatalf("second process reuses an id: %d", q.TID)
 	}
@@ -38,9 +39,10 @@ func TestThreadsShareTheGroup(t *testing.T) {
 
 // SIGKILL takes the whole thread group down, and only it.
 func TestKillTakesTheGroupDown(t *testing.T) {
-	p := kernel.NewTask("victim")
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "victim")
 	th := p.NewThread()
-	other := kernel.NewTask("bystander")
+	other := kernel.NewTask(&ns, "bystander")
 	if p.Killed() || sched.TryRecv(p.Fatal()) {
 		t.Fatal("fresh task already killed")
 	}
@@ -62,7 +64,8 @@ func TestKillTakesTheGroupDown(t *testing.T) {
 // Kill from many goroutines at once closes Fatal exactly once (a second
 // close would panic).
 func TestKillConcurrent(t *testing.T) {
-	p := kernel.NewTask("victim")
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "victim")
 	ths := []*kernel.Task{p, p.NewThread(), p.NewThread()}
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -81,7 +84,8 @@ func TestKillConcurrent(t *testing.T) {
 }
 
 func TestSignals(t *testing.T) {
-	p := kernel.NewTask("faulter")
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "faulter")
 	th := p.NewThread()
 	th.SendSignal(kernel.SIGSEGV)
 	if !th.SignalPending(kernel.SIGSEGV) || p.SignalPending(kernel.SIGSEGV) || th.Killed() {
@@ -124,9 +128,10 @@ func TestSignals(t *testing.T) {
 // A task waiting killably on a lock gets EINTR when it is killed, and its
 // blocked time is recorded under the lock's name.
 func TestTaskOnLocks(t *testing.T) {
+	var ns kernel.Namespace
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
-	tk := kernel.NewTask("forker")
+	tk := kernel.NewTask(&ns, "forker")
 	res := make(chan error)
 	go func() { res <- s.DownReadKillable(tk) }()
 	for s.Waiters() != 1 {
@@ -137,7 +142,7 @@ func TestTaskOnLocks(t *testing.T) {
 		t.Fatalf("killed waiter: %v, want EINTR", err)
 	}
 
-	w := kernel.NewTask("writer")
+	w := kernel.NewTask(&ns, "writer")
 	done := make(chan struct{})
 	go func() { s.DownRead(w); close(done) }()
 	for s.Waiters() != 1 {
@@ -166,11 +171,12 @@ func TestTaskOnLocks(t *testing.T) {
 // thread of the same CPU runs meanwhile. Were the CPU kept, the second
 // thread could never run and the test would hang.
 func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
+	var ns kernel.Namespace
 	sys := sched.NewSystem(1)
 	defer sys.Stop()
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
-	tk := kernel.NewTask("sleeper")
+	tk := kernel.NewTask(&ns, "sleeper")
 	got := make(chan struct{})
 	ready := make(chan struct{})
 	th := sys.Spawn(0, 0, func(th *sched.Thread) {

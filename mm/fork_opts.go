@@ -39,7 +39,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 		}
 	}
 	defer m.MmapWriteUnlock()
-	child := New(m.feat)
+	child := New(m.ns, m.feat)
 	// dup_mm() copies the mm_struct, mmap_base with it; arch_dup_mmap()
 	// copies the protection-key state (arch_dup_pkeys).
 	child.MmapBase = m.MmapBase

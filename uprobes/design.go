@@ -14,7 +14,7 @@ import (
 // address space on u's machine, probed by u: u is its mm's hooks, and its
 // forks (and theirs) take dup_mmap_sem in u's design.
 func (u *Uprobes) NewTaskMM(comm string) (*kernel.Task, error) {
-	return kernel.NewTaskMMWith(comm, u.machine.Desc.Features, kernel.Config{Design: u.design, DupMmapSem: &u.DupMmapSem, Hooks: u})
+	return kernel.NewTaskMMWith(&u.machine.NS, comm, u.machine.Desc.Features, kernel.Config{Design: u.design, DupMmapSem: &u.DupMmapSem, Hooks: u})
 }
 
 // Passes returns how many passes over the file's mappings the after

@@ -79,7 +79,7 @@ func TestApply(t *testing.T) {
 			}}
 			up := mustRegister(t, e, "f", c)
 			var errOther, errOwn error
-			r := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+			r := e.mach.Start(e.mach.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
 				errOther = e.u.Apply(r, up, &Consumer{Handler: c.Handler}, false)
 				th = r.Task.Thread
 				errOwn = e.u.Apply(r, up, c, true)

@@ -510,7 +510,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe) {
-		if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
+		if err := e.u.UnregisterNosync(e.mach.NewTask("tracer"), up, &k.c); err != nil {
 			t.Fatal(err)
 		}
 		e.u.UnregisterSync(nil)
@@ -640,7 +640,7 @@ func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs
 // find_nearest_trampoline takes the page below only if it is strictly
 // nearer to the call's end than the page above.
 func TestFindNearestTrampolineTie(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	if _, err := m.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -552,7 +552,7 @@ func TestTracerIsModelTask(t *testing.T) {
 			return true
 		})
 		var terr error
-		tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+		tracer := e.mach.Start(e.mach.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
 			for range 5 {
 				c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 				up, err := e.u.Register(r, e.inode, e.off("f"), c)
@@ -658,7 +658,7 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 		{"x86-64", kernel.SIGTRAP, false},
 	} {
 		e := newEnv(t, 1, TasksTrace, loopProg)
-		p := kernel.NewTaskMM("p", machine.MustNamed(c.machine).Features)
+		p := kernel.NewTaskMM(&e.mach.NS, "p", machine.MustNamed(c.machine).Features)
 		p.MM.Hooks = e.u
 		if _, err := p.MM.Mmap(p, textAddr, uint64(len(e.code)), mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, e.file, 0); err != nil {
 			t.Fatal(err)

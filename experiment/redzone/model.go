@@ -28,12 +28,13 @@ type designKernel struct {
 // newDesignKernel returns the kernel of design opt on the machine d, with
 // the uprobe unless bare (the no-probe baseline).
 func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*designKernel, error) {
-	p, err := experiment.NewModelProgram("/usr/bin/redzone", cpu.RedZoneProgram)
+	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
+	p, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/bin/redzone", cpu.RedZoneProgram)
 	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
 	k := &designKernel{ModelKernel: mk, opt: opt, entry: p.Addr("redzone_loop"), hits: experiment.NewCounter()}

@@ -72,12 +72,13 @@ func triggerProg(a *cpu.Asm) {
 }
 
 func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
-	p, err := experiment.NewModelProgram("/usr/bin/trigger", triggerProg)
+	mk, err := experiment.NewModelKernel(c.Machine, c.CPUs, v.Config)
 	if err != nil {
 		return nil, err
 	}
-	mk, err := experiment.NewModelKernel(c.Machine, c.CPUs, v.Config)
+	p, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/bin/trigger", triggerProg)
 	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
 	k := &triggerKernel{ModelKernel: mk, hits: make([]paddedCount, c.CPUs)}
