@@ -11,6 +11,8 @@ import (
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
+	"mmlab/machine"
+	"mmlab/mm"
 	"mmlab/sched"
 )
 
@@ -201,5 +203,56 @@ func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
 	<-got
 	if b := tk.Blocked()["mmap_lock"]; b.Count != 1 {
 		t.Fatalf("blocked %+v, want one wait", b)
+	}
+}
+
+// Two machines in one process number their tasks, address spaces and
+// inodes each from 1, as two booted kernels do (alloc_pid in each one's pid
+// namespace, get_next_ino in each): what one makes never moves the other's
+// numbers, however their calls interleave.
+func TestMachinesNumberIndependently(t *testing.T) {
+	type ids struct {
+		leader, thread, child int
+		mm, childMM           int64
+		file, shmem           uint64
+	}
+	d := machine.MustNamed("x86-64")
+	ms := []*kernel.Machine{kernel.NewMachine(d, 1), kernel.NewMachine(d, 1)}
+	got := make([]ids, len(ms))
+	leaders := make([]*kernel.Task, len(ms))
+	// Each step runs on one machine, then the other.
+	steps := []func(i int, m *kernel.Machine){
+		func(i int, m *kernel.Machine) {
+			leaders[i] = m.NewTaskMM("p")
+			got[i].leader, got[i].mm = leaders[i].TID, leaders[i].MM.ID
+		},
+		func(i int, m *kernel.Machine) { got[i].thread = leaders[i].NewThread().TID },
+		func(i int, m *kernel.Machine) { got[i].file = mm.NewInode(&m.NS.MM, "/f", 4096, nil).Ino },
+		func(i int, m *kernel.Machine) {
+			a, err := leaders[i].MM.Mmap(nil, 0, 4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_SHARED|mm.MAP_ANONYMOUS, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i].shmem = leaders[i].MM.VMALookup(a).File.Inode.Ino // shmem_zero_setup's inode
+		},
+		func(i int, m *kernel.Machine) {
+			c, err := leaders[i].Fork()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i].child, got[i].childMM = c.TID, c.MM.ID
+		},
+	}
+	for _, step := range steps {
+		for i, m := range ms {
+			step(i, m)
+		}
+	}
+	want := ids{leader: 1, thread: 2, child: 3, mm: 1, childMM: 2, file: 1, shmem: 2}
+	for i, m := range ms {
+		m.Stop()
+		if got[i] != want {
+			t.Errorf("machine %d numbered %+v, want %+v", i, got[i], want)
+		}
 	}
 }
