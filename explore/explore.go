@@ -77,6 +77,20 @@ type Scenario struct {
 	config func(d Design) uprobes.Config
 }
 
+// WithSetup returns sc whose every run calls setup on its World before
+// the scenario makes its processes: a test's changes to the run's kernel
+// (an undone fix, a broken walk), which no other run sees. Explore, Shrink
+// and Replay of the result run them all.
+func (sc *Scenario) WithSetup(setup func(w *World)) *Scenario {
+	c := *sc
+	build := sc.build
+	c.build = func(w *World) {
+		setup(w)
+		build(w)
+	}
+	return &c
+}
+
 func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {
 	if sc.config != nil {
 		return sc.config(d)

@@ -37,18 +37,21 @@ type Config struct {
 	// Hooks are the mm.Hooks of the process's address space (package
 	// uprobes), which its forks' address spaces inherit.
 	Hooks mm.Hooks
+
+	hooks testHooks // the machine's (Machine.NewTaskMMWith)
 }
 
 // NewTaskMMWith is NewTaskMM in a kernel with uprobes c. It refuses an
 // unset c.Design (design.ErrUnset) and a nil c.DupMmapSem.
-func NewTaskMMWith(ns *Namespace, comm string, f machine.Features, c Config) (*Task, error) {
+func (m *Machine) NewTaskMMWith(comm string, c Config) (*Task, error) {
 	if err := Designs.Check(c.Design); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	if c.DupMmapSem == nil {
 		return nil, errors.New("kernel: a Config without dup_mmap_sem")
 	}
-	t := NewTaskMM(ns, comm, f)
+	c.hooks = m.hooks
+	t := m.NewTaskMM(comm)
 	t.uprobes = &c
 	t.MM.Hooks = c.Hooks
 	return t, nil

@@ -74,13 +74,13 @@ func TestForkKilledParent(t *testing.T) {
 // A process of a kernel with uprobes needs seed 000's design: an unset one
 // is refused, not taken for before.
 func TestNewTaskMMWithRefusesUnsetDesign(t *testing.T) {
-	var ns Namespace
 	var sem locking.PercpuRWSem
-	f := machine.MustNamed("x86-64").Features
-	if _, err := NewTaskMMWith(&ns, "p", f, Config{DupMmapSem: &sem}); !errors.Is(err, design.ErrUnset) {
+	mach := NewMachine(machine.MustNamed("x86-64"), 1)
+	defer mach.Stop()
+	if _, err := mach.NewTaskMMWith("p", Config{DupMmapSem: &sem}); !errors.Is(err, design.ErrUnset) {
 		t.Errorf("no design: %v, want design.ErrUnset", err)
 	}
-	p, err := NewTaskMMWith(&ns, "p", f, Config{Design: DesignAfter, DupMmapSem: &sem})
+	p, err := mach.NewTaskMMWith("p", Config{Design: DesignAfter, DupMmapSem: &sem})
 	if err != nil {
 		t.Fatal(err)
 	}

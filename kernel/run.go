@@ -52,6 +52,7 @@ type Machine struct {
 
 	percpu        []machineCPU // indexed by model CPU id
 	textPokeSyncs atomic.Int64
+	hooks         testHooks // set only by tests (export_test.go)
 }
 
 // machineCPU is one model CPU's state in the Machine.

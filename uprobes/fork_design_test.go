@@ -143,7 +143,7 @@ func TestSeed000PassProgress(t *testing.T) {
 			}
 		})
 		held.take()
-		setWaitedHook(t, func(m *mm.MM) {
+		e.u.setWaitedHook(func(m *mm.MM) {
 			relock.post()
 			until(m.MmapLock.IsContended) // B waits for its lock again
 		})

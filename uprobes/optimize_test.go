@@ -345,14 +345,14 @@ func TestKilledUnoptimize(t *testing.T) {
 						for _, q := range []*kernel.Task{p, tracer, t2} {
 							wantHalt(t, e.run(t, q, 0, "main", calls(1)))
 						}
-						setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+						e.u.setTextWriteHook(func(m *mm.MM, _ uint64, n int) {
 							if m == p.MM && n == kill {
 								tracer.Kill()
 							}
 						})
 						var err error
 						onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
-						setTextWriteHook(t, nil)
+						e.u.setTextWriteHook(nil)
 						left := siteBytes(t, e, p.MM)
 						if d == kernel.DesignAfter {
 							if err != nil || !bytes.Equal(left, nop5) || e.u.Warnings() != 0 {
@@ -469,13 +469,13 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 					p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
 					k := newCounter(true, false, nil)
 					up := mustRegister(t, e, "f5", &k.c)
-					setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+					e.u.setTextWriteHook(func(m *mm.MM, _ uint64, n int) {
 						if m == p.MM && n == kill {
 							p.Kill()
 						}
 					})
 					e.run(t, p, 0, "main", calls(1))
-					setTextWriteHook(t, nil)
+					e.u.setTextWriteHook(nil)
 					want := map[int][]byte{writeTail: int3Orig, writeHead: int3Rel}[kill]
 					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
 						t.Errorf("site % x, want % x", got, want)
@@ -532,7 +532,7 @@ func TestTextPokeSyncOrder(t *testing.T) {
 		t.Run(o.String(), func(t *testing.T) {
 			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			var at []int64 // syncs done when each write starts
-			setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
+			e.u.setTextWriteHook(func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 			var err error
 			onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
