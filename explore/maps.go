@@ -113,6 +113,7 @@ func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
 			w.fail(PropProgress, "%v", err)
 			return
 		}
+		w.mapsOpened(f)
 		for range 2 {
 			f.Rewind()
 			if d := read(f); d != "" {

@@ -255,6 +255,7 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 			w.fail(PropProgress, "%v", err)
 			return
 		}
+		w.mapsOpened(f)
 		for range 2 {
 			d := ""
 			if query {

@@ -9,6 +9,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/procfs"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -85,6 +86,9 @@ type World struct {
 	U      *uprobes.Uprobes
 	Inode  *mm.Inode
 	File   *mm.File
+	// MapsOpened, if set (by a Scenario's setup), is called with each
+	// maps file a reader of the run opens, before it reads.
+	MapsOpened func(f *procfs.MapsFile)
 
 	sites []site
 	// procs are the live processes of the scenario that map the file: the
@@ -151,6 +155,14 @@ func (w *World) check() error {
 func (w *World) fail(p Property, format string, args ...any) {
 	if w.violation == nil && (p == PropProgress || slices.Contains(w.props, p)) {
 		w.violation = &Violation{Property: p, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// mapsOpened passes f, a maps file a reader of the run just opened, to
+// MapsOpened.
+func (w *World) mapsOpened(f *procfs.MapsFile) {
+	if w.MapsOpened != nil {
+		w.MapsOpened(f)
 	}
 }
 

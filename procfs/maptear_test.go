@@ -78,7 +78,8 @@ func (s *brokenSpace) skip(start uint64, query bool) bool {
 // verbose mode printed and the error.
 func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Result, []string, error) {
 	t.Helper()
-	defer procfs.SetBrokenSkip(s.skip)()
+	s.MapsFile().SetBrokenSkip(s.skip)
+	defer s.MapsFile().SetBrokenSkip(nil)
 	var res []maptear.Result
 	var log []string
 	err := maptear.Check(context.Background(), s, o, experiment.Row{},

@@ -182,14 +182,13 @@ func TestRCUSectionSpansTheChunk(t *testing.T) {
 	got := make(chan any)
 	sys.Spawn(0, 0, func(th *sched.Thread) {
 		defer func() { got <- recover() }()
-		restore := SetBrokenSkip(func(start uint64, _ bool) bool {
+		f := mustOpenMaps(m, Options{Variant: After, Thread: th})
+		f.SetBrokenSkip(func(start uint64, _ bool) bool {
 			if start == second {
 				th.Block(func() {}) // a context switch between two VMAs
 			}
 			return false
 		})
-		defer restore()
-		f := mustOpenMaps(m, Options{Variant: After, Thread: th})
 		f.Read()
 	})
 	if p := <-got; p == nil || !strings.Contains(p.(string), "classic RCU read section") {

@@ -83,6 +83,9 @@ func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error)
 
 const anonFixed = mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
 
+// MapsFile returns the open maps file the space is read through.
+func (s *ModelSpace) MapsFile() *procfs.MapsFile { return s.f }
+
 // Pieces returns the pieces' range and the model's page size.
 func (s *ModelSpace) Pieces() (Span, uint64) {
 	return Span{Start: base, End: base + NPieces*PiecePages*page}, page
