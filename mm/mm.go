@@ -42,6 +42,19 @@ type Hooks interface {
 type Namespace struct {
 	lastMMID atomic.Int64
 	lastIno  atomic.Uint64
+	zero     atomic.Pointer[pgtable.Page] // zeroPage's, made on first use
+}
+
+// zeroPage returns the namespace's shared zero page (ZERO_PAGE), which
+// read faults on private anonymous memory map (do_anonymous_page without
+// FAULT_FLAG_WRITE). Never written; its mapcount counts only this
+// namespace's mappings.
+func (ns *Namespace) zeroPage() *pgtable.Page {
+	if p := ns.zero.Load(); p != nil {
+		return p
+	}
+	ns.zero.CompareAndSwap(nil, pgtable.NewAnonPage())
+	return ns.zero.Load()
 }
 
 // MM mirrors struct mm_struct: one address space.
