@@ -14,6 +14,7 @@ import (
 // memory copy-on-write (its store is invisible to the parent), a thread
 // shares the address space, and the last ExitMM tears it down.
 func TestForkCopiesAddressSpace(t *testing.T) {
+	t.Parallel()
 	var ns Namespace
 	const addr = 0x100000000000
 	p := NewTaskMM(&ns, "p", machine.MustNamed("x86-64").Features)
@@ -55,6 +56,7 @@ func TestForkCopiesAddressSpace(t *testing.T) {
 // TestForkKilledParent: dup_mmap takes the parent's mmap lock killably, so a
 // fork waiting behind a writer returns EINTR when the parent is killed.
 func TestForkKilledParent(t *testing.T) {
+	t.Parallel()
 	var ns Namespace
 	p := NewTaskMM(&ns, "p", machine.MustNamed("x86-64").Features)
 	p.MM.MmapWriteLock(nil)
@@ -74,6 +76,7 @@ func TestForkKilledParent(t *testing.T) {
 // A process of a kernel with uprobes needs seed 000's design: an unset one
 // is refused, not taken for before.
 func TestNewTaskMMWithRefusesUnsetDesign(t *testing.T) {
+	t.Parallel()
 	var sem locking.PercpuRWSem
 	mach := NewMachine(machine.MustNamed("x86-64"), 1)
 	defer mach.Stop()

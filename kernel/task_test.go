@@ -17,6 +17,7 @@ import (
 )
 
 func TestThreadsShareTheGroup(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	p := kernel.NewTask(&ns, "busy")
 	if p.TID != p.TGID() || p.CPU() != -1 {
@@ -41,6 +42,7 @@ func TestThreadsShareTheGroup(t *testing.T) {
 
 // SIGKILL takes the whole thread group down, and only it.
 func TestKillTakesTheGroupDown(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	p := kernel.NewTask(&ns, "victim")
 	th := p.NewThread()
@@ -66,6 +68,7 @@ func TestKillTakesTheGroupDown(t *testing.T) {
 // Kill from many goroutines at once closes Fatal exactly once (a second
 // close would panic).
 func TestKillConcurrent(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	p := kernel.NewTask(&ns, "victim")
 	ths := []*kernel.Task{p, p.NewThread(), p.NewThread()}
@@ -86,6 +89,7 @@ func TestKillConcurrent(t *testing.T) {
 }
 
 func TestSignals(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	p := kernel.NewTask(&ns, "faulter")
 	th := p.NewThread()
@@ -130,6 +134,7 @@ func TestSignals(t *testing.T) {
 // A task waiting killably on a lock gets EINTR when it is killed, and its
 // blocked time is recorded under the lock's name.
 func TestTaskOnLocks(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
@@ -173,6 +178,7 @@ func TestTaskOnLocks(t *testing.T) {
 // thread of the same CPU runs meanwhile. Were the CPU kept, the second
 // thread could never run and the test would hang.
 func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
+	t.Parallel()
 	var ns kernel.Namespace
 	sys := sched.NewSystem(1)
 	defer sys.Stop()
@@ -211,6 +217,7 @@ func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
 // namespace, get_next_ino in each): what one makes never moves the other's
 // numbers, however their calls interleave.
 func TestMachinesNumberIndependently(t *testing.T) {
+	t.Parallel()
 	type ids struct {
 		leader, thread, child int
 		mm, childMM           int64

@@ -10,6 +10,7 @@ import (
 // drops the write lock before mm_populate): another reader gets in, a writer
 // does not.
 func TestPopulateUnderReadLock(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	inFill := make(chan struct{})
 	release := make(chan struct{})

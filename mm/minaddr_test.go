@@ -32,6 +32,7 @@ func mapAnonAt(m *MM, addr, length uint64, flags int) (uint64, error) {
 // lowDac*: 0x1000 and 0xf000 → 0x10000, 0x800 → placed top-down, as root
 // and without CAP_SYS_RAWIO (setpriv --bounding-set=-sys_rawio).
 func TestMmapHintRaisedToMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f          machine.Features
 		hint, want uint64 // want 0: placed top-down below mmap_base
@@ -72,6 +73,7 @@ func TestMmapHintRaisedToMinAddr(t *testing.T) {
 // (lowDac*) answered: fixed and noreplace at 0 succeed as root and fail
 // EPERM without CAP_SYS_RAWIO; at 0x1000 and 0x8000 they succeed either way.
 func TestMmapFixedBelowMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f    machine.Features
 		addr uint64
@@ -114,6 +116,7 @@ func TestMmapFixedBelowMinAddr(t *testing.T) {
 // CAP_SYS_RAWIO (a page at 0x1000 unmapped, 0x20000 kept) and moved it as
 // root.
 func TestMremapFixedBelowMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f   machine.Features
 		err error
@@ -148,6 +151,7 @@ func err2(_ uint64, err error) error { return err }
 // rules are pinned from arch/x86 and mm/ (v6.19) alone, without a live
 // oracle.
 func TestTaskSizeLA57(t *testing.T) {
+	t.Parallel()
 	const high = 1 << 50
 	for _, la57 := range []bool{false, true} {
 		f := machine.Features{LA57: la57, MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true}
@@ -198,6 +202,7 @@ func TestTaskSizeLA57(t *testing.T) {
 // host at hand had la57: pinned from the v6.19 sources alone, without a
 // live oracle.
 func TestPlacementWindowLA57(t *testing.T) {
+	t.Parallel()
 	const high = 1 << 50
 	topOf56 := uint64(DefaultMmapBase + (1<<56 - pg) - machine.DefaultMapWindow)
 	for _, c := range []struct {
@@ -244,6 +249,7 @@ func TestPlacementWindowLA57(t *testing.T) {
 // bottom-up from mmap_legacy_base (TASK_UNMAPPED_BASE, a third of the
 // 47-bit window) up to the window's end (arch_get_unmapped_area()).
 func TestPlacementBottomUpFallback(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), lowDacRawio)
 	m.MmapBase = 0x30000 // room below it: 0x10000-0x30000, two 64 KiB mappings
 	for range 2 {
@@ -263,6 +269,7 @@ func TestPlacementBottomUpFallback(t *testing.T) {
 // A fork's child keeps its parent's mmap_base (dup_mm() copies the
 // mm_struct), so placement goes on alike in both.
 func TestForkKeepsMmapBase(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), lowDacRawio)
 	m.MmapBase = 0x40000000
 	c, err := m.Fork(nil)

@@ -40,6 +40,7 @@ func vmaAt(t *testing.T, m *MM, page uint64) *VMA {
 // is present; fetches work. Without OSPKE the VMA has key 0 and reads like
 // r-x.
 func TestExecOnlyMmap(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		f         machine.Features
@@ -95,6 +96,7 @@ func TestExecOnlyMmap(t *testing.T) {
 // the execute-only key, out of it back to key 0, so the two halves of a
 // split VMA differ in key and merge again when both leave execute-only.
 func TestExecOnlyMprotect(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		f    machine.Features
@@ -133,6 +135,7 @@ func TestExecOnlyMprotect(t *testing.T) {
 // stays readable. pkey_alloc itself is ENOSPC then, and EINVAL without
 // OSPKE (arch_set_user_pkey_access() refuses the one key, 0).
 func TestExecOnlyNoFreeKey(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), withPKU)
 	for want := 1; want < 16; want++ {
 		k, err := m.PkeyAlloc(nil, 0)
@@ -159,6 +162,7 @@ func TestExecOnlyNoFreeKey(t *testing.T) {
 // thread's PKRU, which execute_only_pkey() sets when it allows the key,
 // and through the default PKRU of any other thread.
 func TestExecOnlyPKRUPerThread(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), withPKU)
 	open := &thread{pkru: 0} // a thread that allowed every key (WRPKRU 0)
 	other := &thread{pkru: InitPKRU}
@@ -190,6 +194,7 @@ func TestExecOnlyPKRUPerThread(t *testing.T) {
 // child's execute-only VMA stays execute-only, and its next PROT_EXEC
 // mapping reuses the same key.
 func TestExecOnlyFork(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), withPKU)
 	mmapAnon(t, m, 0, 1, PROT_EXEC)
 	c, err := m.Fork(nil)
@@ -208,6 +213,7 @@ func TestExecOnlyFork(t *testing.T) {
 // (access_error() does not look at VM_EXEC): past a file's end that is
 // SIGBUS, elsewhere SEGV_ACCERR; PROT_NONE refuses it at once.
 func TestFetchFaultsInFirst(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), noPKU)
 	f := Open(NewInode(new(Namespace), "f", 100, func(uint64) byte { return 1 }))
 	_, err := m.Mmap(nil, arena, 2*pg, PROT_READ, MAP_PRIVATE|MAP_FIXED, f, 0)

@@ -46,6 +46,7 @@ const rw = PROT_READ | PROT_WRITE
 // recorded live).
 
 func TestAnonMergeSplitRemerge(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 1, rw)
 	mmapAnon(t, m, 1, 1, rw)
@@ -79,6 +80,7 @@ func TestAnonMergeSplitRemerge(t *testing.T) {
 }
 
 func TestFileMergeNeedsSameFileAndOffsets(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	in := NewInode(new(Namespace), "f", 8*pg, func(off uint64) byte { return byte(off % 251) })
 	f1, f2 := Open(in), Open(in)
@@ -103,6 +105,7 @@ func TestFileMergeNeedsSameFileAndOffsets(t *testing.T) {
 }
 
 func TestForkCOWAndSharedVisibility(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 1, rw)
 	_, err := m.Mmap(nil, arena+4*pg, pg, rw, MAP_SHARED|MAP_ANONYMOUS|MAP_FIXED, nil, 0)
@@ -136,6 +139,7 @@ func TestForkCOWAndSharedVisibility(t *testing.T) {
 }
 
 func TestMremapRules(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 2, rw)
 	_, err := m.Mremap(nil, arena, 2*pg, 4*pg, 0, 0)
@@ -173,6 +177,7 @@ func TestMremapRules(t *testing.T) {
 // threads while one thread populates under the read lock and another maps
 // and unmaps (write lock): -race checks the locking.
 func TestConcurrentAccessDuringPopulate(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 64, rw)
 	var wg sync.WaitGroup
@@ -229,6 +234,7 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 // anonymous mmaps returned ...871000 then ...870000 and merged); a special
 // mapping keeps its name, maps its own pages and never merges.
 func TestPlacementAndSpecialMapping(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	a1, err := m.Mmap(nil, 0, pg, rw, MAP_PRIVATE|MAP_ANONYMOUS, nil, 0)
 	must(t, err)

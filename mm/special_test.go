@@ -22,6 +22,7 @@ func mapAnon(t *testing.T, m *MM, start, end uint64) {
 // case), inside the limits and above mmap_min_addr (4096 here; with
 // CONFIG_LSM_MMAP_MIN_ADDR 65536 nothing below 0x10000 is found).
 func TestUnmappedArea(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), machine.Features{MmapMinAddr: 4096})
 	mapAnon(t, m, 0x10000, 0x20000)
 	mapAnon(t, m, 0x21000, 0x30000) // a one-page hole at 0x20000: too small
@@ -65,6 +66,7 @@ func TestUnmappedArea(t *testing.T) {
 // A special mapping whose Mremap refuses cannot be moved (EPERM, and it
 // stays), cannot grow (VM_DONTEXPAND: EFAULT), and can be unmapped.
 func TestSpecialMappingMremapMunmap(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	sm := &SpecialMapping{Name: "[uprobes-trampoline]", Pages: []*pgtable.Page{pgtable.NewAnonPage()},
 		Mremap: func() error { return errno.EPERM }}

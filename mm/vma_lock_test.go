@@ -44,6 +44,7 @@ func waitFor(cond func() bool) {
 // A VMA write lock lasts exactly as long as the mmap write section;
 // unlock and downgrade both end it.
 func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	v := mapPieces(t, m, 2)[0]
 	if got := m.LockVMAUnderRCU(v.Start); got != v {
@@ -84,6 +85,7 @@ func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
 // A detached VMA is never read-locked: vma_start_read says EAGAIN, and
 // lock_vma_under_rcu looks the address up again.
 func TestDetachedVMANotLocked(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	vs := mapPieces(t, m, 3)
 	v := vs[1]
@@ -291,6 +293,7 @@ func TestVMALockStress(t *testing.T) {
 // (nil, not EAGAIN: the caller falls back to the mmap lock), and
 // vma_start_read_locked fails too; below it both succeed.
 func TestVMARefLimit(t *testing.T) {
+	t.Parallel()
 	m := New(new(Namespace), testFeatures)
 	v := mapPieces(t, m, 1)[0]
 	v.RefCnt.Store(VMA_REF_LIMIT)

@@ -14,6 +14,7 @@ import (
 // name after one more space, shared mappings show 's', file offsets are
 // pgoff<<12 and anonymous ones 0.
 func TestMapsFormat(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const a = 0x100000000000
 	if _, err := m.Mmap(nil, a, 8192, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {

@@ -93,6 +93,7 @@ func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Resu
 // boundary lines, the split's change in unison, and each case's query
 // check; the verbose mode prints the lines around the boundary.
 func TestMaptearCatchesSkippedVMA(t *testing.T) {
+	t.Parallel()
 	for _, c := range maptear.Cases {
 		ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 		if err != nil {
@@ -131,6 +132,7 @@ func TestMaptearCatchesSkippedVMA(t *testing.T) {
 // calibration changes resize's first line, which proc-maps-race.c's
 // check_shrink_result refuses ("first line unchanged").
 func TestMaptearResizeCalibrationCatchesSkippedVMA(t *testing.T) {
+	t.Parallel()
 	ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 	if err != nil {
 		t.Fatal(err)

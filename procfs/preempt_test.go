@@ -17,6 +17,7 @@ import (
 // reader runs again; with the After walk it holds nothing there and the
 // writer goes ahead.
 func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
 		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 20)
@@ -79,6 +80,7 @@ func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 // write-locked, and so waits for the write section to end; it then returns
 // the VMA read-locked.
 func TestLockNextVMAFallsBackOnWriteLockedVMA(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	vs := m.VMAs()

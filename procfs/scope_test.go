@@ -38,6 +38,7 @@ func lastLine(t *testing.T, c []byte) uapi.VMA {
 // A line that would fill the 4096-byte buffer exactly overflows it
 // (seq_has_overflowed: count == size) and opens the next chunk.
 func TestChunkOfExactlyAPageOverflows(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const n = 93
 	pieces(t, m, walkArena, n)
@@ -77,6 +78,7 @@ func TestChunkOfExactlyAPageOverflows(t *testing.T) {
 // yet shown, so that a VMA mapped meanwhile in the gap before it is not
 // shown; v6.17+ (After) at the end of the last VMA shown, so that it is.
 func TestResumePositionPerVersion(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
 		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		// Pieces of 3 pages with a free page after each.
@@ -117,6 +119,7 @@ func TestResumePositionPerVersion(t *testing.T) {
 // With PreemptNone a read is preempted only on its way back to user space;
 // with PreemptFull also inside, once per line at least.
 func TestPreemptionPoints(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 50)
 	for _, v := range variants {
@@ -137,6 +140,7 @@ func TestPreemptionPoints(t *testing.T) {
 // is formatted, so a reader preempted there holds that VMA's lock (and only
 // that one).
 func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 5)
 	vs := m.VMAs()
@@ -174,6 +178,7 @@ func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
 // m_stop): a reader that switched out between two VMAs of a chunk is inside
 // it, which rcu.ReadUnlock reports.
 func TestRCUSectionSpansTheChunk(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 5)
 	second := m.VMAs()[1].Start
@@ -217,6 +222,7 @@ func (w *fatalWaiter) Block(wait func()) {
 // (mmap_read_lock_killable in lock_next_vma_under_mmap_lock): a reader with
 // a fatal signal pending gets EINTR instead of sleeping behind the writer.
 func TestFallbackIsKillable(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	vs := m.VMAs()
@@ -246,6 +252,7 @@ func TestFallbackIsKillable(t *testing.T) {
 // A VMA found detached is looked up again until its writer is done, as
 // lock_next_vma does; the reader does not fall back to the mmap lock for it.
 func TestDetachedVMARetried(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	v := m.VMAs()[1]

@@ -34,6 +34,7 @@ func pieces(t testing.TB, m *mm.MM, base uint64, n int) {
 // Both walks give the text of the one-chunk walk, in chunks of whole lines
 // of at most ChunkSize bytes.
 func TestWalksMatchMaps(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 300)
 	f := mm.Open(mm.NewInode(new(mm.Namespace), "/usr/lib/libmodel.so", 8*4096, nil))
@@ -77,6 +78,7 @@ func TestWalksMatchMaps(t *testing.T) {
 // the last VMA shown); one that is unmapped between reads is simply gone.
 // Both walks behave the same.
 func TestResumeShowsGrownVMATwice(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
 		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 200)
@@ -136,6 +138,7 @@ func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.P
 // (fs/proc/task_mmu.c), checked against the live kernel in
 // query_linux_test.go.
 func TestQuerySemantics(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const a = 0x7f0000000000
 	in := mm.NewInode(new(mm.Namespace), "/opt/model/libx.so", 16*4096, nil)
@@ -230,6 +233,7 @@ func TestQuerySemantics(t *testing.T) {
 // Each variant's name parses back to it; the zero variant is no variant,
 // and OpenMaps refuses it.
 func TestVariants(t *testing.T) {
+	t.Parallel()
 	for _, name := range Variants.Names() {
 		v, err := Variants.Parse(name)
 		if err != nil || v.String() != name {

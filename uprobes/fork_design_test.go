@@ -24,6 +24,7 @@ var designs = kernel.Designs.Values()
 // Each design's name is what String returns and Designs.Parse reads; any
 // other name is refused.
 func TestDesignNames(t *testing.T) {
+	t.Parallel()
 	for d, name := range map[kernel.Design]string{kernel.DesignBefore: "before", kernel.DesignAfter: "after"} {
 		got, err := kernel.Designs.Parse(name)
 		if d.String() != name || err != nil || got != d {

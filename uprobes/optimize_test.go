@@ -92,6 +92,7 @@ func mapsLine(m *mm.MM, name string) string {
 // the uprobe syscall, and every hit runs the handler once. With
 // optimization off the site stays an int3.
 func TestOptimizedHit(t *testing.T) {
+	t.Parallel()
 	for _, fl := range flavors {
 		for _, o := range Optimizations.Values() {
 			off := o == OptimizeOff
@@ -128,6 +129,7 @@ func TestOptimizedHit(t *testing.T) {
 
 // The uprobe syscall from anywhere but a trampoline fails with ENXIO.
 func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
@@ -160,6 +162,7 @@ func runOptimized(t *testing.T, o Optimize, n uint64, newCons func(*env) *Consum
 // path (first hit) and on the optimized path (the trampoline returns
 // there) alike.
 func TestOptimizedHandlerSetsIP(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			hits := 0
@@ -177,6 +180,7 @@ func TestOptimizedHandlerSetsIP(t *testing.T) {
 // A uretprobe on an optimized site sees every return, at the caller's
 // return address.
 func TestUretprobeOnOptimizedSite(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			k := newCounter(true, true, nil)
@@ -196,6 +200,7 @@ func TestUretprobeOnOptimizedSite(t *testing.T) {
 // With the page above the text taken, the nearest free page is the one
 // below it: the two searches are compared, neither direction assumed.
 func TestTrampolineBelow(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
@@ -219,6 +224,7 @@ func TestTrampolineBelow(t *testing.T) {
 // The trampoline cannot be moved (EPERM) but can be unmapped; exit
 // forgets the mm's trampolines.
 func TestTrampolineMremapMunmapExit(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
 		if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
 			t.Errorf("mremap: %v, want EPERM", err)
@@ -242,6 +248,7 @@ func TestTrampolineMremapMunmapExit(t *testing.T) {
 // site, as on the live kernel (TestLiveForkedChildOfOptimized in
 // live/uprobe).
 func TestForkAfterOptimization(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
 		child := forkOf(t, e, p)
 		if mapsLine(child.MM, trampName) != "" {
@@ -302,6 +309,7 @@ func siteStates(e *env) (call, int3Rel, int3Orig, corrupt []byte) {
 // writes only byte 0 and corrupts the instruction; a forked child of a
 // site left as an int3 optimizes its own. After: the removal completes.
 func TestKilledUnoptimize(t *testing.T) {
+	t.Parallel()
 	type follow struct {
 		name string
 		// run does the follow-up and returns the mm whose site to look at
@@ -418,6 +426,7 @@ func TestKilledUnoptimize(t *testing.T) {
 // uprobe leaks; after (patch 8), the removal completes. The live kernel's
 // counterpart is live/uprobe's opt-in TestLiveWarnCountKilledRemoval.
 func TestKilledBeforeUnoptimize(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, d := range designs {
 			t.Run(fmt.Sprintf("%v/%v", o, d), func(t *testing.T) {
@@ -460,6 +469,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 // writes only byte 0 (a corrupted instruction); after, nothing warns and
 // the removal finishes the half-written site (seed 000 patch 3).
 func TestKilledFirstHitOptimization(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, d := range designs {
 			for _, kill := range []int{writeTail, writeHead} {
@@ -509,6 +519,7 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // restores the optimized site in the three writes, as the live kernel does
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe) {
 		if err := e.u.UnregisterNosync(e.mach.NewTask("tracer"), up, &k.c); err != nil {
 			t.Fatal(err)
@@ -528,6 +539,7 @@ func TestRemoteUnregisterRestores(t *testing.T) {
 // The text-poke syncs come before the first write of an optimization and
 // after every write, of an optimization and of a removal alike.
 func TestTextPokeSyncOrder(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
@@ -557,6 +569,7 @@ func TestTextPokeSyncOrder(t *testing.T) {
 // once, every hit sees the registers of the probe, and every completed
 // removal leaves the original bytes.
 func TestStressOptimizeWhileHitting(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, fl := range flavors {
 			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
@@ -640,6 +653,7 @@ func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs
 // find_nearest_trampoline takes the page below only if it is strictly
 // nearer to the call's end than the page above.
 func TestFindNearestTrampolineTie(t *testing.T) {
+	t.Parallel()
 	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	if _, err := m.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
