@@ -21,7 +21,8 @@
 // it held.
 //
 // Mutations (for tests): each after-design fix of seed 000 can be undone
-// alone by a test hook of the package that has it (kernel, uprobes); the
+// alone by a test hook of the package that has it (kernel, uprobes), on
+// the Machine or the Uprobes of each run's World (Scenario.WithSetup); the
 // tests of those packages show the explorer finds each undone fix.
 package explore
 
