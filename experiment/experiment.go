@@ -2,8 +2,9 @@
 // definition each experiment package fills in once (name, seed, options and
 // their validation, typed results, table, verdict), the two targets, and the
 // one path from command-line flags to jobs, results, table and JSON that
-// `mmlab run` and `mmlab all` use for every experiment, and the model kernel,
-// program and process a model runner runs its code in (ModelKernel).
+// `mmlab run` and `mmlab all` use for every experiment. It links no model
+// package (machine, which it imports, only describes one): a model runner
+// builds its kernel and processes with package binfmt.
 //
 // An experiment lives in experiment/<name>: its Def and its model runner,
 // in pure Go. Its live runner lives in mmlab/live/<name>, which imports the
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"mmlab/machine"
 )
@@ -52,7 +54,9 @@ func (r Row) Where() Row { return r }
 type Result interface{ Where() Row }
 
 // Options is implemented by a pointer to an experiment's options struct,
-// whose JSON encoding is the "params" of its document.
+// whose JSON encoding is the "params" of its document: the flags, typed
+// (each parses into its field, as Bytes, Duration, NamesVar and CountsVar
+// do), and the values a run chose itself, in fields no flag sets.
 type Options interface {
 	// Flags registers the options on fs; the struct's current values are
 	// the defaults shown by --help.
@@ -72,11 +76,10 @@ type Env struct {
 	// runner builds every model kernel and address space on it. Live
 	// runners run on this host and do not read it.
 	Machine machine.Description
-	// Progress reports a step of a long run; it is never nil.
+	// Progress reports a step of a long run; it is never nil. (What a run
+	// chooses itself, a calibrated size, it records in its options' fields
+	// that no flag sets: they are the document's params.)
 	Progress func(format string, args ...any)
-	// Param records a parameter the run chose itself (a calibrated size)
-	// in the document's params; it is never nil.
-	Param func(key string, value any)
 }
 
 // Runner runs an experiment on one target and emits each result when it is
@@ -92,8 +95,10 @@ type Def[O Options, R Result] struct {
 	Variants []string // the model's variants, in table order
 	// NewOptions returns the options with their defaults.
 	NewOptions func() O
-	// Quick is the arguments of the experiment's step in `mmlab all`.
-	Quick []string
+	// Settings are the experiment's arguments in each setting of `mmlab
+	// all`, the one place they are written; a func because a full setting
+	// may depend on the host (its CPUs, its memory).
+	Settings func() Settings
 	// Model runs the experiment on the model.
 	Model Runner[O, R]
 	// Table prints the results in the seed's format.
@@ -101,6 +106,17 @@ type Def[O Options, R Result] struct {
 	// Verdict, if set, judges the results in one line ("verdict: ...") and
 	// says whether the run failed its check (exit status 1).
 	Verdict func(o O, rs []R) (line string, failed bool)
+}
+
+// Settings are an experiment's arguments in the settings of `mmlab all`
+// and how long each takes on both targets.
+type Settings struct {
+	Quick []string // the default setting
+	Full  []string // the seed's own
+	Smoke []string // the smallest that runs every part (tests)
+	// EstQuick and EstFull are the expected run time of both targets,
+	// for the progress line and the full setting's announcement.
+	EstQuick, EstFull time.Duration
 }
 
 // VerdictLine is a Verdict's line for judgement: "verdict: " and it, or

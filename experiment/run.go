@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,8 +18,8 @@ type Experiment interface {
 	Name() string
 	Seed() string
 	Summary() string
-	// QuickArgs are the arguments of its step in `mmlab all`.
-	QuickArgs() []string
+	// Settings are its arguments in each setting of `mmlab all`.
+	Settings() Settings
 	// Main runs `mmlab run NAME args...`: parse and validate, run the jobs,
 	// print the table (or the JSON document) and the verdict, and return the
 	// exit status.
@@ -46,10 +45,10 @@ type bound[O Options, R Result] struct {
 	live Runner[O, R]
 }
 
-func (b *bound[O, R]) Name() string        { return b.def.Name }
-func (b *bound[O, R]) Seed() string        { return b.def.Seed }
-func (b *bound[O, R]) Summary() string     { return b.def.Summary }
-func (b *bound[O, R]) QuickArgs() []string { return b.def.Quick }
+func (b *bound[O, R]) Name() string       { return b.def.Name }
+func (b *bound[O, R]) Seed() string       { return b.def.Seed }
+func (b *bound[O, R]) Summary() string    { return b.def.Summary }
+func (b *bound[O, R]) Settings() Settings { return b.def.Settings() }
 
 // job is one (target, variants) pair of a run.
 type job[O Options, R Result] struct {
@@ -77,7 +76,7 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	name := b.def.Name
 	inv := &invocation[O, R]{o: b.def.NewOptions()}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are returned; --help prints to stderr
 	fs.StringVar(&inv.target, "target", "both", "model, live or both")
 	variant := fs.String("variant", "", "model variants, comma-separated: "+strings.Join(b.def.Variants, ", ")+" (default: all)")
 	fs.BoolVar(&inv.json, "json", false, "print one JSON document in the common schema instead of the table")
@@ -90,13 +89,15 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nexit status: 0 ran and judged, 1 a check failed or a part asked for could not run, 2 bad usage, 130 interrupted (143 by SIGTERM)\n")
 	}
+	usage := func(err error) (*invocation[O, R], error) { return nil, fmt.Errorf("%w: %v", ErrUsage, err) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
 			return nil, errHelp
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		return usage(fmt.Errorf("%v (mmlab run %s --help lists the flags)", err, name))
 	}
-	usage := func(err error) (*invocation[O, R], error) { return nil, fmt.Errorf("%w: %v", ErrUsage, err) }
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected argument %q (mmlab run %s --help lists the flags)", fs.Arg(0), name))
 	}
@@ -149,13 +150,11 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 	case errors.Is(err, errHelp):
 		return ExitOK
 	case err != nil:
-		if msg := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "); !strings.HasPrefix(msg, "flag provided but not defined") && !strings.Contains(msg, "invalid value") {
-			fmt.Fprintf(stderr, "mmlab run %s: %s\n", name, msg)
-		}
+		fmt.Fprintf(stderr, "mmlab run %s: %s\n", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "))
 		return ExitUsage
 	}
 	o, jobs, asJSON, out, target := inv.o, inv.jobs, &inv.json, &inv.out, &inv.target
-	doc := report.NewDocument[R](name, inv.machine, params(o))
+	doc := report.NewDocument[O, R](name, inv.machine, o)
 	status := ExitOK
 	for _, j := range jobs {
 		if ctx.Err() != nil {
@@ -167,7 +166,6 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 			Progress: func(format string, a ...any) {
 				fmt.Fprintf(stderr, "%s %s: %s\n", name, j.target, fmt.Sprintf(format, a...))
 			},
-			Param: func(key string, value any) { doc.Params[key] = value },
 		}
 		env.Progress("started (%s)", strings.Join(j.variants, ", "))
 		n := 0
@@ -220,13 +218,4 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		return ExitInterrupted
 	}
 	return status
-}
-
-// params returns the JSON object of the options, the document's params.
-func params(o any) map[string]any {
-	m := map[string]any{}
-	if b, err := json.Marshal(o); err == nil {
-		_ = json.Unmarshal(b, &m)
-	}
-	return m
 }

@@ -10,8 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"mmlab/machine"
 	"mmlab/report"
@@ -242,5 +245,59 @@ func TestMainMachine(t *testing.T) {
 	}
 	if _, err := ParseMachine("nosuch"); !errors.Is(err, machine.ErrUnknown) {
 		t.Errorf("ParseMachine(nosuch) = %v, want machine.ErrUnknown", err)
+	}
+}
+
+// Args turns options back into the flags that give them: the flags whose
+// values differ from the defaults, each variable once, booleans bare.
+func TestArgs(t *testing.T) {
+	o := &argsOptions{Runs: 1, Cases: []string{"a"}, Wait: Duration(time.Second)}
+	defaults := *o
+	if got := Args(o, &defaults); len(got) != 0 {
+		t.Errorf("Args of the defaults = %q, want none", got)
+	}
+	if err := ParseOptions(o, "--nsamples", "3", "--cases", "b,a", "--wait", "250ms", "--size", "1G", "--raw"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--cases", "b,a", "--nsamples", "3", "--raw", "--size", "1G", "--wait", "250ms"}
+	if got := Args(o, &defaults); !slices.Equal(got, want) {
+		t.Errorf("Args = %q, want %q", got, want)
+	}
+	back := defaults
+	if err := ParseOptions(&back, want...); err != nil || !reflect.DeepEqual(&back, o) {
+		t.Errorf("the args parse to %+v, %v; want %+v", back, err, o)
+	}
+}
+
+type argsOptions struct {
+	Runs  int
+	Cases []string
+	Wait  Duration
+	Size  Bytes
+	Raw   bool
+}
+
+func (o *argsOptions) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Runs, "runs", o.Runs, "")
+	fs.IntVar(&o.Runs, "nsamples", o.Runs, "")
+	NamesVar(fs, &o.Cases, "cases", "", "a", "b")
+	Var(fs, &o.Wait, "wait", "")
+	Var(fs, &o.Size, "size", "")
+	fs.BoolVar(&o.Raw, "raw", o.Raw, "")
+}
+
+func (o *argsOptions) Validate() error { return nil }
+
+// A Duration's JSON is milliseconds, fractions kept.
+func TestDurationJSON(t *testing.T) {
+	for _, d := range []time.Duration{0, 250 * time.Millisecond, 2 * time.Second, 500 * time.Microsecond} {
+		b, err := json.Marshal(Duration(d))
+		var back Duration
+		if err != nil || json.Unmarshal(b, &back) != nil || back.D() != d {
+			t.Errorf("%v: %s, back %v", d, b, back)
+		}
+	}
+	if b, _ := json.Marshal(Duration(2 * time.Second)); string(b) != "2000" {
+		t.Errorf("2s = %s, want 2000", b)
 	}
 }

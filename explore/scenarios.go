@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/kernel"
 	"mmlab/mm"
@@ -161,14 +162,6 @@ var exitDuringRegister = &Scenario{
 	},
 }
 
-// runCode runs the program's entry with RCX = calls, as task r.
-func runCode(r *kernel.Runner, entry string, calls uint64) cpu.Stop {
-	r.Regs.RIP = addr(entry)
-	r.Regs.R[cpu.RSP] = stackTop - 64
-	r.Regs.R[cpu.RCX] = calls
-	return r.Run()
-}
-
 var unoptimizeKill = &Scenario{
 	Name: "unoptimize-kill", Seed: "000",
 	Doc: "x86 optimized uprobes: two processes hit a uprobe on a 5-byte nop (optimized at the first hit); " +
@@ -184,7 +177,7 @@ var unoptimizeKill = &Scenario{
 			w.start(t, i, func(r *kernel.Runner) {
 				defer ran[i].open()
 				registered.wait("registered")
-				runCode(r, "main5", 2)
+				binfmt.Loop(r, 0, w.Prog.Addr("main5"), 2)
 			})
 		}
 		tracer := w.task("tracer", 0, func(t *kernel.Task) {
@@ -248,7 +241,7 @@ func syncRace(w *World, c *uprobes.Consumer, synced *bool, sync func(t *kernel.T
 	})
 	w.start(p, 1, func(r *kernel.Runner) {
 		registered.wait("registered")
-		stop := runCode(r, "main", 3)
+		stop := binfmt.Loop(r, 0, w.Prog.Addr("main"), 3)
 		done(stop, r.Regs.R[cpu.RAX])
 	})
 }

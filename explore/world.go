@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/kernel"
 	"mmlab/machine"
@@ -14,77 +15,60 @@ import (
 	"mmlab/uprobes"
 )
 
-// The scenarios' program: a file whose bytes are the code, mapped r-xp at
-// textAddr (file offset 0), and a private anonymous stack below stackTop.
-// main calls f RCX times and main5 calls f5 RCX times; RAX counts the calls
-// that ran the function. f starts with a 1-byte nop (an int3 site), f5 with
-// a 5-byte nop (an optimizable site on x86-64).
-const (
-	textAddr   = 0x400000
-	stackTop   = 0x7ff000000000
-	stackPages = 4
-	swbp       = 0xcc // int3
-	callInsn   = 0xe8 // call rel32, the optimized site's opcode
-)
-
-// program is the assembled text, built once: every run maps the same bytes.
-var program = func() struct {
-	code   []byte
-	labels map[string]uint64
-} {
-	a := cpu.NewAsm(textAddr)
+// text is the scenarios' program, loaded by binfmt. main calls f RCX
+// times and main5 calls f5 RCX times; RAX counts the calls that ran the
+// function. f starts with a 1-byte nop (an int3 site), f5 with a 5-byte nop
+// (an optimizable site on x86-64).
+func text(a *cpu.Asm) {
 	a.Label("main").Label("loop").Call("f").Dec32(cpu.RCX).Jnz("loop").Hlt()
 	a.Label("main5").Label("loop5").Call("f5").Dec32(cpu.RCX).Jnz("loop5").Hlt()
 	a.Label("f").Nop().Inc32(cpu.RAX).Ret()
 	a.Label("f5").Nop5().Inc32(cpu.RAX).Ret()
-	code, err := a.Assemble()
-	if err != nil {
-		panic(err)
-	}
-	labels := map[string]uint64{}
-	for _, l := range []string{"main", "main5", "f", "f5"} {
-		labels[l], _ = a.Addr(l)
-	}
-	return struct {
-		code   []byte
-		labels map[string]uint64
-	}{code, labels}
-}()
+}
 
-// site is a probed instruction of the program: its file offset and length.
+const (
+	swbp     = 0xcc // int3
+	callInsn = 0xe8 // call rel32, the optimized site's opcode
+)
+
+// site is a probed instruction of the program: its file offset, length
+// and the file's bytes there.
 type site struct {
 	label string
 	off   uint64
 	len   int
+	code  []byte
 }
 
-func siteOf(label string) site {
+func (w *World) siteOf(label string) site {
 	n := 1
 	if label == "f5" {
 		n = 5
 	}
-	return site{label, program.labels[label] - textAddr, n}
+	off := w.Prog.Offset(label)
+	return site{label, off, n, w.Prog.Code[off : off+uint64(n)]}
 }
 
 // probe makes label the scenario's one probed site, adds the checks of its
 // properties that run at every decision, and returns the site.
 func (w *World) probe(label string) site {
-	s := siteOf(label)
+	s := w.siteOf(label)
 	w.sites = []site{s}
 	w.stepChecks()
 	return s
 }
 
 // World is one run's model kernel: the deterministic System, the machine,
-// uprobes in the run's design, the probed file, the processes whose mms the
-// registry checks look at, and what the tasks observed. Only the running
-// task of the run, or Check between two tasks, touches it: no lock.
+// uprobes in the run's design, the probed program and the open file every
+// process maps it from, the processes whose mms the registry checks look
+// at, and what the tasks observed. Only the running task of the run, or
+// Check between two tasks, touches it: no lock.
 type World struct {
 	Design Design
 	Sys    *sched.System
 	Mach   *kernel.Machine
 	U      *uprobes.Uprobes
-	Inode  *mm.Inode
+	Prog   *binfmt.Program
 	File   *mm.File
 	// MapsOpened, if set (by a Scenario's setup), is called with each
 	// maps file a reader of the run opens, before it reads.
@@ -126,9 +110,10 @@ func newWorld(m machine.Description, d Design, props []Property, cfg uprobes.Con
 		return nil, err
 	}
 	w.U = u
-	code := program.code
-	w.Inode = mm.NewInode(&w.Mach.NS.MM, "/usr/bin/probed", uint64(len(code)), func(off uint64) byte { return code[off] })
-	w.File = mm.Open(w.Inode)
+	if w.Prog, err = binfmt.NewProgram(&w.Mach.NS.MM, "/usr/bin/probed", text); err != nil {
+		return nil, err
+	}
+	w.File = mm.Open(w.Prog.File)
 	return w, nil
 }
 
@@ -166,21 +151,10 @@ func (w *World) mapsOpened(f *procfs.MapsFile) {
 	}
 }
 
-// addr returns the address of label in the text.
-func addr(label string) uint64 { return program.labels[label] }
-
 // newProc returns a process that maps the program and a stack.
 func (w *World) newProc(name string) *kernel.Task {
-	t, err := w.U.NewTaskMM(name)
+	t, err := binfmt.Exec(w.U, name, w.File, 1)
 	if err != nil {
-		panic(err)
-	}
-	if _, err := t.MM.Mmap(nil, textAddr, uint64(len(program.code)), mm.PROT_READ|mm.PROT_EXEC,
-		mm.MAP_PRIVATE|mm.MAP_FIXED, w.File, 0); err != nil {
-		panic(err)
-	}
-	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
-		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		panic(err)
 	}
 	w.procs = append(w.procs, t)
@@ -227,7 +201,7 @@ func busy(p *kernel.Task, n int) {
 // without a lock or a fault: the mapped page's, or the file's where no page
 // is mapped. ok is false if m does not map the site from the file.
 func siteBytes(m *mm.MM, s site) (b [5]byte, ok bool) {
-	vaddr := textAddr + s.off
+	vaddr := binfmt.Text + s.off
 	v := m.VMALookup(vaddr)
 	if v == nil || v.File == nil {
 		return b, false
@@ -250,7 +224,7 @@ func probed(b [5]byte) bool { return b[0] == swbp || b[0] == callInsn }
 // intact reports whether b are the file's bytes of the site.
 func intact(b [5]byte, s site) bool {
 	for i := range s.len {
-		if b[i] != program.code[s.off+uint64(i)] {
+		if b[i] != s.code[i] {
 			return false
 		}
 	}
@@ -261,7 +235,7 @@ func intact(b [5]byte, s site) bool {
 // registry at site s: a process a consumer of the uprobe wants has the
 // breakpoint, any other has the file's bytes.
 func (w *World) agreement(s site) string {
-	up := w.U.Lookup(w.Inode, s.off)
+	up := w.U.Lookup(w.Prog.File, s.off)
 	for _, p := range w.procs {
 		m := p.MM
 		if m == nil || m.Users.Load() == 0 {
@@ -281,7 +255,7 @@ func (w *World) agreement(s site) string {
 				reg = fmt.Sprintf("%v, which no consumer wants there", up)
 			}
 			return fmt.Sprintf("%s has % x at %s (file: % x), but the registry has %s", p.Comm, b[:s.len], s.label,
-				program.code[s.off:s.off+uint64(s.len)], reg)
+				s.code, reg)
 		}
 	}
 	return ""
@@ -298,7 +272,7 @@ func (w *World) register(t *kernel.Task, s site, c *uprobes.Consumer) (*uprobes.
 	w.inflight[s.off]++
 	w.registering++
 	w.regStarts++
-	up, err := w.U.Register(t, w.Inode, s.off, c)
+	up, err := w.U.Register(t, w.Prog.File, s.off, c)
 	w.inflight[s.off]--
 	w.registering--
 	if err == nil && w.inflight[s.off] == 0 {
@@ -364,7 +338,7 @@ func (w *World) fork(p *kernel.Task, h kernel.ForkHooks) (*kernel.Task, error) {
 	}
 	for i, s := range w.sites {
 		after, _ := siteBytes(p.MM, s)
-		up := w.U.Lookup(w.Inode, s.off)
+		up := w.U.Lookup(w.Prog.File, s.off)
 		if !probed(before[i]) || !probed(after) || up == nil || !up.Wants(c.MM) {
 			continue
 		}

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -19,7 +20,11 @@ import (
 // OS without /proc that is every feature.
 func Host() Description { return hostOnce() }
 
-var hostOnce = sync.OnceValue(func() Description { return readHost("/proc") })
+var hostOnce = sync.OnceValue(func() Description {
+	d := readHost("/proc")
+	d.Kernel.Mitigations = readMitigations("/sys/devices/system/cpu/vulnerabilities")
+	return d
+})
 
 // capSysRawio is CAP_SYS_RAWIO's bit (include/uapi/linux/capability.h).
 const capSysRawio = 17
@@ -109,4 +114,151 @@ func kernelConfig(root string) map[string]string {
 		}
 	}
 	return cfg
+}
+
+// syscallMitigations are the files of /sys/devices/system/cpu/vulnerabilities
+// whose mitigations run on kernel entry or exit: page-table isolation
+// (meltdown), buffer clearing on return (mds, tsa, mmio_stale_data),
+// return thunks and RSB filling (retbleed, spec_rstack_overflow,
+// spectre_v2, indirect_target_selection).
+var syscallMitigations = []string{"meltdown", "spectre_v2", "retbleed", "spec_rstack_overflow", "mds", "tsa", "mmio_stale_data", "indirect_target_selection"}
+
+// readMitigations summarises dir's vulnerability files that bear on a
+// syscall's cost, "" when it has none of them.
+func readMitigations(dir string) string {
+	var parts []string
+	for _, name := range syscallMitigations {
+		b, err := os.ReadFile(dir + "/" + name)
+		if err != nil {
+			continue
+		}
+		parts = append(parts, name+": "+strings.TrimSpace(string(b)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + " (" + dir + ")"
+}
+
+// ReadTopology reads the CPU topology under sys, the sysfs root ("/sys"):
+// each online CPU's package, core and L3 siblings, and the NUMA nodes.
+// It also returns each CPU's location, indexed by CPU number, for what
+// measures per CPU pair.
+func ReadTopology(sys string) (Topology, map[int]CPULocation, error) {
+	online, err := os.ReadFile(sys + "/devices/system/cpu/online")
+	if err != nil {
+		return Topology{}, nil, err
+	}
+	cpus, err := ParseCPUList(strings.TrimSpace(string(online)))
+	if err != nil {
+		return Topology{}, nil, fmt.Errorf("%s/devices/system/cpu/online: %w", sys, err)
+	}
+	locs := map[int]CPULocation{}
+	packages, cores, llcs := map[int]bool{}, map[[2]int]bool{}, map[string]bool{}
+	for _, c := range cpus {
+		dir := fmt.Sprintf("%s/devices/system/cpu/cpu%d/", sys, c)
+		num := func(name string) int {
+			b, _ := os.ReadFile(dir + name)
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return n
+		}
+		llc, _ := os.ReadFile(dir + "cache/index3/shared_cpu_list")
+		l := CPULocation{Package: num("topology/physical_package_id"), Core: num("topology/core_id"), LLC: strings.TrimSpace(string(llc))}
+		if l.LLC == "" {
+			l.LLC = fmt.Sprintf("package %d", l.Package)
+		}
+		locs[c] = l
+		packages[l.Package], cores[[2]int{l.Package, l.Core}], llcs[l.LLC] = true, true, true
+	}
+	t := Topology{Sockets: len(packages), NUMANodes: 1, Source: "read from " + sys + "/devices/system/cpu and " + sys + "/devices/system/node of this host"}
+	t.CoresPerSocket = len(cores) / t.Sockets
+	t.ThreadsPerCore = len(cpus) / len(cores)
+	t.CoresPerLLC = len(cores) / len(llcs)
+	t.CPUs = t.Sockets * t.CoresPerSocket * t.ThreadsPerCore
+	if b, err := os.ReadFile(sys + "/devices/system/node/online"); err == nil {
+		if nodes, err := ParseCPUList(strings.TrimSpace(string(b))); err == nil && len(nodes) > 0 {
+			t.NUMANodes = len(nodes)
+		}
+	}
+	if t.CPUs != len(cpus) {
+		return t, locs, fmt.Errorf("%d online CPUs are not %d sockets × %d cores × %d threads: an uneven topology", len(cpus), t.Sockets, t.CoresPerSocket, t.ThreadsPerCore)
+	}
+	return t, locs, nil
+}
+
+// CPULocation is where one CPU sits: its package, its core in the package,
+// and its last-level cache (the L3's shared_cpu_list, or the package where
+// there is no L3).
+type CPULocation struct {
+	Package, Core int
+	LLC           string
+}
+
+// Distance classes of two CPUs, named as the Costs fields of their line
+// hand-off.
+const (
+	SameCore   = "line_smt"
+	SameLLC    = "line_llc"
+	SameSocket = "line_socket"
+	Remote     = "line_remote"
+)
+
+// Distance is the class of the pair a, b.
+func Distance(a, b CPULocation) string {
+	switch {
+	case a.Package != b.Package:
+		return Remote
+	case a.Core == b.Core:
+		return SameCore
+	case a.LLC == b.LLC:
+		return SameLLC
+	}
+	return SameSocket
+}
+
+// ParseCPUList parses a kernel CPU list ("0-3,8,10-11").
+func ParseCPUList(s string) ([]int, error) {
+	var cpus []int
+	if s == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// readClock returns the first "cpu MHz" of cpuinfo text in GHz, 0 without
+// one.
+func readClock(cpuinfo string) float64 {
+	for line := range strings.Lines(cpuinfo) {
+		if rest, ok := strings.CutPrefix(line, "cpu MHz"); ok {
+			mhz, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimLeft(rest, "\t :")), 64)
+			if err == nil {
+				return mhz / 1000
+			}
+		}
+	}
+	return 0
+}
+
+// HostClock is this host's clock as /proc/cpuinfo's "cpu MHz" gives it
+// (the current frequency of the first CPU; in a VM, what the hypervisor
+// reports), 0 where it says none.
+func HostClock() float64 {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return readClock(string(b))
 }

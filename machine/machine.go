@@ -1,14 +1,17 @@
 // Package machine describes the machine a model runs on: the CPU and kernel
 // features that change the address-space rules (protection keys as the
 // kernel enabled them, 5-level paging, vm.mmap_min_addr, the caller's
-// capabilities) and the kernel facts the experiments report (release, HZ,
-// preemption model, CPUs, memory).
+// capabilities), the kernel facts the experiments report (release, HZ,
+// preemption model, mitigations, CPUs, memory), and for a simulated machine
+// its topology, clock and costs, each figure with its source.
 //
 // A Description is one value, chosen when a run starts and passed down at
 // construction: kernel.NewMachine takes it, mm.New takes its Features. Host
-// reads the running host; Named returns one of the committed descriptions,
-// each with its source. Every live-vs-model comparison builds the model from
-// Host(), so that the model follows the kernel it is compared with.
+// reads the running host; Named returns one of the committed descriptions
+// (named.json), each with its source. Every live-vs-model comparison builds
+// the model from Host(), so that the model follows the kernel it is
+// compared with. Simulated returns a description with costs: a named one,
+// or the host's as `mmlab calibrate` measured it (HostFile).
 package machine
 
 import (
@@ -27,6 +30,12 @@ type Description struct {
 	Source   string   `json:"source,omitempty"`
 	Features Features `json:"features"`
 	Kernel   Kernel   `json:"kernel"`
+	// Topology, Clock and Costs are what a simulated machine runs on;
+	// zero in Host(), which reads no costs (Simulated gives the host's
+	// calibrated ones).
+	Topology Topology `json:"topology"`
+	Clock    Clock    `json:"clock"`
+	Costs    Costs    `json:"costs"`
 }
 
 // Features are what the model's address-space rules depend on.
@@ -64,6 +73,11 @@ type Kernel struct {
 	Preempt  string `json:"preempt,omitempty"`
 	CPUs     int    `json:"cpus"`
 	MemBytes int64  `json:"mem_bytes,omitempty"`
+	// Mitigations are the CPU-vulnerability mitigations in force, as
+	// they bear on a syscall's cost (page-table isolation, buffer
+	// clearing on return, return thunks), with their source; ""
+	// when unknown.
+	Mitigations string `json:"mitigations,omitempty"`
 }
 
 // MinAddr is the kernel's mmap_min_addr: max(dac_mmap_min_addr,
@@ -89,33 +103,10 @@ const DefaultMapWindow = 1<<47 - 4096
 // ErrUnknown is the error of Named for a name it does not know.
 var ErrUnknown = errors.New("unknown machine")
 
-// Named descriptions. Their features are those of a distribution kernel
-// run as root on a bare host; Source says which.
-var named = []Description{
-	{
-		Name:     "x86-64",
-		Source:   "an x86-64 CPU without protection keys (before Intel Skylake-SP or AMD Zen 3) under a Debian kernel (its amd64 configuration: CONFIG_DEFAULT_MMAP_MIN_ADDR=65536, CONFIG_LSM_MMAP_MIN_ADDR=65536, CONFIG_HZ=250, CONFIG_PREEMPT_VOLUNTARY), 4-level paging, run as root with CAP_SYS_RAWIO; 2 CPUs",
-		Features: Features{MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
-		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
-	},
-	{
-		Name:     "x86-64-pku",
-		Source:   "as x86-64, on a CPU whose protection keys the kernel enabled (ospke: Intel Skylake-SP and later, AMD Zen 3 and later)",
-		Features: Features{OSPKE: true, MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
-		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
-	},
-	{
-		Name:     "x86-64-la57",
-		Source:   "as x86-64-pku, with 5-level paging (Intel Ice Lake-SP and later, AMD Zen 4 and later, booted without no5lvl)",
-		Features: Features{OSPKE: true, LA57: true, MmapMinAddr: 65536, LSMMmapMinAddr: 65536, CapSysRawio: true},
-		Kernel:   Kernel{Release: "6.18", HZ: 250, Preempt: "voluntary", CPUs: 2},
-	},
-}
-
 // Names lists the names Lookup accepts: "host", then the named descriptions.
 func Names() []string {
 	names := []string{"host"}
-	for _, d := range named {
+	for _, d := range mustNamed() {
 		names = append(names, d.Name)
 	}
 	return names
@@ -124,11 +115,21 @@ func Names() []string {
 // Named returns the named description name. "host" is not one of them:
 // Lookup reads the host for it.
 func Named(name string) (Description, error) {
+	named := mustNamed()
 	i := slices.IndexFunc(named, func(d Description) bool { return d.Name == name })
 	if i < 0 {
 		return Description{}, fmt.Errorf("%w %q: known are %s", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
 	return named[i], nil
+}
+
+// mustNamed is the named descriptions of named.json, which a test checks.
+func mustNamed() []Description {
+	ds, err := namedOnce()
+	if err != nil {
+		panic(err)
+	}
+	return ds
 }
 
 // MustNamed is Named for the names this package defines; it panics on
@@ -142,6 +143,8 @@ func MustNamed(name string) Description {
 }
 
 // Lookup returns Host() for "host" and the named description otherwise.
+// Host() has no costs: a simulated machine takes its description from
+// Simulated.
 func Lookup(name string) (Description, error) {
 	if name == "host" {
 		return Host(), nil

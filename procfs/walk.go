@@ -89,6 +89,18 @@ var Preemptions = preemptionNames[:]
 // String returns "none" or "full".
 func (p Preemption) String() string { return preemptionNames[p] }
 
+// Set parses a name as ParsePreemption does (p is a flag.Value).
+func (p *Preemption) Set(s string) (err error) {
+	*p, err = ParsePreemption(s)
+	return err
+}
+
+// MarshalText returns p's name.
+func (p Preemption) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText parses a name as ParsePreemption does.
+func (p *Preemption) UnmarshalText(b []byte) error { return p.Set(string(b)) }
+
 // ErrPreemption is returned by ParsePreemption for a name that is not a
 // preemption model.
 var ErrPreemption = errors.New("unknown preemption model")

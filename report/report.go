@@ -93,19 +93,20 @@ func ModelLabel(m *ModelMachine) string {
 // schema_version, verdict, skipped and interrupted.
 const SchemaVersion = 3
 
-// Document is the whole `--json` output of one experiment run: R is the
-// experiment's typed result, whose JSON carries "target", "variant", its key
-// fields and its metrics.
-type Document[R any] struct {
+// Document is the whole `--json` output of one experiment run: P is the
+// experiment's typed options, whose JSON is the document's "params", and R
+// its typed result, whose JSON carries "target", "variant", its key fields
+// and its metrics.
+type Document[P, R any] struct {
 	SchemaVersion int     `json:"schema_version"`
 	Experiment    string  `json:"experiment"`
 	Machine       Machine `json:"machine"`
 	// ModelMachine is the description the model results ran on; nil in a
 	// document of version 2: read it as the host that produced the
 	// document, features unknown.
-	ModelMachine *ModelMachine  `json:"model_machine,omitempty"`
-	Params       map[string]any `json:"params"`
-	Results      []R            `json:"results"`
+	ModelMachine *ModelMachine `json:"model_machine,omitempty"`
+	Params       P             `json:"params"`
+	Results      []R           `json:"results"`
 	// Verdict is the experiment's one-line judgement, if it has one.
 	Verdict string `json:"verdict,omitempty"`
 	// Skipped names the targets that could not run here, with the reason.
@@ -117,23 +118,20 @@ type Document[R any] struct {
 
 // NewDocument starts a document for experiment whose model runs on the
 // machine model, with the given parameters.
-func NewDocument[R any](experiment string, model machine.Description, params map[string]any) *Document[R] {
-	if params == nil {
-		params = map[string]any{}
-	}
-	return &Document[R]{SchemaVersion: SchemaVersion, Experiment: experiment, Machine: ThisMachine(),
+func NewDocument[P, R any](experiment string, model machine.Description, params P) *Document[P, R] {
+	return &Document[P, R]{SchemaVersion: SchemaVersion, Experiment: experiment, Machine: ThisMachine(),
 		ModelMachine: &ModelMachine{Name: model.Name, Features: model.Features}, Params: params, Results: []R{}}
 }
 
 // WriteJSON writes d as indented JSON followed by a newline.
-func (d *Document[R]) WriteJSON(w io.Writer) error {
+func (d *Document[P, R]) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
 }
 
 // Save writes d as DIR/<experiment>.json, creating DIR.
-func (d *Document[R]) Save(dir string) error {
+func (d *Document[P, R]) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ func TestDocumentSchema(t *testing.T) {
 		Variant   string  `json:"variant"`
 		ForkMaxMs float64 `json:"fork_max_ms"`
 	}
-	d := NewDocument[row]("x", machine.MustNamed("x86-64-pku"), map[string]any{"runs": 3})
+	type params struct {
+		Runs int `json:"runs"`
+	}
+	d := NewDocument[params, row]("x", machine.MustNamed("x86-64-pku"), params{3})
 	d.Results = append(d.Results, row{"model", "before", 1.5})
 	var buf bytes.Buffer
 	if err := d.WriteJSON(&buf); err != nil {
@@ -49,6 +52,9 @@ func TestDocumentSchema(t *testing.T) {
 		if _, ok := back[k]; !ok {
 			t.Errorf("document lacks %q", k)
 		}
+	}
+	if p := back["params"].(map[string]any); p["runs"] != 3.0 {
+		t.Errorf("params = %v, want runs 3", p)
 	}
 	mach := back["machine"].(map[string]any)
 	for _, k := range []string{"kernel", "cpus", "mem_bytes", "go"} {
@@ -80,12 +86,14 @@ func TestReadVersion2(t *testing.T) {
 		Target    string  `json:"target"`
 		ForkMaxMs float64 `json:"fork_max_ms"`
 	}
-	var d Document[row]
+	var d Document[struct {
+		Runs int `json:"runs"`
+	}, row]
 	if err := json.Unmarshal([]byte(v2), &d); err != nil {
 		t.Fatal(err)
 	}
 	want := Machine{Kernel: "linux 6.18.44", CPUs: 2, MemBytes: 4 << 30, Go: "go1.26.0", Hostname: "h", HZ: 250, Preempt: "none"}
-	if d.SchemaVersion != 2 || d.Machine != want || d.ModelMachine != nil || len(d.Results) != 1 || d.Results[0].ForkMaxMs != 1.5 {
+	if d.SchemaVersion != 2 || d.Machine != want || d.ModelMachine != nil || len(d.Results) != 1 || d.Results[0].ForkMaxMs != 1.5 || d.Params.Runs != 3 {
 		t.Errorf("read %+v, machine %+v; want version 2, machine %+v, no model machine, one result", d, d.Machine, want)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ThreadCPUTime returns the CPU time (user and system) of the calling OS
+// hostThreadCPUTime returns the CPU time (user and system) of the calling OS
 // thread (CLOCK_THREAD_CPUTIME_ID), and whether the OS gives it: the clock
 // of a benchmark or a run on a locked thread, such as a model CPU's, that a
 // loaded machine distorts least.
-func ThreadCPUTime() (time.Duration, bool) {
+func hostThreadCPUTime() (time.Duration, bool) {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0, false

@@ -4,5 +4,5 @@ package sched
 
 import "time"
 
-// ThreadCPUTime is not available here: callers fall back to wall time.
-func ThreadCPUTime() (time.Duration, bool) { return 0, false }
+// hostThreadCPUTime is not available here: callers fall back to wall time.
+func hostThreadCPUTime() (time.Duration, bool) { return 0, false }

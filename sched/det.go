@@ -62,6 +62,10 @@ type Config struct {
 	// run, one of c.Runnable. An explorer's strategy (PCT, a replay that
 	// runs the current thread on) plugs in here.
 	Choose func(c Choice) int
+	// Sim, if set, selects sim mode (see the package doc and SimConfig):
+	// virtual CPUs with clocks of their own, scheduled as Linux schedules.
+	// Deterministic, Schedule, Quantum, MaxSteps and Choose do not apply.
+	Sim *SimConfig
 }
 
 // Choice is what Config.Choose decides on: the thread From (0 at the start)
@@ -134,7 +138,12 @@ type Decision struct {
 type Record struct {
 	Seed      uint64
 	Names     map[int]string // thread id → name, for printing
-	Decisions []Decision
+	Decisions []Decision     // none in sim mode
+	// End is the virtual time a sim run ended at (its latest CPU clock),
+	// and TimeLimit says it ended at SimConfig.Until, not because every
+	// thread exited.
+	End       time.Duration
+	TimeLimit bool
 }
 
 // Schedule returns the choices of the decisions that had a choice, the form
@@ -318,6 +327,7 @@ type detThread struct {
 	points   int                // instruction-boundary Points, for Quantum
 	switched bool               // gave up the baton since Resumed was called
 	goid     uint64             // the goroutine's id, with the invariants tag
+	sim      *simThread         // sim-mode state; nil in deterministic mode
 }
 
 // detRun is the state of a System's deterministic run.
@@ -343,6 +353,7 @@ type detRun struct {
 	err      error
 	ctl      chan struct{}        // hands the baton back to Run's goroutine
 	exempt   []lockrank.Exemption // ExemptLockOrder
+	sim      *simRun              // sim mode; nil in deterministic mode
 }
 
 // detMu serialises deterministic runs in the process; detCur is the thread
@@ -370,7 +381,7 @@ func New(cfg Config) *System {
 			s.cpus[i].Host = hosts[h%len(hosts)]
 		}
 	}
-	if cfg.Deterministic {
+	if cfg.Deterministic || cfg.Sim != nil {
 		r := &detRun{sys: s, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6d6d6c6162)),
 			quantum: cfg.Quantum, maxSteps: cfg.MaxSteps,
 			waiting: make(map[<-chan struct{}][]*Thread), ctl: make(chan struct{})}
@@ -383,6 +394,9 @@ func New(cfg Config) *System {
 		r.rec.Seed = cfg.Seed
 		r.rec.Names = map[int]string{}
 		s.det = r
+		if cfg.Sim != nil {
+			r.sim = newSim(r, cfg.Sim)
+		}
 	}
 	return s
 }
@@ -395,7 +409,11 @@ func (r *detRun) spawn(t *Thread, name string, fn func(*Thread)) {
 	t.det = &detThread{name: name, state: detRunnable}
 	r.threads = append(r.threads, t)
 	r.rec.Names[t.id] = name
-	r.addRunnable(t)
+	if r.sim != nil {
+		r.sim.spawn(t)
+	} else {
+		r.addRunnable(t)
+	}
 	go t.runDet(fn)
 }
 
@@ -443,7 +461,7 @@ func (s *System) Run() (*Record, error) {
 	detMu.Lock()
 	defer detMu.Unlock()
 	r.started = true
-	if len(r.runnable) > 0 {
+	if len(r.runnable) > 0 || r.sim != nil {
 		if r.decide(nil, "start", "") { // the baton went to a thread
 			<-r.ctl
 		}
@@ -460,6 +478,11 @@ func (s *System) Run() (*Record, error) {
 	}
 	r.cur = nil
 	detCur.Store(nil)
+	if r.sim != nil {
+		for _, c := range r.sim.cpus {
+			r.rec.End = max(r.rec.End, time.Duration(c.clock))
+		}
+	}
 	r.rec.Decisions = slices.Concat(r.chunks...)
 	r.chunks = nil
 	if r.err != nil {
@@ -502,6 +525,9 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 			r.fail(t, &CheckError{Step: step, Err: err})
 			return false
 		}
+	}
+	if r.sim != nil {
+		return r.sim.decide(t, op)
 	}
 	if step > r.maxSteps {
 		r.fail(t, ErrMaxSteps)
@@ -732,6 +758,10 @@ func (r *detRun) wake(t *Thread) {
 	}
 	t.det.waitOn = [2]<-chan struct{}{}
 	t.det.state = detRunnable
+	if r.sim != nil {
+		r.sim.activate(t, int64(r.sim.now(r.cur)), false)
+		return
+	}
 	r.addRunnable(t)
 }
 
@@ -785,6 +815,9 @@ func At(op, obj string) {
 // waited for can run; otherwise it yields the processor (runtime.Gosched).
 func Relax(op string) {
 	if t := running(); t != nil {
+		if s := t.sys().det.sim; s != nil {
+			s.charge(t, s.relax, ctxIRQ)
+		}
 		t.at(op, "")
 		return
 	}
@@ -866,9 +899,13 @@ func dropHold(t *Thread, lock any) bool {
 
 // Now returns the model's clock: in a deterministic run the virtual time
 // (Epoch plus the time the run has advanced), else the wall clock. The
-// virtual clock advances only when every live thread sleeps on it.
+// virtual clock advances only when every live thread sleeps on it. In a
+// sim run it is the running thread's CPU's clock.
 func Now() time.Time {
 	if t := running(); t != nil {
+		if s := t.sys().det.sim; s != nil {
+			return Epoch.Add(s.now(t))
+		}
 		return Epoch.Add(t.sys().det.now)
 	}
 	return time.Now()
@@ -888,6 +925,9 @@ func Sleep(d time.Duration) {
 	}
 	r := t.sys().det
 	t.det.deadline = r.now + d
+	if r.sim != nil {
+		t.det.deadline = r.sim.now(t) + d
+	}
 	t.det.waitFor, t.det.waitLock = fmt.Sprintf("sleep %v", d), nil
 	r.park(t, detSleeping)
 }
@@ -994,6 +1034,10 @@ func (t *Thread) Name() string {
 // decision.
 func (t *Thread) detPoint() {
 	r := t.sys().det
+	if r.sim != nil {
+		r.sim.userPoint(t)
+		return
+	}
 	t.det.points++
 	if t.det.points%r.quantum == 0 {
 		r.decide(t, "point", "")

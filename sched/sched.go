@@ -1,7 +1,9 @@
-// Package sched models the CPUs of the mmlab kernel, in two modes: real
+// Package sched models the CPUs of the mmlab kernel, in three modes: real
 // time (NewSystem), where model threads run in parallel on pinned OS
-// threads, and deterministic (New with Config.Deterministic), where one
-// model thread runs at a time, chosen by a seeded scheduler, in virtual time.
+// threads; deterministic (New with Config.Deterministic), where one model
+// thread runs at a time, chosen by a seeded scheduler, in virtual time; and
+// sim (New with Config.Sim), where one model thread runs at a time on
+// virtual CPUs with clocks of their own, scheduled as Linux schedules.
 //
 // # Real-time mode
 //
@@ -89,6 +91,58 @@
 // decision checks that its caller is the running thread's goroutine). Model code must not sleep on anything but
 // Wait and Sleep (a sync.Mutex held across a preemption point, or a raw
 // channel receive, would hang the run).
+//
+// # Sim mode
+//
+// A System made by New(Config{CPUs: n, Seed: s, Sim: &SimConfig{Until: d}})
+// runs on the deterministic mode's machinery (one goroutine holds the
+// baton; Wait, Notify, Close, Sleep, Acquired, Check and deadlock reports
+// work as there), with another scheduler: up to MaxSimCPUs virtual CPUs,
+// each with its own clock and a run queue scheduled as Linux v6.19
+// schedules: package mmlab/sched/fair's EEVDF, a thread's priority being
+// its nice level; SCHED_FIFO and SCHED_RR (Thread.SetPolicy); the tick at
+// SimConfig.HZ; the preemption model SimConfig.Preempt; CPU affinity
+// (Thread.SetAffinity; a thread starts pinned to its CPU). Time passes only
+// as threads charge it: Charge (kernel work), ChargeUser (user mode), Point
+// (SimConfig.PointCost), Relax (RelaxCost). Now, Since, Sleep and
+// ThreadCPUTime read the running thread's CPU's clock, never the host's.
+//
+// The thread that runs is the current thread of the busy CPU whose clock
+// is earliest (ties broken by the seed), once every timer due by that clock
+// has fired (a timer fires before a CPU at the same time runs on). So the
+// running CPU's clock never goes back and every access to shared state is
+// made in nondecreasing virtual time. The rule that saves host hand-offs (a
+// few µs each): the running thread goes on without one while its CPU's
+// clock stays below the horizon, the earliest clock of the other busy CPUs
+// and the earliest timer as of the last hand-off (lowered when it wakes a
+// thread onto an idle CPU). A charge stops at its CPU's ticks and at
+// timers, not at other CPUs' clocks: it is atomic with respect to them, so
+// a wake-up or reschedule that another CPU sends a CPU in the middle of a
+// charge takes effect at the charge's end, where the kernel would take the
+// IPI at once (a model choice; a charge's length bounds the error), and a
+// CPU that went idle after a long charge starts a thread woken meanwhile at
+// its own later clock.
+//
+// A reschedule (TIF_NEED_RESCHED; TIF_NEED_RESCHED_LAZY for the fair class
+// under the lazy model, which the next tick promotes) takes effect: at
+// return to user (Point, and every tick or timer inside ChargeUser) in
+// every model; at a kernel preemption point (At) under voluntary
+// (might_resched()), full and lazy (preempt_enable()); at a tick or timer
+// inside a Charge under full and lazy (the interrupt's return to
+// preemptible kernel code). A thread that blocks, sleeps, yields or exits
+// always schedules.
+//
+// A run ends when every thread has exited, at a deadlock (*DeadlockError),
+// or once every busy CPU's clock and every timer has reached Until
+// (Record.TimeLimit; the live threads are then ended as an aborted run's
+// are). It keeps no decision record. Model choices besides the charge's
+// atomicity: no load balancing (a thread moves only when it wakes, to an
+// idle CPU, so runs with one CPU overloaded while another is idle and
+// nobody wakes differ from Linux's); wake-up placement simplified
+// (selectCPU); no ticks on an idle CPU (NO_HZ idle), every CPU's ticks at
+// multiples of TICK_NSEC; a context switch costs nothing until machine
+// descriptions give its cost; IPIs and CallFunc run at once on the sender,
+// as in deterministic mode.
 //
 // Lock order (each line starts with a lock class of package
 // mmlab/locking/lockrank, whose Order its tests check this tree against;
@@ -492,6 +546,9 @@ func (t *Thread) Block(wait func()) {
 func (t *Thread) SetPrio(prio int) {
 	if t.det != nil {
 		t.prio = prio // the chooser ignores priorities
+		if t.det.sim != nil {
+			t.sys().det.sim.reweight(t)
+		}
 		return
 	}
 	c := t.cpu

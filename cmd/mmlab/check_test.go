@@ -14,7 +14,7 @@ import (
 // command lines: it never panics, and what it refuses is a usage error.
 func FuzzExperimentArgs(f *testing.F) {
 	for _, e := range boundExperiments {
-		f.Add(e.Name() + " " + strings.Join(e.QuickArgs(), " "))
+		f.Add(e.Name() + " " + strings.Join(e.Settings().Quick, " "))
 	}
 	f.Add("forkstall --runs -1 --size 99999999999G --cases ,,")
 	f.Add("mapscan --duration 1ns --runs 0")

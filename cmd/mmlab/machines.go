@@ -29,6 +29,11 @@ Lists the machines the model can run on, the values of --machine of
 host's features and kernel as mmlab read them (the default, and the machine
 of every comparison with the live kernel), then each named description with
 its features and where its figures come from.
+
+Each description also has what a simulated machine charges: its topology,
+clock, mitigations and costs in nanoseconds, each cost with its source.
+The host's come from 'mmlab calibrate', which writes them to the file named
+under host; until then the host has none.
 `
 
 // machinesMain is `mmlab machines`, writing to out and errw.
@@ -53,6 +58,11 @@ func machinesMain(args []string, out, errw io.Writer) int {
 			fmt.Fprintln(out)
 		}
 		writeMachine(out, d)
+		if name == "host" {
+			writeHostCosts(out)
+		} else {
+			writeCosts(out, d)
+		}
 	}
 	return experiment.ExitOK
 }
@@ -80,7 +90,36 @@ func writeMachine(w io.Writer, d machine.Description) {
 		kernel = append(kernel, fmt.Sprintf("%.1f GiB", float64(k.MemBytes)/(1<<30)))
 	}
 	fmt.Fprintf(w, "  kernel:   %s\n", strings.Join(kernel, ", "))
+	if k.Mitigations != "" {
+		fmt.Fprintf(w, "  mitigations: %s\n", k.Mitigations)
+	}
 	if d.Source != "" {
 		fmt.Fprintf(w, "  source:   %s\n", d.Source)
 	}
+}
+
+// writeHostCosts prints the host's calibrated costs, or where calibrate
+// would write them.
+func writeHostCosts(w io.Writer) {
+	path, _ := machine.HostFile()
+	d, err := machine.Simulated("host")
+	if err != nil {
+		fmt.Fprintf(w, "  costs:    none: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "  calibrated: %s (%s)\n", path, d.Source)
+	writeCosts(w, d)
+}
+
+// writeCosts prints d's topology, clock, mitigations and costs, each cost
+// with its source.
+func writeCosts(w io.Writer, d machine.Description) {
+	t := d.Topology
+	fmt.Fprintf(w, "  topology: sockets × cores × threads %d × %d × %d = %d CPUs, cores per last-level cache %d, NUMA nodes %d (%s)\n",
+		t.Sockets, t.CoresPerSocket, t.ThreadsPerCore, t.CPUs, t.CoresPerLLC, t.NUMANodes, t.Source)
+	fmt.Fprintf(w, "  clock:    %.3f GHz (%s)\n", d.Clock.GHz, d.Clock.Source)
+	fmt.Fprintf(w, "  costs, ns:\n")
+	d.Costs.Each(func(name string, c *machine.Cost) {
+		fmt.Fprintf(w, "    %-15s %8.1f  %s\n", name, c.NS, c.Source)
+	})
 }

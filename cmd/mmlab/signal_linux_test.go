@@ -187,7 +187,7 @@ func TestSignals(t *testing.T) {
 		if e.Check([]string{"--target", "live"}) != nil {
 			target = "model" // it has no live side
 		}
-		args := append([]string{"run", e.Name(), "--target", target}, e.QuickArgs()...)
+		args := append([]string{"run", e.Name(), "--target", target}, e.Settings().Quick...)
 		runs = append(runs, args)
 	}
 	linksBefore := bpfLinkIDs(t)

@@ -41,50 +41,51 @@ func ParseModes(flagName, value string) ([]string, error) {
 	return modes, err
 }
 
+// ModesVar defines --name, comma-separated attach modes parsed into *p by
+// ParseModes.
+func ModesVar(fs *flag.FlagSet, p *[]string, name, usage string) {
+	experiment.ListVar(fs, p, name, usage, func(s string) ([]string, error) { return ParseModes(name, s) })
+}
+
 // MaxProbes bounds --n: the probe sites are the nops of a 64-nop sled.
 const MaxProbes = 64
 
 // Options are the options of `mmlab run attach`; their JSON is the
 // document's params.
 type Options struct {
-	Attach []string      `json:"attach"` // modes
-	N      []int         `json:"n"`      // probe counts
-	Runs   int           `json:"runs"`   // attach/detach cycles per mode and count
-	Gap    time.Duration `json:"-"`      // pause before each attach
-	GapMs  int64         `json:"gap_ms"`
+	Attach []string            `json:"attach"` // modes
+	N      []int               `json:"n"`      // probe counts
+	Runs   int                 `json:"runs"`   // attach/detach cycles per mode and count
+	Gap    experiment.Duration `json:"gap_ms"` // pause before each attach
 
-	attach, n string // the flags, parsed by Validate
+	// Set by the model run, not by flags: its processes and CPUs.
+	ModelProcs int `json:"model_procs,omitempty"`
+	ModelCPUs  int `json:"model_cpus,omitempty"`
+	// Set by the live run: the probed copy of the binary.
+	Probed string `json:"probed,omitempty"`
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{attach: ModeMulti + "," + ModePerf, n: "1,4,64", Runs: 5, Gap: 200 * time.Millisecond}
+	return &Options{Attach: []string{ModeMulti, ModePerf}, N: []int{1, 4, 64}, Runs: 5, Gap: experiment.Duration(200 * time.Millisecond)}
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.attach, "attach", o.attach, "comma-separated attach modes, uprobe_multi and/or perf")
-	fs.StringVar(&o.n, "n", o.n, fmt.Sprintf("comma-separated probe counts, 1 to %d", MaxProbes))
+	ModesVar(fs, &o.Attach, "attach", "comma-separated attach modes, uprobe_multi and/or perf")
+	experiment.CountsVar(fs, &o.N, "n", fmt.Sprintf("comma-separated probe counts, 1 to %d", MaxProbes), 1, MaxProbes)
 	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per mode and count (the median is reported)")
-	fs.DurationVar(&o.Gap, "gap", o.Gap, "pause before each attach, so that every attach starts cold (0: back to back)")
+	experiment.Var(fs, &o.Gap, "gap", "pause before each attach, so that every attach starts cold (0: back to back)")
 }
 
 // Validate checks every option.
 func (o *Options) Validate() error {
-	var err error
-	if o.Attach, err = ParseModes("attach", o.attach); err != nil {
-		return err
-	}
-	if o.N, err = experiment.Counts("n", o.n, 1, MaxProbes); err != nil {
-		return err
-	}
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	}
 	if o.Gap < 0 {
 		return fmt.Errorf("--gap %v: want 0 or more", o.Gap)
 	}
-	o.GapMs = o.Gap.Milliseconds()
 	return nil
 }
 
@@ -200,7 +201,14 @@ Live needs Linux and root.
 `,
 	Variants:   uprobes.VariantNames(),
 	NewOptions: NewOptions,
-	Quick:      []string{"--n", "1,4", "--runs", "3"},
-	Model:      RunModel,
-	Table:      Table,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--n", "1,4", "--runs", "3"},
+			Full:     []string{"--n", "1,4,16,64", "--runs", "9"},
+			Smoke:    []string{"--n", "1", "--runs", "1", "--attach", "uprobe_multi"},
+			EstQuick: 10 * time.Second, EstFull: 5 * time.Minute,
+		}
+	},
+	Model: RunModel,
+	Table: Table,
 }

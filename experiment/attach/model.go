@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -97,14 +98,14 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 
 // modelKernel is one variant's model kernel for measure.
 type modelKernel struct {
-	*experiment.ModelKernel
-	sled *experiment.ModelProgram // the probed sled of nops, its loop
+	*binfmt.Kernel
+	sled *binfmt.Program // the probed sled of nops, its loop
 	// hitter is a process of its own that maps a program of its own,
 	// hitProg, and calls its nop5 target through its loop hit5; it runs on
 	// model CPU 0 while the mappers are parked. The sled's probes never
 	// visit it, nor the nop5 probe the mappers.
 	hitter  *kernel.Task
-	hitProg *experiment.ModelProgram
+	hitProg *binfmt.Program
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
 	// measured, so that the kernels measured in turn do not share the
@@ -118,11 +119,11 @@ type modelKernel struct {
 // loop through it while the kernel runs (modelKernel.run). On error the
 // kernel returned, if any, is to be stopped.
 func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
-	mk, err := experiment.NewModelKernel(c.Machine, max(1, c.CPUs), v.Config)
+	mk, err := binfmt.NewKernel(c.Machine, max(1, c.CPUs), v.Config)
 	if err != nil {
 		return nil, err
 	}
-	sled, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/lib/libsled.so", func(a *cpu.Asm) {
+	sled, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/lib/libsled.so", func(a *cpu.Asm) {
 		a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
 		a.Label("sled")
 		for range MaxProbes {
@@ -134,7 +135,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		mk.Stop()
 		return nil, err
 	}
-	hit, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/bin/hitter", func(a *cpu.Asm) {
+	hit, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/hitter", func(a *cpu.Asm) {
 		a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
 		a.Label("nop5").Nop5().Ret()
 	})
@@ -148,7 +149,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
 	var loops atomic.Int64 // loops begun by the mappers
-	k := &modelKernel{ModelKernel: mk, sled: sled, hitProg: hit}
+	k := &modelKernel{Kernel: mk, sled: sled, hitProg: hit}
 	k.run = func(on bool) {
 		n := loops.Load()
 		running.Store(on)
@@ -200,7 +201,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 					continue
 				}
 				loops.Add(1)
-				if s := experiment.Loop(r, 0, sled.Addr("loop"), 256); s.Reason != cpu.StopHalt {
+				if s := binfmt.Loop(r, 0, sled.Addr("loop"), 256); s.Reason != cpu.StopHalt {
 					return
 				}
 			}
@@ -253,7 +254,7 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 // removal, as every mm does, so only the first measurement of a kernel
 // maps one.
 func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err error) {
-	con := experiment.NewCounter()
+	con := binfmt.NewCounter()
 	up, err := k.Probe(k.hitProg, "nop5", &con.Consumer)
 	if err != nil {
 		return 0, 0, false, err
@@ -286,7 +287,7 @@ func (k *modelKernel) hit(ns []int, after func(i int)) ([]time.Duration, error) 
 	r := k.Machine.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
 		for i, n := range ns {
 			start := time.Now()
-			stop = experiment.Loop(r, 0, k.hitProg.Addr("hit5"), uint64(n))
+			stop = binfmt.Loop(r, 0, k.hitProg.Addr("hit5"), uint64(n))
 			ds = append(ds, time.Since(start))
 			if stop.Reason != cpu.StopHalt {
 				return
@@ -338,10 +339,9 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	if err != nil {
 		return err
 	}
-	env.Param("model_procs", modelProcs)
-	env.Param("model_cpus", modelCPUs)
+	o.ModelProcs, o.ModelCPUs = modelProcs, modelCPUs
 	runs, err := measure(ctx, modelConfig{Machine: env.Machine, Variants: variants, Modes: o.Attach, Ns: o.N,
-		Runs: o.Runs, Gap: o.Gap, Procs: modelProcs, CPUs: modelCPUs})
+		Runs: o.Runs, Gap: o.Gap.D(), Procs: modelProcs, CPUs: modelCPUs})
 	if err != nil {
 		return err
 	}

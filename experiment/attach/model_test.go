@@ -109,8 +109,7 @@ func TestRunModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rs []Result
-	params := map[string]any{}
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +127,8 @@ func TestRunModel(t *testing.T) {
 			t.Errorf("%s: first hit %+v, want optimized %v", r.Variant, f, optimizes)
 		}
 	}
-	if params["model_procs"] != modelProcs || params["model_cpus"] != modelCPUs {
-		t.Errorf("params %v", params)
+	if o.ModelProcs != modelProcs || o.ModelCPUs != modelCPUs {
+		t.Errorf("params %+v", o)
 	}
 	var b strings.Builder
 	Table(&b, o, rs)

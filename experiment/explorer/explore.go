@@ -13,6 +13,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"mmlab/experiment"
 	"mmlab/explore"
@@ -24,7 +25,6 @@ type Options struct {
 	Schedules int      `json:"schedules"`
 	Strategy  string   `json:"strategy"`
 	Seed      uint64   `json:"seed"`
-	scenarios string
 }
 
 // MaxSchedules bounds --schedules.
@@ -50,7 +50,7 @@ func names() []string {
 }
 
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.scenarios, "scenarios", strings.Join(o.Scenarios, ","), "comma-separated scenarios of "+strings.Join(names(), ", "))
+	experiment.NamesVar(fs, &o.Scenarios, "scenarios", "comma-separated scenarios of "+strings.Join(names(), ", "), names()...)
 	fs.IntVar(&o.Schedules, "schedules", o.Schedules, "schedules per scenario and design, at most")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "how schedules choose: "+strings.Join(explore.Strategies, " or "))
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the schedules (the same seed gives the same runs)")
@@ -62,13 +62,6 @@ func (o *Options) Validate() error {
 	}
 	if err := experiment.OneOf("strategy", o.Strategy, explore.Strategies...); err != nil {
 		return err
-	}
-	if o.scenarios != "" {
-		ss, err := experiment.List("scenarios", o.scenarios, names()...)
-		if err != nil {
-			return err
-		}
-		o.Scenarios = ss
 	}
 	return nil
 }
@@ -192,8 +185,15 @@ failure, which it shrinks. 'mmlab explore' prints the shrunk interleaving.
 `,
 	Variants:   explore.Designs.Names(),
 	NewOptions: func() *Options { return &Options{Scenarios: Seed000(), Schedules: 1000, Strategy: "random", Seed: 1} },
-	Quick:      []string{"--schedules", "2000"},
-	Model:      runModel,
-	Table:      table,
-	Verdict:    verdict,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--schedules", "2000"},
+			Full:     []string{"--schedules", "100000"},
+			Smoke:    []string{"--schedules", "100"},
+			EstQuick: 10 * time.Second, EstFull: 20 * time.Minute,
+		}
+	},
+	Model:   runModel,
+	Table:   table,
+	Verdict: verdict,
 }

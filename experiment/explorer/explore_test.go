@@ -42,7 +42,7 @@ func TestModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := Def.Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}

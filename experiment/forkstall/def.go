@@ -20,9 +20,11 @@ package forkstall
 import (
 	"flag"
 	"fmt"
-	"math"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -79,8 +81,8 @@ var Def = experiment.Def[*Options, Result]{
 	Summary:    "does fork() stall while uprobes attach to a busy process?",
 	Help:       help,
 	Variants:   kernel.Designs.Names(),
-	NewOptions: func() *Options { return &Options{Runs: 9, size: "2G", modes: strings.Join(Modes, ",")} },
-	Quick:      []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
+	NewOptions: func() *Options { return &Options{Runs: 9, Size: 2 << 30, Modes: slices.Clone(Modes)} },
+	Settings:   settings,
 	Model:      Model,
 	Table:      Table,
 	Verdict:    func(_ *Options, rs []Result) (string, bool) { _, line := LiveVerdict(rs); return line, false },
@@ -106,66 +108,80 @@ length) and 50 ms. Live needs Linux and root.
 
 // Options are the experiment's flags; their JSON is the document's params.
 type Options struct {
-	Runs  int      `json:"runs"`       // attach/hold/detach cycles per case and mode
-	Size  uint64   `json:"size_bytes"` // bytes the live busy process populates each cycle
-	Cases []string `json:"cases"`
-	Modes []string `json:"modes"`
+	Runs  int              `json:"runs"`       // attach/hold/detach cycles per case and mode
+	Size  experiment.Bytes `json:"size_bytes"` // bytes the live busy process populates each cycle
+	Cases []string         `json:"cases"`      // default: Cases[:3], and idle-5000 with --full
+	Modes []string         `json:"modes"`
 
-	// The flags as given; Validate parses them into the fields above.
-	full               bool
-	size, cases, modes string
+	// Set by the runs, not by flags: the model's hold of mmap_lock per
+	// populate (ms), and the live run's verdict ("stalls" or "ok") and
+	// line.
+	ModelPopulateHoldMs float64 `json:"model_populate_hold_ms,omitempty"`
+	Verdict             string  `json:"verdict,omitempty"`
+	VerdictLine         string  `json:"verdict_line,omitempty"`
+
+	full bool
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Runs, "runs", o.Runs, "attach/detach cycles per case and mode (the median is reported)")
 	fs.BoolVar(&o.full, "full", o.full, "also run idle-5000 (5000 processes map the probed file)")
-	fs.StringVar(&o.size, "size", o.size, "live: bytes the busy process populates each cycle (K, M, G suffixes)")
-	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases (default busy-maps,busy-forks,idle-1000[,idle-5000])")
-	fs.StringVar(&o.modes, "modes", o.modes, "comma-separated modes")
+	experiment.Var(fs, &o.Size, "size", "live: bytes the busy process populates each cycle (K, M, G suffixes)")
+	experiment.NamesVar(fs, &o.Cases, "cases", "comma-separated cases (default busy-maps,busy-forks,idle-1000[,idle-5000])", Cases...)
+	experiment.NamesVar(fs, &o.Modes, "modes", "comma-separated modes", Modes...)
 }
 
-// Validate checks every flag and fills Size, Cases and Modes.
+// Validate checks every flag and fills the default cases.
 func (o *Options) Validate() error {
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	}
-	size, err := ParseSize(o.size)
-	if err != nil {
-		return fmt.Errorf("--size: %w", err)
+	if o.Size == 0 {
+		return fmt.Errorf("--size 0: want a positive byte count")
 	}
-	cases := o.cases
-	if cases == "" {
-		cases = strings.Join(Cases[:3], ",")
+	if o.Cases == nil {
+		o.Cases = slices.Clone(Cases[:3])
 		if o.full {
-			cases += "," + CaseIdle5000
+			o.Cases = append(o.Cases, CaseIdle5000)
 		}
 	}
-	cs, err := experiment.List("cases", cases, Cases...)
-	if err != nil {
-		return err
-	}
-	ms, err := experiment.List("modes", o.modes, Modes...)
-	if err != nil {
-		return err
-	}
-	o.Size, o.Cases, o.Modes = size, cs, ms
 	return nil
 }
 
-// ParseSize reads a positive byte count with an optional K, M or G suffix.
-func ParseSize(s string) (uint64, error) {
-	num, mult := s, uint64(1)
-	for i, suf := range []string{"K", "M", "G"} {
-		if n, ok := strings.CutSuffix(s, suf); ok {
-			num, mult = n, 1<<(10*(i+1))
+// settings are the arguments in `mmlab all`'s settings: the full one is
+// the seed's table, with idle-5000 (5000 processes that map the probed
+// file, about 1 MiB each, model and live) only on a host with room for
+// them. A run is about 1.5 s of windows on each target, plus the model's
+// calibration.
+func settings() experiment.Settings {
+	full := []string{"--runs", "15", "--size", "4G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1,multi-4,perf-4"}
+	if memAvailable() >= 16<<30 {
+		full[5] += ",idle-5000"
+	}
+	return experiment.Settings{
+		Quick:    []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
+		Full:     full,
+		Smoke:    []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
+		EstQuick: 40 * time.Second, EstFull: 30 * time.Minute,
+	}
+}
+
+// memAvailable returns MemAvailable of /proc/meminfo in bytes, 0 when it
+// cannot be read.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
 		}
 	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 || n > math.MaxUint64/mult {
-		return 0, fmt.Errorf("bad size %q: want a positive byte count with an optional K, M or G suffix", s)
-	}
-	return n * mult, nil
+	return 0
 }
 
 // Run is one attach/hold/detach cycle and its baseline window, on either

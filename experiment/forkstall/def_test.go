@@ -72,14 +72,6 @@ func TestOptionsRejected(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for s, want := range map[string]uint64{"1": 1, "4096": 4096, "2K": 2 << 10, "64M": 64 << 20, "1G": 1 << 30} {
-		if got, err := ParseSize(s); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, want)
-		}
-	}
-}
-
 // keys returns the JSON keys of v.
 func keys(t *testing.T, v any) []string {
 	t.Helper()

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/experiment"
 	"mmlab/kernel"
 	"mmlab/machine"
@@ -61,17 +62,17 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		return err
 	}
 	if slices.ContainsFunc(o.Cases, Busy) {
-		env.Param("model_populate_hold_ms", ms(modelHold))
+		o.ModelPopulateHoldMs = ms(modelHold)
 	}
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
 			for _, d := range designs {
-				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: uint64(o.Size),
 					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress})
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
 				}
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, o.Size, runs)
+				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, uint64(o.Size), runs)
 				emit(r)
 				f := r.ModelFigures
 				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
@@ -98,9 +99,6 @@ type caseRun struct {
 }
 
 const (
-	probedAddr  = 0x400000
-	stackTop    = 0x7ff000000000
-	stackPages  = 4
 	probeBase   = 0x100 // file offset of the first probe; probes are 1 byte apart
 	probedBytes = pgtable.PageSize
 )
@@ -109,23 +107,6 @@ const (
 // instruction, emulated by x86 uprobes).
 func newText(ns *mm.Namespace, name string) *mm.File {
 	return mm.Open(mm.NewInode(ns, name, probedBytes, func(uint64) byte { return 0x90 }))
-}
-
-// newProc returns a process probed by u that maps text r-xp and a stack.
-func newProc(u *uprobes.Uprobes, comm string, text *mm.File) (*kernel.Task, error) {
-	t, err := u.NewTaskMM(comm)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.MM.Mmap(nil, probedAddr, probedBytes, mm.PROT_READ|mm.PROT_EXEC,
-		mm.MAP_PRIVATE|mm.MAP_FIXED, text, 0); err != nil {
-		return nil, err
-	}
-	if _, err := t.MM.Mmap(nil, stackTop-stackPages*pgtable.PageSize, stackPages*pgtable.PageSize,
-		mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // populate is one cycle of the busy process's loop, mmap(size, PROT_READ,
@@ -341,14 +322,14 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	forkerText := other
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := newProc(u, "busy", probed)
+		b, err := binfmt.Exec(u, "busy", probed, 1)
 		if err != nil {
 			return nil, err
 		}
 		goLoop(func() { busyLoop(b) })
 		<-started
 	case CaseBusyForks:
-		b, err := newProc(u, "busy", other)
+		b, err := binfmt.Exec(u, "busy", other, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -359,12 +340,12 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
 		for i := range Idle(o.Case) {
-			if _, err := newProc(u, fmt.Sprint("idle", i), probed); err != nil {
+			if _, err := binfmt.Exec(u, fmt.Sprint("idle", i), probed, 1); err != nil {
 				return nil, err
 			}
 		}
 	}
-	f, err := newProc(u, "forker", forkerText)
+	f, err := binfmt.Exec(u, "forker", forkerText, 1)
 	if err != nil {
 		return nil, err
 	}

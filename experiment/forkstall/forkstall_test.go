@@ -62,10 +62,8 @@ func TestRunCaseNeedsSize(t *testing.T) {
 // cases record no size and no busy hold.
 func TestModelResultsAndTable(t *testing.T) {
 	o := parse(t, "--runs", "1", "--cases", "idle-1000", "--modes", "multi-1,perf-4")
-	params := map[string]any{}
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {},
-		Param: func(k string, v any) { params[k] = v }}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := Model(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +80,8 @@ func TestModelResultsAndTable(t *testing.T) {
 			t.Errorf("result %d: %+v", i, r)
 		}
 	}
-	if len(params) != 0 {
-		t.Errorf("idle cases recorded %v", params)
+	if o.ModelPopulateHoldMs != 0 {
+		t.Errorf("idle cases recorded a populate hold of %v ms", o.ModelPopulateHoldMs)
 	}
 	var out strings.Builder
 	Table(&out, o, rs)

@@ -20,7 +20,6 @@ package mapscan
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -61,63 +60,47 @@ const (
 // region_bytes, scanner_count and scanner_nice) is the document's params.
 type Options struct {
 	// Cases are the scanner kinds run, in the order given ("cases").
-	Cases    []string      `json:"cases"`
-	Runs     int           `json:"runs"` // per case (run-proc-vs-map.sh's --nsamples)
-	Duration time.Duration `json:"-"`    // "duration_ms": how long the mapper is timed in each run
-	// BusyDuration is how long each busy-waiter spins before it sleeps
-	// BusySleep; 0 spins for ever ("busy_duration_ms", busywait.c's
-	// --busyduration).
-	BusyDuration time.Duration `json:"-"`
+	Cases []string `json:"cases"`
+	Runs  int      `json:"runs"` // per case (run-proc-vs-map.sh's --nsamples)
 	// Preempt is the preemption model of the model's kernel code in the
-	// walks (procfs.Preemptions; the live kernel's own is its boot
-	// setting).
-	Preempt string `json:"preempt"`
+	// walks (the live kernel's own is its boot setting).
+	Preempt  procfs.Preemption   `json:"preempt"`
+	Duration experiment.Duration `json:"duration_ms"` // how long the mapper is timed in each run
+	// BusyDuration is how long each busy-waiter spins before it sleeps
+	// BusySleep; 0 spins for ever (busywait.c's --busyduration).
+	BusyDuration experiment.Duration `json:"busy_duration_ms"`
 	// RawData prints, after the table, each case's per-run figures in
 	// run-proc-vs-map.sh --rawdata's sorted form (not a param).
 	RawData bool `json:"-"`
+
+	// The experiment's constants, recorded for the reader; no flag sets
+	// them.
+	RegionBytes  int `json:"region_bytes"`
+	ScannerCount int `json:"scanner_count"`
+	ScannerNice  int `json:"scanner_nice"`
 }
 
 // NewOptions returns the defaults: three runs of two seconds per case,
 // busy-waiters spinning 2 ms, the model without preemption in kernel code
 // (the live 6.18 kernel's boot setting).
 func NewOptions() *Options {
-	return &Options{Cases: slices.Clone(Cases), Runs: 3, Duration: 2 * time.Second, BusyDuration: BusySpin, Preempt: procfs.PreemptNone.String()}
-}
-
-// MarshalJSON adds duration_ms, busy_duration_ms and the constants to the
-// fields.
-func (o Options) MarshalJSON() ([]byte, error) {
-	type fields Options
-	return json.Marshal(struct {
-		fields
-		DurationMS     int64   `json:"duration_ms"`
-		BusyDurationMS float64 `json:"busy_duration_ms"`
-		RegionBytes    int     `json:"region_bytes"`
-		ScannerCount   int     `json:"scanner_count"`
-		ScannerNice    int     `json:"scanner_nice"`
-	}{fields(o), o.Duration.Milliseconds(), float64(o.BusyDuration) / 1e6, RegionSize, NumScanners, ScannerNice})
+	return &Options{Cases: slices.Clone(Cases), Runs: 3, Duration: experiment.Duration(2 * time.Second), BusyDuration: experiment.Duration(BusySpin), Preempt: procfs.PreemptNone,
+		RegionBytes: RegionSize, ScannerCount: NumScanners, ScannerNice: ScannerNice}
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.Func("cases", "comma-separated scanner kinds of "+strings.Join(Cases, ", ")+" (default all)", func(s string) error {
-		var err error
-		o.Cases, err = experiment.List("cases", s, Cases...)
-		return err
-	})
+	experiment.NamesVar(fs, &o.Cases, "cases", "comma-separated scanner kinds of "+strings.Join(Cases, ", ")+" (default all)", Cases...)
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per case")
 	fs.IntVar(&o.Runs, "nsamples", o.Runs, "runs per case (run-proc-vs-map.sh's name for --runs)")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the mapper is timed in each run")
-	fs.DurationVar(&o.BusyDuration, "busyduration", o.BusyDuration, "how long each busy-waiter spins before it sleeps 1ms (0: for ever)")
-	fs.StringVar(&o.Preempt, "preempt", o.Preempt, "model: preemption of kernel code, "+strings.Join(procfs.Preemptions, " or "))
+	experiment.Var(fs, &o.Duration, "duration", "how long the mapper is timed in each run")
+	experiment.Var(fs, &o.BusyDuration, "busyduration", "how long each busy-waiter spins before it sleeps 1ms (0: for ever)")
+	experiment.Var(fs, &o.Preempt, "preempt", "model: preemption of kernel code, "+strings.Join(procfs.Preemptions, " or "))
 	fs.BoolVar(&o.RawData, "rawdata", o.RawData, "print each case's per-run figures sorted, as run-proc-vs-map.sh --rawdata")
 }
 
 // Validate checks every option.
 func (o *Options) Validate() error {
-	if _, err := experiment.List("cases", strings.Join(o.Cases, ","), Cases...); err != nil {
-		return err
-	}
 	if o.Runs < 1 {
 		return fmt.Errorf("--runs %d: want 1 or more", o.Runs)
 	}
@@ -126,9 +109,6 @@ func (o *Options) Validate() error {
 	}
 	if o.BusyDuration < 0 {
 		return fmt.Errorf("--busyduration %v: want 0 (for ever) or more", o.BusyDuration)
-	}
-	if _, err := procfs.ParsePreemption(o.Preempt); err != nil {
-		return fmt.Errorf("--preempt: %w", err)
 	}
 	return nil
 }
@@ -352,16 +332,12 @@ func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 // emits each case's summary; a case cut short by an error or ctx is
 // emitted with the runs that finished.
 func RunCases(ctx context.Context, o *Options, row experiment.Row, one func(context.Context, RunSpec) (Stats, error), emit func(Result)) error {
-	preempt, err := procfs.ParsePreemption(o.Preempt)
-	if err != nil {
-		return err
-	}
 	for _, c := range o.Cases {
 		var all []Stats
 		var err error
 		for r := range o.Runs {
 			var st Stats
-			spec := RunSpec{Scanners: c, Duration: o.Duration, Seed: uint64(r + 1), BusyDuration: o.BusyDuration, Preempt: preempt}
+			spec := RunSpec{Scanners: c, Duration: o.Duration.D(), Seed: uint64(r + 1), BusyDuration: o.BusyDuration.D(), Preempt: o.Preempt}
 			if st, err = one(ctx, spec); err != nil {
 				break
 			}
@@ -430,10 +406,17 @@ A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants.Names(),
 	NewOptions: NewOptions,
-	Quick:      []string{"--runs", "1", "--duration", "300ms"},
-	Model:      Model,
-	Table:      Table,
-	Verdict:    Verdict,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--runs", "3", "--duration", "500ms"},
+			Full:     []string{"--runs", "30", "--duration", "10s"},
+			Smoke:    []string{"--runs", "1", "--duration", "100ms"},
+			EstQuick: 8 * time.Second, EstFull: 50 * time.Minute,
+		}
+	},
+	Model:   Model,
+	Table:   Table,
+	Verdict: Verdict,
 }
 
 // Table prints one row per target, variant and case, with the spread of

@@ -133,7 +133,7 @@ func TestSummarize(t *testing.T) {
 // o.Runs runs, and the table ends with the seed's comparison.
 func TestModel(t *testing.T) {
 	o := NewOptions()
-	o.Runs, o.Duration = 2, 50*time.Millisecond
+	o.Runs, o.Duration = 2, experiment.Duration(50*time.Millisecond)
 	var rs []Result
 	if err := Model(context.Background(), o, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: procfs.Variants.Names()}, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)

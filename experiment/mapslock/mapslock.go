@@ -44,13 +44,12 @@ type Options struct {
 	Runs  int              `json:"runs"`
 	Size  experiment.Bytes `json:"size_bytes"`
 	Cases []string         `json:"cases"`
-	cases string
 }
 
 func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Runs, "runs", o.Runs, "mprotect calls probed per case")
-	fs.Var(&o.Size, "size", "bytes of the populated region mprotect write-protects (K, M, G suffixes)")
-	fs.StringVar(&o.cases, "cases", strings.Join(Cases, ","), "comma-separated cases of "+strings.Join(Cases, ", "))
+	experiment.Var(fs, &o.Size, "size", "bytes of the populated region mprotect write-protects (K, M, G suffixes)")
+	experiment.NamesVar(fs, &o.Cases, "cases", "comma-separated cases of "+strings.Join(Cases, ", "), Cases...)
 }
 
 // MaxRuns bounds --runs.
@@ -62,13 +61,6 @@ func (o *Options) Validate() error {
 	}
 	if o.Size < 16<<20 || o.Size > 64<<30 || o.Size%4096 != 0 {
 		return fmt.Errorf("--size %s: want a multiple of 4K from 16M to 64G", o.Size)
-	}
-	if o.cases != "" {
-		cs, err := experiment.List("cases", o.cases, Cases...)
-		if err != nil {
-			return err
-		}
-		o.Cases = cs
 	}
 	return nil
 }
@@ -250,10 +242,17 @@ query returned while mprotect was still running.
 `,
 	Variants:   procfs.Variants.Names(),
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 1 << 30, Cases: Cases} },
-	Quick:      []string{"--runs", "9", "--size", "1G"},
-	Model:      runModel,
-	Table:      table,
-	Verdict:    verdict,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--runs", "9", "--size", "1G"},
+			Full:     []string{"--runs", "30", "--size", "4G"},
+			Smoke:    []string{"--runs", "2", "--size", "64M"},
+			EstQuick: 5 * time.Second, EstFull: 40 * time.Second,
+		}
+	},
+	Model:   runModel,
+	Table:   table,
+	Verdict: verdict,
 }
 
 const (

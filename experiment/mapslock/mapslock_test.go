@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,7 +131,7 @@ func TestModelRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := Def.Model(context.Background(), o, env, func(r Result) { got = append(got, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +146,13 @@ func TestModelRun(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, o := range []Options{{Runs: 0, Size: 1 << 30}, {Runs: 1, Size: 1 << 20}, {Runs: 1, Size: 1<<30 + 1}, {Runs: 1, Size: 1 << 30, cases: "bogus"}} {
+	for _, o := range []Options{{Runs: 0, Size: 1 << 30}, {Runs: 1, Size: 1 << 20}, {Runs: 1, Size: 1<<30 + 1}} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+	if err := experiment.ParseOptions(Def.NewOptions(), "--cases", "bogus"); err == nil || !strings.Contains(err.Error(), `--cases: unknown "bogus"`) {
+		t.Errorf("--cases bogus: %v", err)
 	}
 }
 

@@ -90,7 +90,7 @@ func checkGap(ctx context.Context, s Space, o *Options, res *Result) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(o.Duration)
+	deadline := time.Now().Add(o.Duration.D())
 	var runErr error
 	for o.Reads == 0 || res.Reads < o.Reads {
 		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && time.Now().After(deadline)) {

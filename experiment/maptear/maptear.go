@@ -16,7 +16,6 @@
 package maptear
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -44,8 +43,8 @@ type Options struct {
 	File  string   `json:"file"`
 	// Each case runs until Reads observations (0: as many as Duration
 	// allows), or for Duration (0: no limit), whichever ends first.
-	Reads    int           `json:"reads"`
-	Duration time.Duration `json:"-"` // "duration_ms"
+	Reads    int                 `json:"reads"`
+	Duration experiment.Duration `json:"duration_ms"`
 	// Pin runs the live reader on CPU 0 and the modifier on CPU 1, so that
 	// they always overlap (with fewer than two CPUs it does nothing).
 	Pin bool `json:"pin"`
@@ -57,39 +56,21 @@ type Options struct {
 
 // NewOptions returns the defaults: every case, maps, two seconds per case.
 func NewOptions() *Options {
-	return &Options{Cases: slices.Clone(Cases), File: "maps", Duration: 2 * time.Second}
-}
-
-// MarshalJSON adds "duration_ms" to the fields.
-func (o Options) MarshalJSON() ([]byte, error) {
-	type fields Options
-	return json.Marshal(struct {
-		fields
-		DurationMS int64 `json:"duration_ms"`
-	}{fields(o), o.Duration.Milliseconds()})
+	return &Options{Cases: slices.Clone(Cases), File: "maps", Duration: experiment.Duration(2 * time.Second)}
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.Var((*list)(&o.Cases), "cases", "comma-separated cases: "+strings.Join(Cases, ", ")+"; the mremap gap's layouts: "+strings.Join(GapCases, ", "))
+	experiment.NamesVar(fs, &o.Cases, "cases", "comma-separated cases: "+strings.Join(Cases, ", ")+"; the mremap gap's layouts: "+strings.Join(GapCases, ", "), slices.Concat(Cases, GapCases)...)
 	fs.StringVar(&o.File, "file", o.File, "the file read, "+strings.Join(Files, " or ")+" (the model has only maps)")
 	fs.IntVar(&o.Reads, "reads", o.Reads, "reads per case (0: as many as --duration allows)")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "longest time per case (0: until --reads)")
+	experiment.Var(fs, &o.Duration, "duration", "longest time per case (0: until --reads)")
 	fs.BoolVar(&o.Pin, "pin", o.Pin, "live: run the reader on CPU 0 and the modifier on CPU 1")
 	fs.BoolVar(&o.Verbose, "verbose", o.Verbose, "print the lines around the boundary at calibration and when a check fails")
 }
 
-// list is a comma-separated flag value.
-type list []string
-
-func (l *list) String() string     { return strings.Join(*l, ",") }
-func (l *list) Set(s string) error { *l = strings.Split(s, ","); return nil }
-
 // Validate checks every option.
 func (o *Options) Validate() error {
-	if _, err := experiment.List("cases", strings.Join(o.Cases, ","), slices.Concat(Cases, GapCases)...); err != nil {
-		return err
-	}
 	if o.File != "maps" && slices.ContainsFunc(o.Cases, IsGap) {
 		return fmt.Errorf("--file %s: the gap cases read maps", o.File)
 	}
@@ -213,10 +194,20 @@ The live target needs Linux 6.11+ (PROCMAP_QUERY).
 `,
 	Variants:   procfs.Variants.Names(),
 	NewOptions: NewOptions,
-	Quick:      []string{"--reads", "2000", "--duration", "1s"},
-	Model:      Model,
-	Table:      Table,
-	Verdict:    Verdict,
+	Settings: func() experiment.Settings {
+		// proc-maps-race.c's cases and the mremap gap's layouts
+		// (docs/mremap-gap.md).
+		cases := strings.Join(slices.Concat(Cases, GapCases), ",")
+		return experiment.Settings{
+			Quick:    []string{"--reads", "2000", "--duration", "1s", "--cases", cases},
+			Full:     []string{"--reads", "0", "--duration", "20s", "--cases", cases},
+			Smoke:    []string{"--reads", "200", "--duration", "300ms", "--cases", cases},
+			EstQuick: 25 * time.Second, EstFull: 7 * time.Minute,
+		}
+	},
+	Model:   Model,
+	Table:   Table,
+	Verdict: Verdict,
 }
 
 // Table prints one row per target, variant and case.

@@ -2,6 +2,7 @@ package maptear
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	o, _ := parse()
-	if !slices.Equal(o.Cases, Cases) || o.File != "maps" || o.Duration != 2*time.Second || o.Reads != 0 {
+	if !slices.Equal(o.Cases, Cases) || o.File != "maps" || o.Duration.D() != 2*time.Second || o.Reads != 0 {
 		t.Errorf("defaults: %+v", o)
 	}
 }
@@ -47,11 +48,11 @@ func TestOptions(t *testing.T) {
 // reads.
 func TestParamsJSON(t *testing.T) {
 	o, _ := parse("--duration", "1500ms", "--reads", "7")
-	b, err := o.MarshalJSON()
+	b, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"cases":["split","resize","remap"],"file":"maps","reads":7,"pin":false,"duration_ms":1500}`
+	want := `{"cases":["split","resize","remap"],"file":"maps","reads":7,"duration_ms":1500,"pin":false}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}

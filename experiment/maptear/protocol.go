@@ -254,7 +254,7 @@ func checkCase(ctx context.Context, s Space, o *Options, log func(string, ...any
 	if err := s.Start(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(o.Duration)
+	deadline := time.Now().Add(o.Duration.D())
 	var runErr error
 	reports := 0
 	for o.Reads == 0 || res.Reads < o.Reads {

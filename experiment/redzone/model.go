@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -16,11 +17,11 @@ import (
 // designKernel is one design's model kernel: one CPU, one process that
 // maps cpu.RedZoneProgram, a counting uprobe on the target's nop5.
 type designKernel struct {
-	*experiment.ModelKernel
+	*binfmt.Kernel
 	opt   uprobes.Optimize
 	task  *kernel.Task
 	entry uint64
-	hits  *experiment.Counter
+	hits  *binfmt.Counter
 	// The red-zone check so far.
 	calls, corrupted, mask uint64
 }
@@ -28,16 +29,16 @@ type designKernel struct {
 // newDesignKernel returns the kernel of design opt on the machine d, with
 // the uprobe unless bare (the no-probe baseline).
 func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*designKernel, error) {
-	mk, err := experiment.NewModelKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
+	mk, err := binfmt.NewKernel(d, 1, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
-	p, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/bin/redzone", cpu.RedZoneProgram)
+	p, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/redzone", cpu.RedZoneProgram)
 	if err != nil {
 		mk.Stop()
 		return nil, err
 	}
-	k := &designKernel{ModelKernel: mk, opt: opt, entry: p.Addr("redzone_loop"), hits: experiment.NewCounter()}
+	k := &designKernel{Kernel: mk, opt: opt, entry: p.Addr("redzone_loop"), hits: binfmt.NewCounter()}
 	if k.task, err = k.Process("redzone", p, 1); err != nil {
 		k.Stop()
 		return nil, err
@@ -60,7 +61,7 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 	var regs cpu.Regs
 	var el time.Duration
 	r := k.Machine.Start(k.task, 0, 0, func(r *kernel.Runner) {
-		el = elapsed(func() { stop = experiment.Loop(r, 0, k.entry, uint64(n)) })
+		el = elapsed(func() { stop = binfmt.Loop(r, 0, k.entry, uint64(n)) })
 		regs = r.Regs
 	})
 	<-r.Done()
@@ -79,7 +80,7 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 // o.Samples samples of o.Calls calls, the kernels in turn. It emits one
 // result per design, with its ratios to off's when off ran.
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
-	env.Param("model_clock", clockName())
+	o.ModelClock = clockName()
 	var ks []*designKernel
 	for i, v := range append([]string{uprobes.OptimizeOff.String()}, env.Variants...) {
 		opt, err := uprobes.Optimizations.Parse(v)

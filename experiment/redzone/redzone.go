@@ -18,6 +18,7 @@ import (
 	"math/bits"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"mmlab/cpu"
 	"mmlab/experiment"
@@ -33,27 +34,27 @@ type Options struct {
 	Samples int      `json:"samples"` // samples per design (after one warm-up sample)
 	Attach  []string `json:"attach"`  // live: attach modes (package attach)
 
-	attach string // the flag, parsed by Validate
+	// Set by the runs, not by flags: the clocks the samples were timed on,
+	// and whether the live kernel optimizes uprobes on nop5.
+	ModelClock       string `json:"model_clock,omitempty"`
+	LiveClock        string `json:"live_clock,omitempty"`
+	OptimizedUprobes *bool  `json:"optimized_uprobes,omitempty"`
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Calls: 20000, Samples: 7, attach: attach.ModeMulti + "," + attach.ModePerf}
+	return &Options{Calls: 20000, Samples: 7, Attach: []string{attach.ModeMulti, attach.ModePerf}}
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Calls, "calls", o.Calls, "calls of the target per sample")
 	fs.IntVar(&o.Samples, "samples", o.Samples, "samples per design, after a warm-up sample that counts only in the red-zone check")
-	fs.StringVar(&o.attach, "attach", o.attach, "live: comma-separated attach modes, uprobe_multi and/or perf")
+	attach.ModesVar(fs, &o.Attach, "attach", "live: comma-separated attach modes, uprobe_multi and/or perf")
 }
 
 // Validate checks every option.
 func (o *Options) Validate() error {
-	var err error
-	if o.Attach, err = attach.ParseModes("attach", o.attach); err != nil {
-		return err
-	}
 	if o.Calls < 1 {
 		return fmt.Errorf("--calls %d: want at least 1", o.Calls)
 	}
@@ -275,8 +276,15 @@ root.
 `,
 	Variants:   uprobes.Optimizations.Names(),
 	NewOptions: NewOptions,
-	Quick:      []string{"--calls", "5000", "--samples", "5"},
-	Model:      RunModel,
-	Table:      Table,
-	Verdict:    Verdict,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--calls", "5000", "--samples", "5"},
+			Full:     []string{"--calls", "100000", "--samples", "10"},
+			Smoke:    []string{"--calls", "200", "--samples", "5", "--attach", "uprobe_multi"},
+			EstQuick: 5 * time.Second, EstFull: time.Minute,
+		}
+	},
+	Model:   RunModel,
+	Table:   Table,
+	Verdict: Verdict,
 }

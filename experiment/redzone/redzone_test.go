@@ -10,7 +10,7 @@ import (
 )
 
 func quiet(variants ...string) experiment.Env {
-	return experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	return experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants, Progress: func(string, ...any) {}}
 }
 
 // The three designs on the model: off and jmp-slot leave the red zone

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"mmlab/cpu"
 	"mmlab/experiment"
@@ -16,33 +15,9 @@ import (
 )
 
 func seed000() *Seed {
-	full := []string{"--runs", "15", "--size", "4G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1,multi-4,perf-4"}
-	// idle-5000 holds 5000 processes that map the probed file: only with
-	// room for them (about 1 MiB each, model and live).
-	if memAvailable() >= 16<<30 {
-		full[5] += ",idle-5000"
-	}
 	return &Seed{
-		ID: "000",
-		Steps: []Step{
-			{Experiment: "forkstall",
-				Quick: []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
-				Full:  full,
-				Smoke: []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
-				// A run is about 1.5 s of windows on each target, plus the
-				// model's calibration.
-				EstQuick: 40 * time.Second, EstFull: 30 * time.Minute},
-			{Experiment: "redzone",
-				Quick:    []string{"--calls", "5000", "--samples", "5"},
-				Full:     []string{"--calls", "100000", "--samples", "10"},
-				Smoke:    []string{"--calls", "200", "--samples", "5", "--attach", "uprobe_multi"},
-				EstQuick: 5 * time.Second, EstFull: time.Minute},
-			{Experiment: "explore",
-				Quick:    []string{"--schedules", "2000"},
-				Full:     []string{"--schedules", "100000"},
-				Smoke:    []string{"--schedules", "100"},
-				EstQuick: 10 * time.Second, EstFull: 20 * time.Minute},
-		},
+		ID:      "000",
+		Steps:   []Step{step(forkstall.Def), step(redzone.Def), step(explorer.Def)},
 		section: section000,
 	}
 }
@@ -62,7 +37,7 @@ var forkModeTitles = map[string]string{
 
 // explorePart is the explorer's table: each seed-000 scenario's schedules
 // in both designs, and the property that failed, if one did.
-func explorePart(doc *report.Document[explorer.Result]) (report.Part, string) {
+func explorePart(doc *report.Document[explorer.Options, explorer.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "explore", Title: "Interleavings searched on the deterministic scheduler (mmlab explore)"}
 	t := report.Table{Columns: []string{"scenario", "design", "schedules", "property failed", "shrunk steps"}}
 	var before, after, nb, na int
@@ -99,11 +74,11 @@ func section000(s *Seed, docs Docs) report.Seed {
 
 // redzonePart is the red-zone table (designs x rate x corrupted calls x
 // mask, model and live) and the line on this kernel.
-func redzonePart(doc *report.Document[redzone.Result]) (report.Part, string) {
+func redzonePart(doc *report.Document[redzone.Options, redzone.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "redzone", Title: "an optimized uprobe and the probed function's red zone (-8..-64(%rsp))"}
 	t := report.Table{
 		Title: fmt.Sprintf("a leaf keeps %d words below %%rsp across a probed nop5, every call checked; rates per CPU-second, mean ± sd of %v samples of %v calls; ratios to the int3 baseline (model: off; live: a probe on a one-byte nop)",
-			cpu.RedZoneSlots, doc.Params["samples"], doc.Params["calls"]),
+			cpu.RedZoneSlots, doc.Params.Samples, doc.Params.Calls),
 		Columns: []string{"target", "design", "attach", "M hits/s", "vs int3", "ns per hit", "calls", "corrupted calls", "mask", "words changed"},
 	}
 	for _, r := range doc.Results {
@@ -132,7 +107,7 @@ func redzonePart(doc *report.Document[redzone.Result]) (report.Part, string) {
 
 func forkstallSection(s *Seed, docs Docs) report.Seed {
 	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
-	var doc report.Document[forkstall.Result]
+	var doc report.Document[forkstall.Options, forkstall.Result]
 	if !decode(docs, "forkstall", &doc) {
 		sec.Verdict = "seed 000: forkstall did not run"
 		return sec
@@ -165,7 +140,7 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 	}
 	t := report.Table{
 		Title: fmt.Sprintf("longest fork() during uprobe attach/detach, ms. published: %s; model: each populate holds mmap_lock %.0f ms, each attach starts with one, median of %v runs; live: %s",
-			s.Published.Setting, toFloat(doc.Params["model_populate_hold_ms"]), doc.Params["runs"], settingLine(doc.Machine, fmt.Sprintf("%s busy region", experiment.Bytes(uint64(toFloat(doc.Params["size_bytes"])))))),
+			s.Published.Setting, doc.Params.ModelPopulateHoldMs, doc.Params.Runs, settingLine(doc.Machine, fmt.Sprintf("%s busy region", doc.Params.Size))),
 		Columns: []string{"case", "published before", "published after", "model before", "model after", "live kernel", "live quiet"},
 	}
 	att := report.Table{Title: "time to attach, ms (same settings)",
@@ -207,7 +182,7 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 	part := report.Part{Experiment: "forkstall", Title: "fork() while uprobes attach to a busy process", Tables: []report.Table{t, att}}
 	ch := report.Chart{Title: "longest fork() in each attach/detach window, every run", Kind: report.Dots,
 		XLabel: "case", YLabel: "longest fork() (ms)", LogY: true, Categories: cats,
-		Command: "mmlab run forkstall " + strings.Join(argsOf(doc.Params), " ")}
+		Command: "mmlab run forkstall " + strings.Join(experiment.Args(&doc.Params, forkstall.Def.NewOptions()), " ")}
 	for _, n := range names {
 		ch.Series = append(ch.Series, *series[n])
 	}
@@ -252,17 +227,4 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 		sec.Headline = fmt.Sprintf("no stall: fork() %s ms (%s ms quiet)", ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true))
 	}
 	return sec
-}
-
-// argsOf rebuilds the command-line arguments of a forkstall run from its
-// params.
-func argsOf(p map[string]any) []string {
-	var out []string
-	if v, ok := p["runs"]; ok {
-		out = append(out, "--runs", fmt.Sprint(v))
-	}
-	if v, ok := p["size_bytes"]; ok {
-		out = append(out, "--size", experiment.Bytes(uint64(toFloat(v))).String())
-	}
-	return append(out, listArgs(p, "cases", "modes")...)
 }

@@ -22,7 +22,7 @@ func TestSection000RedZone(t *testing.T) {
 		{99, "seed 000: this kernel's nop5 optimization clobbers a probed function's red zone: 99 of 100 calls found -8,-16,-24,-32(%rsp) changed"},
 		{0, "seed 000: this kernel leaves a probed function's red zone alone"},
 	} {
-		doc := report.NewDocument[redzone.Result]("redzone", machine.MustNamed("x86-64"), map[string]any{"calls": 20.0, "samples": 4.0})
+		doc := report.NewDocument[*redzone.Options, redzone.Result]("redzone", machine.MustNamed("x86-64"), &redzone.Options{Calls: 20, Samples: 4})
 		mask := uint64(0)
 		if c.bad > 0 {
 			mask = 0xf

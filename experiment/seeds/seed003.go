@@ -15,26 +15,11 @@ import (
 
 func seed003() *Seed {
 	return &Seed{
-		ID: "003",
-		Steps: []Step{
-			{Experiment: "mapslock", Quick: []string{"--runs", "9", "--size", "1G"}, Full: []string{"--runs", "30", "--size", "4G"},
-				Smoke:    []string{"--runs", "2", "--size", "64M"},
-				EstQuick: 5 * time.Second, EstFull: 40 * time.Second},
-			{Experiment: "mapscan", Quick: []string{"--runs", "3", "--duration", "500ms"}, Full: []string{"--runs", "30", "--duration", "10s"},
-				Smoke:    []string{"--runs", "1", "--duration", "100ms"},
-				EstQuick: 8 * time.Second, EstFull: 50 * time.Minute},
-			{Experiment: "maptear", Quick: []string{"--reads", "2000", "--duration", "1s", "--cases", tearCases},
-				Full:     []string{"--reads", "0", "--duration", "20s", "--cases", tearCases},
-				Smoke:    []string{"--reads", "200", "--duration", "300ms", "--cases", tearCases},
-				EstQuick: 25 * time.Second, EstFull: 7 * time.Minute},
-		},
+		ID:      "003",
+		Steps:   []Step{step(mapslock.Def), step(mapscan.Def), step(maptear.Def)},
 		section: section003,
 	}
 }
-
-// tearCases are maptear's cases in mmlab all: proc-maps-race.c's and the
-// mremap gap's layouts (docs/mremap-gap.md).
-var tearCases = strings.Join(slices.Concat(maptear.Cases, maptear.GapCases), ",")
 
 // column names the three kinds of columns of a seed table.
 func column(target experiment.Target, variant string) string {
@@ -48,11 +33,11 @@ func section003(s *Seed, docs Docs) report.Seed {
 	sec := report.Seed{ID: s.ID, Title: s.Published.Title, Summary: s.Published.Summary, Source: s.Published.Source}
 	var lines []string
 
-	var lock report.Document[mapslock.Result]
+	var lock report.Document[mapslock.Options, mapslock.Result]
 	if decode(docs, "mapslock", &lock) {
 		part := report.Part{Experiment: "mapslock", Title: "Does PROCMAP_QUERY wait for mmap_lock? (the discriminating probe)"}
 		t := report.Table{
-			Title:   fmt.Sprintf("PROCMAP_QUERY during mprotect(%s) of a populated region, median of %v runs", experiment.Bytes(uint64(toFloat(lock.Params["size_bytes"]))), lock.Params["runs"]),
+			Title:   fmt.Sprintf("PROCMAP_QUERY during mprotect(%s) of a populated region, median of %v runs", lock.Params.Size, lock.Params.Runs),
 			Columns: []string{"target", "case", "mprotect ms", "query ms", "returned during mprotect"},
 		}
 		for _, r := range lock.Results {
@@ -87,7 +72,7 @@ func section003(s *Seed, docs Docs) report.Seed {
 		lines = append(lines, skipped("mapscan", scan.Skipped)...)
 	}
 
-	var tear report.Document[maptear.Result]
+	var tear report.Document[maptear.Options, maptear.Result]
 	if decode(docs, "maptear", &tear) {
 		part := report.Part{Experiment: "maptear", Title: "Tearing: a VMA may be seen twice, never a gap (proc-maps-race.c)"}
 		t := report.Table{Columns: []string{"target", "case", "reads", "modified", "duplicates", "gaps", "unexpected", "query gaps", "query wrong"}}
@@ -140,7 +125,7 @@ func skipped(name string, sk []string) []string {
 // mapscanPart is seed 003's own figure: the mapper's mean and maximum
 // latency with two text scanners, published against model and live, and
 // the charts of every scanner case.
-func (s *Seed) mapscanPart(doc *report.Document[mapscan.Result]) (report.Part, string) {
+func (s *Seed) mapscanPart(doc *report.Document[mapscan.Options, mapscan.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "mapscan", Title: "mmap/munmap latency while maps scanners run (proc-mmap_sem-test)"}
 	pub := s.Published.Mapscan
 	find := func(target experiment.Target, variant, scanners string) (mapscan.Result, bool) {
@@ -152,8 +137,8 @@ func (s *Seed) mapscanPart(doc *report.Document[mapscan.Result]) (report.Part, s
 		}
 		return doc.Results[i], true
 	}
-	runs := doc.Params["runs"]
-	dur := toFloat(doc.Params["duration_ms"])
+	runs := doc.Params.Runs
+	dur := float64(doc.Params.Duration.D()) / float64(time.Millisecond)
 	cols := []struct {
 		target  experiment.Target
 		variant string

@@ -2,11 +2,9 @@ package seeds
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
@@ -16,29 +14,10 @@ import (
 
 func seed004() *Seed {
 	return &Seed{
-		ID: "004",
-		Steps: []Step{
-			{Experiment: "trigger",
-				Quick:    []string{"--cpus", "1,2", "--cases", "nop,uprobe-nop,uretprobe-nop", "--warmup", "200ms", "--duration", "1s", "--interval", "250ms"},
-				Full:     []string{"--cpus", cpuList(), "--warmup", "1s", "--duration", "5s", "--interval", "1s"},
-				Smoke:    []string{"--cpus", "1,2", "--cases", "uprobe-nop", "--warmup", "0s", "--duration", "100ms", "--interval", "50ms"},
-				EstQuick: 20 * time.Second, EstFull: 10 * time.Minute},
-			{Experiment: "attach", Quick: []string{"--n", "1,4", "--runs", "3"}, Full: []string{"--n", "1,4,16,64", "--runs", "9"},
-				Smoke:    []string{"--n", "1", "--runs", "1", "--attach", "uprobe_multi"},
-				EstQuick: 10 * time.Second, EstFull: 5 * time.Minute},
-		},
+		ID:      "004",
+		Steps:   []Step{step(trigger.Def), step(attach.Def)},
 		section: section004,
 	}
-}
-
-// cpuList is every CPU count of this machine, the full setting of trigger.
-func cpuList() string {
-	n := max(1, runtime.NumCPU())
-	var l []string
-	for i := 1; i <= n; i++ {
-		l = append(l, strconv.Itoa(i))
-	}
-	return strings.Join(l, ",")
 }
 
 // flavourHint is what the kernel release implies of the hit path's
@@ -72,7 +51,7 @@ func section004(s *Seed, docs Docs) report.Seed {
 			lines = append(lines, h)
 		}
 	}
-	var att report.Document[attach.Result]
+	var att report.Document[attach.Options, attach.Result]
 	if decode(docs, "attach", &att) {
 		part := report.Part{Experiment: "attach", Title: "Time to attach and detach N uprobes (detach ends with uprobe_unregister_sync)"}
 		t := report.Table{Columns: []string{"target", "link", "n", "attach ms", "detach ms"}}
@@ -98,7 +77,7 @@ func section004(s *Seed, docs Docs) report.Seed {
 // since rates compare only within one target. The model's srcu and
 // tasks-trace variants are the seed's era and are compared with the seed's
 // figures; v6.14+ is today's hit path, beside the live kernel.
-func (s *Seed) triggerPart(doc *report.Document[trigger.Result]) (report.Part, string) {
+func (s *Seed) triggerPart(doc *report.Document[trigger.Options, trigger.Result]) (report.Part, string) {
 	part := report.Part{Experiment: "trigger", Title: "uprobe hits per second on 1..N CPUs (bench trig-*)"}
 	rate := func(target experiment.Target, variant, attachMode, c string, cpus int) (float64, bool) {
 		i := slices.IndexFunc(doc.Results, func(r trigger.Result) bool {
@@ -227,7 +206,7 @@ func (s *Seed) triggerPart(doc *report.Document[trigger.Result]) (report.Part, s
 
 	// Charts: the rate relative to one CPU, published beside ours, and
 	// the rates themselves.
-	command := "mmlab run trigger " + strings.Join(triggerArgs(doc.Params), " ")
+	command := "mmlab run trigger " + strings.Join(experiment.Args(&doc.Params, trigger.NewOptions()), " ")
 	for _, c := range cases {
 		rel := report.Chart{Title: c + ": rate relative to 1 CPU", Kind: report.Lines, XLabel: "CPUs (producers)",
 			YLabel: "rate / rate on 1 CPU (x)", Command: command, Refs: []report.Ref{{Label: "no scaling", Y: 1}}}
@@ -275,15 +254,4 @@ func mops(x float64, ok bool) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", x)
-}
-
-// triggerArgs rebuilds trigger's command line from its params.
-func triggerArgs(p map[string]any) []string {
-	out := listArgs(p, "cpus", "cases")
-	for _, k := range []string{"warmup", "duration", "interval"} {
-		if v, ok := p[k+"_ms"]; ok {
-			out = append(out, "--"+k, fmt.Sprintf("%vms", v))
-		}
-	}
-	return out
 }

@@ -15,7 +15,7 @@ import (
 // Seed 004's trigger part has a column per model variant, the seed-era
 // ones compared with the seed's scaling and flavour ratio.
 func TestSeed004TriggerPart(t *testing.T) {
-	doc := report.NewDocument[trigger.Result]("trigger", machine.MustNamed("x86-64"), nil)
+	doc := report.NewDocument[*trigger.Options, trigger.Result]("trigger", machine.MustNamed("x86-64"), trigger.NewOptions())
 	for _, v := range []string{"srcu", "tasks-trace", "v6.14+"} {
 		for _, n := range []int{1, 2} {
 			r := trigger.NewResult(experiment.Row{Target: experiment.Model, Variant: v}, trigger.AttachModel, "uprobe-nop", n,
@@ -34,7 +34,7 @@ func TestSeed004TriggerPart(t *testing.T) {
 			s004 = s
 		}
 	}
-	var d report.Document[trigger.Result]
+	var d report.Document[trigger.Options, trigger.Result]
 	if !decode(Docs{"trigger": b}, "trigger", &d) {
 		t.Fatal("document does not decode")
 	}

@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"mmlab/experiment"
 	"mmlab/report"
 )
 
@@ -86,15 +86,16 @@ type PubTrigger struct {
 	TasksTrace float64 `json:"tasks_trace_mops"`
 }
 
-// Step is one experiment run for a seed by `mmlab all`.
+// Step is one experiment run for a seed by `mmlab all`, with the
+// arguments its definition gives each setting.
 type Step struct {
 	Experiment string
-	Quick      []string // its arguments in the quick setting
-	Full       []string // in the full setting (the seed's)
-	Smoke      []string // in the smallest setting that runs every part (tests)
-	// EstQuick and EstFull are the expected run time of both targets,
-	// for the progress line and the full setting's announcement.
-	EstQuick, EstFull time.Duration
+	experiment.Settings
+}
+
+// step is the step of the experiment d.
+func step[O experiment.Options, R experiment.Result](d experiment.Def[O, R]) Step {
+	return Step{d.Name, d.Settings()}
 }
 
 // Seed is one patch series.
@@ -138,7 +139,7 @@ func ReadDocs(dir string) (Docs, error) {
 
 // decode reads the document of experiment name into doc; false when it is
 // missing or unreadable.
-func decode[R any](docs Docs, name string, doc *report.Document[R]) bool {
+func decode[P, R any](docs Docs, name string, doc *report.Document[P, R]) bool {
 	b, ok := docs[name]
 	return ok && json.Unmarshal(b, doc) == nil
 }
@@ -146,8 +147,8 @@ func decode[R any](docs Docs, name string, doc *report.Document[R]) bool {
 // addPart decodes the document of experiment name and, when there is one,
 // adds the part build makes of it to sec. It returns the document (nil
 // when it is missing) and build's line.
-func addPart[R any](sec *report.Seed, docs Docs, name string, build func(*report.Document[R]) (report.Part, string)) (*report.Document[R], string) {
-	var doc report.Document[R]
+func addPart[P, R any](sec *report.Seed, docs Docs, name string, build func(*report.Document[P, R]) (report.Part, string)) (*report.Document[P, R], string) {
+	var doc report.Document[P, R]
 	if !decode(docs, name, &doc) {
 		return nil, ""
 	}
@@ -221,43 +222,4 @@ func Plan(seeds []*Seed, setting string) []PlannedStep {
 		}
 	}
 	return plan
-}
-
-// toFloat reads a number of a document's params.
-func toFloat(v any) float64 {
-	f, _ := v.(float64)
-	return f
-}
-
-// listArgs rebuilds the flags of a document's list params, "--KEY a,b"
-// for each of keys that p holds as a list.
-func listArgs(p map[string]any, keys ...string) []string {
-	var out []string
-	for _, k := range keys {
-		if l, ok := p[k].([]any); ok {
-			var ss []string
-			for _, x := range l {
-				ss = append(ss, fmt.Sprint(x))
-			}
-			out = append(out, "--"+k, strings.Join(ss, ","))
-		}
-	}
-	return out
-}
-
-// memAvailable returns MemAvailable of /proc/meminfo in bytes, 0 when it
-// cannot be read.
-func memAvailable() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestPublished(t *testing.T) {
 // saveLock writes a mapslock document of host with the given share of
 // runs in which a query of the unrelated VMA returned during the hold.
 func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
-	doc := report.NewDocument[mapslock.Result]("mapslock", machine.MustNamed("x86-64"), map[string]any{"runs": 4.0, "size_bytes": float64(1 << 30)})
+	doc := report.NewDocument[*mapslock.Options, mapslock.Result]("mapslock", machine.MustNamed("x86-64"), &mapslock.Options{Runs: 4, Size: 1 << 30})
 	doc.Machine = report.Machine{Hostname: host, Kernel: kernel, CPUs: 4}
 	for _, c := range []struct {
 		name  string
@@ -118,7 +117,7 @@ func TestReportReadsVersion2(t *testing.T) {
 		t.Errorf("version 2: model machine %q, want the host with its features not recorded", m)
 	}
 	// A version-3 document of the same host adds its model machine.
-	rz := report.NewDocument[redzone.Result]("redzone", machine.MustNamed("x86-64-pku"), nil)
+	rz := report.NewDocument[*redzone.Options, redzone.Result]("redzone", machine.MustNamed("x86-64-pku"), redzone.NewOptions())
 	rz.Machine = sets[0].Host.Machine
 	if err := rz.Save(dir); err != nil {
 		t.Fatal(err)
@@ -130,16 +129,5 @@ func TestReportReadsVersion2(t *testing.T) {
 	want := "host (features not recorded: schema 2); x86-64-pku: ospke, mmap_min_addr 65536, CAP_SYS_RAWIO"
 	if m := sets[0].Host.Model; m != want {
 		t.Errorf("model machines %q, want %q", m, want)
-	}
-}
-
-// A document's list params turn back into comma-separated flags, in the
-// order of the keys asked for; a key that is missing or not a list adds
-// nothing.
-func TestListArgs(t *testing.T) {
-	p := map[string]any{"cases": []any{"a", "b"}, "cpus": []any{1.0, 2.0}, "runs": 3.0}
-	got := listArgs(p, "cpus", "cases", "runs", "modes")
-	if want := []string{"--cpus", "1,2", "--cases", "a,b"}; !slices.Equal(got, want) {
-		t.Errorf("listArgs = %q, want %q", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -52,7 +53,7 @@ const triggerBatch = 4096
 
 // triggerKernel is one variant's model kernel for the trigger benchmark.
 type triggerKernel struct {
-	*experiment.ModelKernel
+	*binfmt.Kernel
 	tasks []*kernel.Task // one thread of one process per CPU, leader first
 	entry uint64
 	hits  []paddedCount // per model CPU
@@ -72,16 +73,16 @@ func triggerProg(a *cpu.Asm) {
 }
 
 func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
-	mk, err := experiment.NewModelKernel(c.Machine, c.CPUs, v.Config)
+	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, v.Config)
 	if err != nil {
 		return nil, err
 	}
-	p, err := experiment.NewModelProgram(&mk.Machine.NS.MM, "/usr/bin/trigger", triggerProg)
+	p, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/trigger", triggerProg)
 	if err != nil {
 		mk.Stop()
 		return nil, err
 	}
-	k := &triggerKernel{ModelKernel: mk, hits: make([]paddedCount, c.CPUs)}
+	k := &triggerKernel{Kernel: mk, hits: make([]paddedCount, c.CPUs)}
 	leader, err := k.Process("trigger", p, c.CPUs)
 	if err != nil {
 		k.Stop()
@@ -134,7 +135,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 			// At least one batch, so that a producer started late on a
 			// busy host still gives the sample a rate.
 			for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
-				if s := experiment.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
+				if s := binfmt.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
 					errs <- fmt.Errorf("%v: %v, regs %v, signals %v", r, s, &r.Regs, r.Task.PendingSignals())
 					break
 				}
@@ -254,7 +255,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
 			res, err := measure(ctx, modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
-				Warmup: o.Warmup, Interval: o.Interval, Samples: o.Samples()})
+				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples()})
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
@@ -296,6 +297,6 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			}
 		}
 	}
-	NoteLoad(env)
+	NoteLoad(o, env)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"mmlab/binfmt"
 	"mmlab/cpu"
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -61,7 +62,7 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 func TestRunModel(t *testing.T) {
 	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func runOptimize(t *testing.T, opt string, want [][2]string) (*Options, []Result
 	t.Helper()
 	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", opt, "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
 	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}, Param: func(string, any) {}}
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}}
 	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestOptimizeSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s cpu.Stop
-		r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) { s = experiment.Loop(r, 0, k.entry, 100) })
+		r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) { s = binfmt.Loop(r, 0, k.entry, 100) })
 		<-r.Done()
 		k.Stop()
 		if s.Reason != cpu.StopHalt || k.totalHits() != 100 {
@@ -222,7 +223,7 @@ func BenchmarkHit(b *testing.B) {
 				b.ResetTimer()
 				r := k.Machine.Start(k.tasks[0], 0, 0, func(r *kernel.Runner) {
 					t0, _ := sched.ThreadCPUTime()
-					s = experiment.Loop(r, 0, k.entry, uint64(b.N))
+					s = binfmt.Loop(r, 0, k.entry, uint64(b.N))
 					t1, _ := sched.ThreadCPUTime()
 					cpuTime = t1 - t0
 				})

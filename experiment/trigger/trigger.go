@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,14 +86,13 @@ type Options struct {
 	Optimize []string `json:"optimize"`
 	// Warmup runs before the first sample; then one sample per Interval
 	// until Duration is covered.
-	Warmup     time.Duration `json:"-"`
-	Duration   time.Duration `json:"-"`
-	Interval   time.Duration `json:"-"`
-	WarmupMs   int64         `json:"warmup_ms"`
-	DurationMs int64         `json:"duration_ms"`
-	IntervalMs int64         `json:"interval_ms"`
+	Warmup   experiment.Duration `json:"warmup_ms"`
+	Duration experiment.Duration `json:"duration_ms"`
+	Interval experiment.Duration `json:"interval_ms"`
 
-	cpus, cases, attach, optimize string // the flags, parsed by Validate
+	// LoadavgEnd is set by the run, not by a flag: the one-minute load
+	// average at its end (NoteLoad).
+	LoadavgEnd float64 `json:"loadavg_end,omitempty"`
 }
 
 // OptimizeKernel, as an --optimize value, keeps each variant's own: none in
@@ -102,40 +102,27 @@ const OptimizeKernel = "kernel"
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{cpus: "1,2", cases: strings.Join(DefaultCases, ","), attach: "uprobe_multi,perf",
-		optimize: OptimizeKernel, Warmup: time.Second, Duration: 5 * time.Second, Interval: time.Second}
+	return &Options{CPUs: []int{1, 2}, Cases: slices.Clone(DefaultCases), Attach: []string{attach.ModeMulti, attach.ModePerf},
+		Optimize: []string{OptimizeKernel}, Warmup: experiment.Duration(time.Second), Duration: experiment.Duration(5 * time.Second), Interval: experiment.Duration(time.Second)}
 }
 
 // Flags registers the options on fs.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.cpus, "cpus", o.cpus, fmt.Sprintf("comma-separated producer counts, 1 to %d; producer i pinned to CPU i", MaxProducers))
-	fs.StringVar(&o.cases, "cases", o.cases, "comma-separated cases of "+strings.Join(caseNames(), ","))
-	fs.StringVar(&o.attach, "attach", o.attach, "live: comma-separated attach modes, uprobe_multi and/or perf")
-	fs.StringVar(&o.optimize, "optimize", o.optimize, "model: comma-separated nop5 optimizations, kernel (each variant's own: off in v6.12, call in v6.14+), call (x86-64 since 6.18), off (an int3 at every hit) and/or jmp-slot; each a kernel of every variant, sampled in turn")
-	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before the first sample")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured time after warm-up: one sample per interval")
-	fs.DurationVar(&o.Interval, "interval", o.Interval, "sample length")
-}
-
-// Validate checks every option.
-func (o *Options) Validate() error {
-	var err error
-	if o.CPUs, err = experiment.Counts("cpus", o.cpus, 1, MaxProducers); err != nil {
-		return err
-	}
-	if o.Cases, err = experiment.List("cases", o.cases, caseNames()...); err != nil {
-		return err
-	}
-	if o.Attach, err = attach.ParseModes("attach", o.attach); err != nil {
-		return err
-	}
+	experiment.CountsVar(fs, &o.CPUs, "cpus", fmt.Sprintf("comma-separated producer counts, 1 to %d; producer i pinned to CPU i", MaxProducers), 1, MaxProducers)
+	experiment.NamesVar(fs, &o.Cases, "cases", "comma-separated cases of "+strings.Join(caseNames(), ","), caseNames()...)
+	attach.ModesVar(fs, &o.Attach, "attach", "live: comma-separated attach modes, uprobe_multi and/or perf")
 	opts := []string{OptimizeKernel}
 	for _, opt := range uprobes.Optimizations.Values() {
 		opts = append(opts, opt.String())
 	}
-	if o.Optimize, err = experiment.List("optimize", o.optimize, opts...); err != nil {
-		return err
-	}
+	experiment.NamesVar(fs, &o.Optimize, "optimize", "model: comma-separated nop5 optimizations, kernel (each variant's own: off in v6.12, call in v6.14+), call (x86-64 since 6.18), off (an int3 at every hit) and/or jmp-slot; each a kernel of every variant, sampled in turn", opts...)
+	experiment.Var(fs, &o.Warmup, "warmup", "warm-up before the first sample")
+	experiment.Var(fs, &o.Duration, "duration", "measured time after warm-up: one sample per interval")
+	experiment.Var(fs, &o.Interval, "interval", "sample length")
+}
+
+// Validate checks every option.
+func (o *Options) Validate() error {
 	switch {
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup %v: want 0 or more", o.Warmup)
@@ -144,7 +131,6 @@ func (o *Options) Validate() error {
 	case o.Duration < o.Interval:
 		return fmt.Errorf("--duration %v: want at least one --interval (%v)", o.Duration, o.Interval)
 	}
-	o.WarmupMs, o.DurationMs, o.IntervalMs = o.Warmup.Milliseconds(), o.Duration.Milliseconds(), o.Interval.Milliseconds()
 	return nil
 }
 
@@ -288,7 +274,7 @@ func modelName(o *Options, r Result) string {
 // NoteLoad records the one-minute load average at the end of a run in the
 // params, and warns when it exceeds the CPUs: other tasks then shared the
 // producers' CPUs.
-func NoteLoad(env experiment.Env) {
+func NoteLoad(o *Options, env experiment.Env) {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return
@@ -297,10 +283,21 @@ func NoteLoad(env experiment.Env) {
 	if _, err := fmt.Sscan(string(b), &l); err != nil {
 		return
 	}
-	env.Param("loadavg_end", l)
+	o.LoadavgEnd = l
 	if cpus := runtime.NumCPU(); l > float64(cpus) {
 		env.Progress("warning: load average %.1f on %d CPUs at the end: other tasks shared the producers' CPUs", l, cpus)
 	}
+}
+
+// cpuList is every producer count from 1 to the host's CPUs, the full
+// setting's sweep.
+func cpuList() string {
+	n := min(max(1, runtime.NumCPU()), MaxProducers)
+	var l []string
+	for i := 1; i <= n; i++ {
+		l = append(l, strconv.Itoa(i))
+	}
+	return strings.Join(l, ",")
 }
 
 // Def is the trigger experiment.
@@ -334,7 +331,14 @@ counted. Live needs Linux and root.
 `,
 	Variants:   uprobes.VariantNames(),
 	NewOptions: NewOptions,
-	Quick:      []string{"--cpus", "1,2", "--warmup", "200ms", "--duration", "500ms", "--interval", "250ms"},
-	Model:      RunModel,
-	Table:      Table,
+	Settings: func() experiment.Settings {
+		return experiment.Settings{
+			Quick:    []string{"--cpus", "1,2", "--cases", "nop,uprobe-nop,uretprobe-nop", "--warmup", "200ms", "--duration", "1s", "--interval", "250ms"},
+			Full:     []string{"--cpus", cpuList(), "--warmup", "1s", "--duration", "5s", "--interval", "1s"},
+			Smoke:    []string{"--cpus", "1,2", "--cases", "uprobe-nop", "--warmup", "0s", "--duration", "100ms", "--interval", "50ms"},
+			EstQuick: 20 * time.Second, EstFull: 10 * time.Minute,
+		}
+	},
+	Model: RunModel,
+	Table: Table,
 }

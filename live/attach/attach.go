@@ -31,7 +31,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 	if err != nil {
 		return err
 	}
-	env.Param("probed", path)
+	o.Probed = path
 	type cell struct {
 		attach, detach, first, hit []float64
 		optimized                  bool
@@ -42,7 +42,7 @@ func Run(ctx context.Context, o *attach.Options, env experiment.Env, emit func(a
 		for _, n := range o.N {
 			for _, m := range o.Attach {
 				mode, _ := uprobe.ParseMode(m)
-				if err := experiment.Sleep(ctx, o.Gap); err != nil {
+				if err := experiment.Sleep(ctx, o.Gap.D()); err != nil {
 					return err
 				}
 				p, err := uprobe.Attach(ctx, uprobe.Spec{Path: path, Offsets: offsets[:n], Mode: mode})

@@ -17,8 +17,7 @@ func TestRun(t *testing.T) {
 	livetest.NeedUprobes(t)
 	o := livetest.Options(t, attach.NewOptions(), "--n", "1,2", "--runs", "2", "--gap", "0")
 	var rs []attach.Result
-	params := map[string]any{}
-	env := experiment.Env{Progress: func(string, ...any) {}, Param: func(k string, v any) { params[k] = v }}
+	env := experiment.Env{Progress: func(string, ...any) {}}
 	if err := Run(context.Background(), o, env, func(r attach.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +34,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("result %d: first hit %+v, want the site optimized: %v", i, f, uprobe.HasOptimizedUprobes())
 		}
 	}
-	if params["probed"] == nil {
+	if o.Probed == "" {
 		t.Error("no probed path in the params")
 	}
 }

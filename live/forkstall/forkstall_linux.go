@@ -359,8 +359,8 @@ func attachUprobes(ctx context.Context, path string, offsets []uint64, mode stri
 
 // Run runs the experiment on the live kernel: each case and mode of o in
 // turn. Everything it starts is gone when it returns, on error and on
-// cancellation too. It also records the verdict in the params ("verdict",
-// "verdict_line"), where schema-1 documents had it.
+// cancellation too. It also records the verdict in the params (Options.Verdict and
+// VerdictLine), where schema-1 documents had it.
 func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit func(forkstall.Result)) error {
 	if !live.IsRoot() {
 		return live.Unsupported("the live forkstall experiment needs root (uprobes need CAP_SYS_ADMIN/CAP_BPF)")
@@ -374,19 +374,17 @@ func Run(ctx context.Context, o *forkstall.Options, env experiment.Env, emit fun
 	var rs []forkstall.Result
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
-			runs, err := runCase(ctx, caseRun{Case: c, Mode: m, Runs: o.Runs, Size: o.Size,
+			runs, err := runCase(ctx, caseRun{Case: c, Mode: m, Runs: o.Runs, Size: uint64(o.Size),
 				Hold: hold, Gap: gap, Attach: attachUprobes, Progress: env.Progress})
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c, m, err)
 			}
-			r := forkstall.NewResult(experiment.LiveRow, c, m, o.Size, runs)
+			r := forkstall.NewResult(experiment.LiveRow, c, m, uint64(o.Size), runs)
 			emit(r)
 			rs = append(rs, r)
 		}
 	}
-	verdict, line := forkstall.LiveVerdict(rs)
-	env.Param("verdict", verdict)
-	env.Param("verdict_line", line)
+	o.Verdict, o.VerdictLine = forkstall.LiveVerdict(rs)
 	return nil
 }
 
@@ -430,7 +428,7 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 
 	// Who runs which binary decides who maps the probed file.
 	forkerPath := self
-	size := argEnv + "=" + strconv.FormatUint(o.Size, 10)
+	size := argEnv + "=" + strconv.FormatUint(uint64(o.Size), 10)
 	switch o.Case {
 	case forkstall.CaseBusyMaps:
 		out, err := ps.start(ctx, probed, roleBusy, size)

@@ -9,8 +9,8 @@ import (
 	"mmlab/live/uprobe"
 )
 
-// Quiet is an Env that drops progress lines and parameters.
-var Quiet = experiment.Env{Progress: func(string, ...any) {}, Param: func(string, any) {}}
+// Quiet is an Env that drops progress lines.
+var Quiet = experiment.Env{Progress: func(string, ...any) {}}
 
 // Options parses args into o as the command line would
 // (experiment.ParseOptions, which validates) and returns o; an error fails t.

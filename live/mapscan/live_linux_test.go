@@ -24,7 +24,7 @@ func TestRunLive(t *testing.T) {
 	}
 	var rs []mapscan.Result
 	o := mapscan.NewOptions()
-	o.Runs, o.Duration = 1, 200*time.Millisecond
+	o.Runs, o.Duration = 1, experiment.Duration(200*time.Millisecond)
 	if err := Run(context.Background(), o, experiment.Env{}, func(r mapscan.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestRunLiveLockTrace(t *testing.T) {
 		t.Skip("the helpers use CPUs 0 and 1: this machine has one")
 	}
 	o := mapscan.NewOptions()
-	o.Cases, o.Runs, o.Duration = []string{"text"}, 2, 300*time.Millisecond
+	o.Cases, o.Runs, o.Duration = []string{"text"}, 2, experiment.Duration(300*time.Millisecond)
 	var rs []mapscan.Result
 	if err := Run(context.Background(), o, experiment.Env{}, func(r mapscan.Result) { rs = append(rs, r) }); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []mapslock.Result
-	env := experiment.Env{Progress: t.Logf, Param: func(string, any) {}}
+	env := experiment.Env{Progress: t.Logf}
 	if err := Run(context.Background(), o, env, func(r mapslock.Result) { got = append(got, r) }); err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ func Run(ctx context.Context, o *redzone.Options, env experiment.Env, emit func(
 	if err := uprobe.Supported(); err != nil {
 		return err
 	}
-	env.Param("optimized_uprobes", uprobe.HasOptimizedUprobes())
-	env.Param("live_clock", "thread-cpu")
+	optimized := uprobe.HasOptimizedUprobes()
+	o.OptimizedUprobes, o.LiveClock = &optimized, "thread-cpu"
 	row := experiment.LiveRow
 	measure := func(site, group string, mode uprobe.Mode) (redzone.Result, error) {
 		res, err := uprobe.RedZone(ctx, uprobe.RedZoneConfig{Site: siteName(site),

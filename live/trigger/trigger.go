@@ -30,7 +30,7 @@ func Run(ctx context.Context, o *trigger.Options, env experiment.Env, emit func(
 			}
 			for _, n := range o.CPUs {
 				res, err := uprobe.Trigger(ctx, uprobe.TriggerConfig{Case: c, Mode: mode, CPUs: n,
-					Warmup: o.Warmup, Duration: o.Duration, Interval: o.Interval})
+					Warmup: o.Warmup.D(), Duration: o.Duration.D(), Interval: o.Interval.D()})
 				if err != nil {
 					return fmt.Errorf("%s %s %d cpus: %w", name, group, n, err)
 				}
@@ -40,6 +40,6 @@ func Run(ctx context.Context, o *trigger.Options, env experiment.Env, emit func(
 			}
 		}
 	}
-	trigger.NoteLoad(env)
+	trigger.NoteLoad(o, env)
 	return nil
 }

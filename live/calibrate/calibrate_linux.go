@@ -1,0 +1,573 @@
+package calibrate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mmlab/live"
+	"mmlab/machine"
+)
+
+// onCPU runs f on a new OS thread pinned to cpu and returns its result. The
+// thread stays locked to its goroutine, so that it exits with it instead
+// of going back to the runtime with its affinity and policy changed.
+func onCPU(cpu int, f func() (float64, error)) (float64, error) {
+	type result struct {
+		v   float64
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := pin(cpu); err != nil {
+			c <- result{err: err}
+			return
+		}
+		v, err := f()
+		c <- result{v, err}
+	}()
+	r := <-c
+	return r.v, r.err
+}
+
+// fifoPriority is the SCHED_FIFO priority of the measuring threads: above
+// every fair-class task, so that what a run times is the primitive and not
+// the wait behind the host's other work; the lowest, under every kernel
+// thread of the real-time class. The kernel's real-time throttling
+// (sched_rt_runtime_us) leaves the fair class its share if a run spins
+// long.
+const fifoPriority = 1
+
+// pin sets the calling thread's affinity to cpu alone and its policy to
+// SCHED_FIFO (left as it was where that fails: the run then also times
+// the waits behind other tasks).
+func pin(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("sched_setaffinity(CPU %d): %w", cpu, err)
+	}
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: fifoPriority}, 0); err != nil {
+		fifoErr.CompareAndSwap(nil, &err)
+	}
+	return nil
+}
+
+// fifoErr is the first failure to set SCHED_FIFO, nil while none.
+var fifoErr atomic.Pointer[error]
+
+// AllowedCPUs lists the CPUs this process may run on.
+func AllowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// batches is how many timed batches make one run: a run's figure is its
+// median batch, so that a batch the host interrupted (an interrupt, a
+// hypervisor's steal) does not move it.
+const batches = 15
+
+// batched times batches batches of n operations by op, and returns the
+// median batch's nanoseconds per operation (per op ops of each call, for
+// an op that does several).
+func batched(n, per int, op func(n int) (time.Duration, error)) (float64, error) {
+	var ns []float64
+	for range batches {
+		d, err := op(n)
+		if err != nil {
+			return 0, err
+		}
+		ns = append(ns, perOp(d, n*per))
+	}
+	return Summarize("", "", ns).Median, nil
+}
+
+// Syscall measures getppid(2) by a raw syscall on cpu: a null system
+// call's round trip with this kernel's entry and exit mitigations.
+func Syscall(ctx context.Context, o Options, cpu int) ([]float64, error) {
+	n := o.count(10_000)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				start := time.Now()
+				for range n {
+					unix.RawSyscallNoError(unix.SYS_GETPPID, 0, 0, 0)
+				}
+				return time.Since(start), nil
+			})
+		})
+	})
+}
+
+// LockedRMW measures an uncontended LOCK XADD (atomic.Int64.Add on amd64)
+// on a line in the CPU's cache, on cpu; the loop's own compare and branch
+// are in it.
+func LockedRMW(ctx context.Context, o Options, cpu int) ([]float64, error) {
+	n := o.count(200_000)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			var x atomic.Int64
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				x.Store(0)
+				start := time.Now()
+				for range n {
+					x.Add(1)
+				}
+				d := time.Since(start)
+				if x.Load() != int64(n) {
+					return 0, fmt.Errorf("locked add counted %d of %d", x.Load(), n)
+				}
+				return d, nil
+			})
+		})
+	})
+}
+
+// PipeHandoff measures one hand-off between two threads pinned to a and b
+// that pass a byte back and forth through two pipes: half a round trip,
+// each half one write, one read, and the wake-up of the reader (a context
+// switch when a == b, a cross-CPU wake-up otherwise), as perf bench sched
+// pipe counts it.
+func PipeHandoff(ctx context.Context, o Options, a, b int) ([]float64, error) {
+	n := o.count(1000)
+	return repeat(ctx, o.Runs, func() (float64, error) { return pipeRun(a, b, n) })
+}
+
+func pipeRun(a, b, n int) (float64, error) {
+	var ping, pong [2]int
+	if err := unix.Pipe2(ping[:], unix.O_CLOEXEC); err != nil {
+		return 0, err
+	}
+	if err := unix.Pipe2(pong[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(ping[0])
+		unix.Close(ping[1])
+		return 0, err
+	}
+	echoed := make(chan error, 1)
+	go func() {
+		_, err := onCPU(b, func() (float64, error) {
+			buf := make([]byte, 1)
+			for range batches * n {
+				if k, err := unix.Read(ping[0], buf); k != 1 {
+					return 0, fmt.Errorf("echo read: %d, %v", k, err)
+				}
+				if _, err := unix.Write(pong[1], buf); err != nil {
+					return 0, err
+				}
+			}
+			return 0, nil
+		})
+		echoed <- err
+	}()
+	v, err := onCPU(a, func() (float64, error) {
+		buf := []byte{1}
+		return batched(n, 2, func(n int) (time.Duration, error) {
+			start := time.Now()
+			for range n {
+				if _, err := unix.Write(ping[1], buf); err != nil {
+					return 0, err
+				}
+				if k, err := unix.Read(pong[0], buf); k != 1 {
+					return 0, fmt.Errorf("read: %d, %v", k, err)
+				}
+			}
+			return time.Since(start), nil
+		})
+	})
+	unix.Close(ping[1]) // the echo thread, if still reading, reads EOF
+	echoErr := <-echoed
+	for _, fd := range []int{ping[0], pong[0], pong[1]} {
+		unix.Close(fd)
+	}
+	if err == nil {
+		err = echoErr
+	}
+	return v, err
+}
+
+// membarrier(2) commands (include/uapi/linux/membarrier.h).
+const (
+	membarrierPrivateExpedited         = 1 << 3
+	membarrierRegisterPrivateExpedited = 1 << 4
+)
+
+// Membarrier measures membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on CPU a
+// while a thread of this process keeps CPU b busy: a system call that sends
+// an IPI to every other CPU running this process (b, and any CPU where
+// another of the Go runtime's threads happens to run) and waits for each to
+// run its handler. Less a syscall, it is an IPI's round trip.
+//
+// The busy thread reads /dev/zero into a large buffer, read after read:
+// inside read(2) it stays the CPU's current task, so every membarrier has
+// an IPI to send, while a spin in Go code would be preempted by the Go
+// scheduler every 10 ms, and its locked thread would sleep until a P
+// comes back to it: batches with no IPI at all.
+func Membarrier(ctx context.Context, o Options, a, b int) ([]float64, error) {
+	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterPrivateExpedited, 0, 0); e != 0 {
+		return nil, live.UnsupportedSince("4.14", "membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED): %v", e)
+	}
+	zero, err := unix.Open("/dev/zero", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(zero)
+	buf := make([]byte, 16<<20)
+	for i := 0; i < len(buf); i += pageSize {
+		buf[i] = 1
+	}
+	n := o.count(300)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		var stop, busy atomic.Bool
+		done := make(chan error, 1)
+		go func() {
+			_, err := onCPU(b, func() (float64, error) {
+				busy.Store(true)
+				for !stop.Load() {
+					if _, err := unix.Read(zero, buf); err != nil && err != unix.EINTR {
+						return 0, err
+					}
+				}
+				return 0, nil
+			})
+			if err != nil {
+				stop.Store(true)
+			}
+			done <- err
+		}()
+		v, err := onCPU(a, func() (float64, error) {
+			for !busy.Load() {
+				if stop.Load() {
+					return 0, nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				start := time.Now()
+				for range n {
+					if _, _, e := unix.RawSyscall(unix.SYS_MEMBARRIER, membarrierPrivateExpedited, 0, 0); e != 0 {
+						return 0, fmt.Errorf("membarrier: %v", e)
+					}
+				}
+				return time.Since(start), nil
+			})
+		})
+		stop.Store(true)
+		if busyErr := <-done; err == nil {
+			err = busyErr
+		}
+		return v, err
+	})
+}
+
+// pageSize is the base page.
+var pageSize = os.Getpagesize()
+
+// thpAlways reports whether transparent huge pages are "always" on
+// (/sys/kernel/mm/transparent_hugepage/enabled), which would populate an
+// aligned anonymous range with 2 MiB pages.
+func thpAlways() bool {
+	b, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return strings.Contains(string(b), "[always]")
+}
+
+// populatePages is the pages of one timed populate or fault batch.
+const populatePages = 1024
+
+// Populate measures populating an anonymous private mapping of 4 KiB
+// pages on cpu, per page: mmap(MAP_POPULATE) where transparent huge pages
+// are not always on; where they are, mmap without it,
+// madvise(MADV_NOHUGEPAGE) and madvise(MADV_POPULATE_WRITE), the same
+// __get_user_pages loop with 4 KiB pages. The munmap is not timed.
+func Populate(ctx context.Context, o Options, cpu int) ([]float64, error) {
+	n := o.count(populatePages)
+	always := thpAlways()
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				size := n * pageSize
+				if !always {
+					start := time.Now()
+					m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+					d := time.Since(start)
+					if err != nil {
+						return 0, err
+					}
+					return d, unix.Munmap(m)
+				}
+				m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				if err != nil {
+					return 0, err
+				}
+				defer unix.Munmap(m)
+				if err := unix.Madvise(m, unix.MADV_NOHUGEPAGE); err != nil {
+					return 0, err
+				}
+				start := time.Now()
+				if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
+					return 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
+				}
+				return time.Since(start), nil
+			})
+		})
+	})
+}
+
+// PageFault measures first-touch write faults on an anonymous private
+// mapping of 4 KiB pages (MADV_NOHUGEPAGE) on cpu, per page: the
+// exception, the page's allocation and zeroing, the PTE, and the return.
+func PageFault(ctx context.Context, o Options, cpu int) ([]float64, error) {
+	n := o.count(populatePages)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				m, err := unix.Mmap(-1, 0, n*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				if err != nil {
+					return 0, err
+				}
+				defer unix.Munmap(m)
+				if err := unix.Madvise(m, unix.MADV_NOHUGEPAGE); err != nil {
+					return 0, err
+				}
+				start := time.Now()
+				for i := 0; i < len(m); i += pageSize {
+					m[i] = 1
+				}
+				return time.Since(start), nil
+			})
+		})
+	})
+}
+
+// LineHandoff measures a cache line's one-way hand-off between threads
+// pinned to a and b that take turns compare-and-swapping one word (0 -> 1
+// on a, 1 -> 0 on b), spinning until their turn, as
+// nviennot/core-to-core-latency does (src/bench/cas.rs): a round trip's
+// time halved, a line transfer and a CAS.
+func LineHandoff(ctx context.Context, o Options, a, b int) ([]float64, error) {
+	n := o.count(5_000)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		// A 256-byte object sits in a 256-byte size class, aligned to
+		// 256: the word's line holds nothing else.
+		line := new([32]atomic.Int64)
+		word := &line[0]
+		// stop ends the spinning of one side when the other failed: a
+		// load of a line nobody writes until then, which stays shared.
+		var ready atomic.Int32
+		var stop atomic.Bool
+		done := make(chan error, 1)
+		go func() {
+			_, err := onCPU(b, func() (float64, error) {
+				ready.Add(1)
+				for range batches * n {
+					for !word.CompareAndSwap(1, 0) {
+						if stop.Load() {
+							return 0, nil
+						}
+					}
+				}
+				return 0, nil
+			})
+			if err != nil {
+				stop.Store(true)
+			}
+			done <- err
+		}()
+		v, err := onCPU(a, func() (float64, error) {
+			for ready.Load() == 0 {
+				if stop.Load() {
+					return 0, nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return batched(n, 2, func(n int) (time.Duration, error) {
+				start := time.Now()
+				for range n {
+					for !word.CompareAndSwap(0, 1) {
+					}
+				}
+				return time.Since(start), nil
+			})
+		})
+		if err != nil {
+			stop.Store(true)
+		}
+		if bErr := <-done; err == nil {
+			err = bErr
+		}
+		return v, err
+	})
+}
+
+// Run measures this host and returns its calibration. It needs Linux,
+// root, and two CPUs this process may run on.
+func Run(ctx context.Context, o Options) (machine.Calibration, error) {
+	if !live.IsRoot() {
+		return machine.Calibration{}, live.Unsupported("mmlab calibrate needs root (it pins threads to each CPU and measures the kernel's paths as the experiments run them)")
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	cpus, err := AllowedCPUs()
+	if err != nil {
+		return machine.Calibration{}, err
+	}
+	if len(cpus) < 2 {
+		return machine.Calibration{}, live.Unsupported("mmlab calibrate needs two CPUs to measure a wake-up and a line's hand-off; this process may run on %v", cpus)
+	}
+	top, locs, err := machine.ReadTopology("/sys")
+	if err != nil {
+		return machine.Calibration{}, fmt.Errorf("the CPU topology: %w", err)
+	}
+	ghz := machine.HostClock()
+	if ghz <= 0 {
+		return machine.Calibration{}, live.Unsupported("/proc/cpuinfo gives no clock (cpu MHz)")
+	}
+	hostname, _ := os.Hostname()
+	at := fmt.Sprintf("calibrate on %s at %s", hostname, time.Now().UTC().Format(time.RFC3339))
+	d := machine.Host()
+	d.Source = at + ": this host's primitives measured by mmlab calibrate; its features read from /proc as every run reads them"
+	d.Topology = top
+	d.Clock = machine.Clock{GHz: ghz, Source: at + ": /proc/cpuinfo's cpu MHz of the first CPU"}
+	if d.Kernel.Mitigations == "" {
+		d.Kernel.Mitigations = "none reported (no /sys/devices/system/cpu/vulnerabilities)"
+	}
+	c := machine.Calibration{}
+	a, b := cpus[0], cpus[1]
+	o.Progress("calibrate: each run is the median of %d timed batches on threads pinned to their CPU at SCHED_FIFO %d (where the kernel allows it)", batches, fifoPriority)
+	measured := func(name, what string, ns []float64, err error) (machine.Measurement, error) {
+		if err != nil {
+			return machine.Measurement{}, fmt.Errorf("%s: %w", name, err)
+		}
+		m := Summarize(name, what, ns)
+		c.Measurements = append(c.Measurements, m)
+		o.Progress("calibrate: %-28s median %9.1f ns  (min %.1f, max %.1f, spread %.0f%%, %d runs)", name, m.Median, m.Min, m.Max, 100*Spread(m), len(ns))
+		return m, nil
+	}
+	cost := func(m machine.Measurement) machine.Cost {
+		return machine.Cost{NS: m.Median, Source: fmt.Sprintf("%s: %s; median of %d runs (%.1f-%.1f ns), each the median of %d batches", at, m.What, len(m.NS), m.Min, m.Max, batches)}
+	}
+	type step struct {
+		name, what string
+		run        func() ([]float64, error)
+		set        func(machine.Measurement)
+	}
+	var sys machine.Measurement
+	steps := []step{
+		{"syscall", fmt.Sprintf("getppid(2) by a raw syscall on CPU %d", a),
+			func() ([]float64, error) { return Syscall(ctx, o, a) },
+			func(m machine.Measurement) { sys, d.Costs.Syscall = m, cost(m) }},
+		{"locked_rmw", fmt.Sprintf("an uncontended LOCK XADD on CPU %d", a),
+			func() ([]float64, error) { return LockedRMW(ctx, o, a) },
+			func(m machine.Measurement) { d.Costs.LockedRMW = cost(m) }},
+		{"context_switch", fmt.Sprintf("half a pipe round trip between two threads on CPU %d (one write, one read, one switch)", a),
+			func() ([]float64, error) { return PipeHandoff(ctx, o, a, a) },
+			func(m machine.Measurement) { d.Costs.ContextSwitch = cost(m) }},
+		{"wakeup", fmt.Sprintf("half a pipe round trip between threads on CPUs %d and %d (one write, one read, one cross-CPU wake-up)", a, b),
+			func() ([]float64, error) { return PipeHandoff(ctx, o, a, b) },
+			func(m machine.Measurement) { d.Costs.Wakeup = cost(m) }},
+		{"membarrier", fmt.Sprintf("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on CPU %d while a thread of this process reads /dev/zero on CPU %d", a, b),
+			func() ([]float64, error) { return Membarrier(ctx, o, a, b) },
+			func(m machine.Measurement) {
+				d.Costs.IPI = machine.Cost{NS: max(m.Median-sys.Median, 0),
+					Source: fmt.Sprintf("%s: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), median %.1f ns of %d runs, less the syscall's %.1f ns: one IPI to CPU %d, sent, handled and waited for", at, m.Median, len(m.NS), sys.Median, b)}
+			}},
+		{"page_fault", fmt.Sprintf("first-touch write faults on %d anonymous 4 KiB pages (MADV_NOHUGEPAGE) on CPU %d, per page", o.count(populatePages), a),
+			func() ([]float64, error) { return PageFault(ctx, o, a) },
+			func(m machine.Measurement) { d.Costs.PageFault = cost(m) }},
+		{"populate_page", populateWhat(o, a),
+			func() ([]float64, error) { return Populate(ctx, o, a) },
+			func(m machine.Measurement) { d.Costs.PopulatePage = cost(m) }},
+	}
+	defer func() {
+		if e := fifoErr.Load(); e != nil {
+			o.Progress("calibrate: SCHED_FIFO not set (%v): the figures include waits behind the host's other tasks", *e)
+		}
+	}()
+	for _, s := range steps {
+		o.Progress("calibrate: measuring %s: %s", s.name, s.what)
+		ns, err := s.run()
+		m, err := measured(s.name, s.what, ns, err)
+		if err != nil {
+			return machine.Calibration{}, err
+		}
+		s.set(m)
+	}
+	pairs := Pairs(cpus, locs, o.PairsPerClass)
+	for _, class := range []string{machine.SameCore, machine.SameLLC, machine.SameSocket, machine.Remote} {
+		var medians []float64
+		var names []string
+		for _, p := range pairs[class] {
+			what := fmt.Sprintf("CAS ping-pong between CPUs %d and %d (%s), one-way hand-off", p[0], p[1], class)
+			o.Progress("calibrate: measuring %s", what)
+			ns, err := LineHandoff(ctx, o, p[0], p[1])
+			m, err := measured(fmt.Sprintf("line %d-%d", p[0], p[1]), what, ns, err)
+			if err != nil {
+				return machine.Calibration{}, err
+			}
+			medians = append(medians, m.Median)
+			names = append(names, fmt.Sprintf("%d-%d", p[0], p[1]))
+		}
+		var lc machine.Cost
+		if len(medians) == 0 {
+			lc.Source = at + ": this host has no pair of CPUs of this class"
+		} else {
+			s := Summarize(class, "", medians)
+			lc = machine.Cost{NS: s.Median, Source: fmt.Sprintf("%s: CAS ping-pong, one-way hand-off, median over CPU pairs %s of each pair's median of %d runs", at, strings.Join(names, ", "), o.Runs)}
+		}
+		switch class {
+		case machine.SameCore:
+			d.Costs.LineSMT = lc
+		case machine.SameLLC:
+			d.Costs.LineLLC = lc
+		case machine.SameSocket:
+			d.Costs.LineSocket = lc
+		case machine.Remote:
+			d.Costs.LineRemote = lc
+		}
+	}
+	d.Costs.Instruction = machine.Cost{NS: 1 / ghz, Source: fmt.Sprintf("model choice: one cycle per instruction at the %.3f GHz clock (%s)", ghz, d.Clock.Source)}
+	vendor := cpuVendor()
+	delta, deltaSource := Int3Delta(vendor)
+	d.Costs.Int3 = machine.Cost{NS: sys.Median + delta, Source: fmt.Sprintf(
+		"not measured (the Go runtime owns SIGTRAP): the syscall's %.1f ns (%s) plus the published int3+IRET minus syscall+SYSRET delta for %s, %s, derived from Jiri Olsa's \"uprobe: Add uretprobe syscall to speed up return probe\" cover letter",
+		sys.Median, at, vendor, deltaSource)}
+	c.Description = d
+	if err := d.Costs.Validate(); err != nil {
+		return machine.Calibration{}, err
+	}
+	return c, nil
+}
+
+func populateWhat(o Options, cpu int) string {
+	if thpAlways() {
+		return fmt.Sprintf("madvise(MADV_POPULATE_WRITE) of %d anonymous 4 KiB pages (MADV_NOHUGEPAGE: transparent huge pages are always on) on CPU %d, per page", o.count(populatePages), cpu)
+	}
+	return fmt.Sprintf("mmap(MAP_POPULATE) of %d anonymous 4 KiB pages on CPU %d, per page", o.count(populatePages), cpu)
+}
+
+// cpuVendor is /proc/cpuinfo's vendor_id.
+func cpuVendor() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "vendor_id"); ok {
+			return strings.TrimSpace(strings.TrimLeft(rest, "\t :"))
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,671 @@
+package sched
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"mmlab/sched/fair"
+)
+
+// MaxSimCPUs is the most virtual CPUs a sim System has.
+const MaxSimCPUs = 128
+
+// Preempt is a kernel preemption model (CONFIG_PREEMPT_NONE, _VOLUNTARY,
+// _PREEMPT, _LAZY; preempt= at boot).
+type Preempt int
+
+const (
+	PreemptNone Preempt = iota
+	PreemptVoluntary
+	PreemptFull
+	PreemptLazy
+)
+
+func (p Preempt) String() string {
+	return [...]string{"none", "voluntary", "full", "lazy"}[p]
+}
+
+// Policy is a thread's scheduling policy in sim mode.
+type Policy int
+
+const (
+	PolicyNormal Policy = iota // SCHED_NORMAL: the fair class
+	PolicyFIFO                 // SCHED_FIFO
+	PolicyRR                   // SCHED_RR
+)
+
+// SimConfig, as Config.Sim, selects sim mode (see the package doc).
+type SimConfig struct {
+	// Until bounds the run in virtual time: it ends once every busy CPU's
+	// clock and every timer has reached Until (required).
+	Until time.Duration
+	// HZ is the tick rate (0: 250).
+	HZ int
+	// Preempt is the preemption model (the zero value: none).
+	Preempt Preempt
+	// Features is the fair class's SCHED_FEAT set (nil: fair.V6_19()).
+	Features *fair.Features
+	// NormalizedSlice is normalized_sysctl_sched_base_slice in ns (0:
+	// fair.NormalizedBaseSlice, v6.19's 0.70 ms); the base slice scales it
+	// by the CPU count as the kernel does.
+	NormalizedSlice int64
+	// PointCost is the time a Point (an interpreted instruction) takes
+	// (0: 1 ns, one cycle at 1 GHz), and RelaxCost a Relax (0: 140 ns, a
+	// PAUSE's 140 cycles at 1 GHz): model choices until machine
+	// descriptions give these costs.
+	PointCost, RelaxCost time.Duration
+}
+
+// Contexts of a preemption check in sim mode.
+const (
+	ctxUser  = iota // Point, ChargeUser: return to user
+	ctxPoint        // At: a might_resched() / preempt_enable() point of kernel code
+	ctxIRQ          // an interrupt inside a kernel Charge
+)
+
+// simRun is the sim-mode half of a detRun.
+type simRun struct {
+	r       *detRun
+	preempt Preempt
+	tick    int64 // TICK_NSEC
+	until   int64
+	point   int64
+	relax   int64
+	cpus    []*simCPU
+	timers  []simTimer // sleeping threads, by deadline then sequence
+	seq     uint64
+	pending []*Thread // spawned before Run, activated when it starts
+	horizon int64     // the running CPU runs on while its clock is below this
+	ties    []*simCPU // earliest's buffer
+}
+
+type simTimer struct {
+	when int64
+	seq  uint64
+	t    *Thread
+}
+
+// simCPU is a virtual CPU: its clock and run queue (struct rq).
+type simCPU struct {
+	id       int
+	clock    int64 // ns since Epoch; rq_clock_task
+	nextTick int64
+	curr     *Thread // rq->curr; nil: idle
+	cfs      *fair.RQ
+	rt       []*Thread // queued RT threads, best priority first, FIFO within one
+	resched  bool      // TIF_NEED_RESCHED
+	lazy     bool      // TIF_NEED_RESCHED_LAZY
+}
+
+// simThread is a thread's sim-mode state.
+type simThread struct {
+	se      *fair.Entity
+	policy  Policy
+	rtPrio  int
+	rrLeft  int64 // SCHED_RR time slice left
+	tail    bool  // requeue at the tail of its RT priority (yield, RR expiry)
+	mask    [MaxSimCPUs / 64]uint64
+	started bool
+}
+
+func (st *simThread) allowed(cpu int) bool { return st.mask[cpu/64]&(1<<(cpu%64)) != 0 }
+
+func newSim(r *detRun, c *SimConfig) *simRun {
+	n := len(r.sys.cpus)
+	if n > MaxSimCPUs {
+		panic(fmt.Sprintf("sched: %d CPUs: sim mode has at most %d", n, MaxSimCPUs))
+	}
+	if c.Until <= 0 {
+		panic("sched: SimConfig.Until must be positive")
+	}
+	hz := c.HZ
+	if hz <= 0 {
+		hz = 250
+	}
+	f := fair.V6_19()
+	if c.Features != nil {
+		f = *c.Features
+	}
+	norm := c.NormalizedSlice
+	if norm <= 0 {
+		norm = fair.NormalizedBaseSlice
+	}
+	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
+		point: int64(c.PointCost), relax: int64(c.RelaxCost)}
+	if s.point <= 0 {
+		s.point = 1
+	}
+	if s.relax <= 0 {
+		s.relax = 140
+	}
+	for i := range n {
+		s.cpus = append(s.cpus, &simCPU{id: i, cfs: fair.NewRQ(f, norm, fair.BaseSlice(norm, n), s.tick)})
+	}
+	return s
+}
+
+// Sim reports whether s runs in sim mode.
+func (s *System) Sim() bool { return s.det != nil && s.det.sim != nil }
+
+func (s *simRun) cpuOf(t *Thread) *simCPU { return s.cpus[t.cpu.ID] }
+
+// spawn gives t its sim state: pinned to its CPU, of the fair class at the
+// nice level of its priority. A thread spawned by a running thread starts
+// at once (wake_up_new_task()); one spawned before Run when Run starts.
+func (s *simRun) spawn(t *Thread) {
+	st := &simThread{se: fair.NewEntity(t.prio, t)}
+	st.mask[t.cpu.ID/64] |= 1 << (t.cpu.ID % 64)
+	t.det.sim = st
+	if cur := s.r.cur; cur != nil {
+		s.activate(t, s.cpuOf(cur).clock, true)
+		return
+	}
+	s.pending = append(s.pending, t)
+}
+
+// SetPolicy sets the thread's scheduling policy and, for SCHED_FIFO and
+// SCHED_RR, its real-time priority (1..99, higher first). Sim mode only
+// (elsewhere a no-op), and only before the thread first runs: a model
+// choice, sched_setscheduler() of a running task is left out.
+func (t *Thread) SetPolicy(p Policy, rtPrio int) {
+	if t.det == nil || t.det.sim == nil {
+		return
+	}
+	st := t.det.sim
+	if st.started {
+		panic("sched: SetPolicy of a thread that already ran")
+	}
+	st.policy, st.rtPrio = p, min(max(rtPrio, 1), 99)
+}
+
+// SetAffinity lets the thread run on the given CPUs (none: every CPU), as
+// sched_setaffinity(). Sim mode only (elsewhere a no-op); it takes effect
+// when the thread next wakes up (a model choice: the kernel migrates a
+// running task at once through the stopper).
+func (t *Thread) SetAffinity(cpus ...int) {
+	if t.det == nil || t.det.sim == nil {
+		return
+	}
+	st := t.det.sim
+	st.mask = [MaxSimCPUs / 64]uint64{}
+	if len(cpus) == 0 {
+		cpus = make([]int, len(t.sys().cpus))
+		for i := range cpus {
+			cpus[i] = i
+		}
+	}
+	for _, c := range cpus {
+		st.mask[c/64] |= 1 << (c % 64)
+	}
+}
+
+// selectCPU is select_task_rq() for a waking or new thread:
+// select_task_rq_fair() → select_idle_sibling(), simplified: the target is
+// the previous CPU (wake_affine() is left out), taken if idle, else the
+// first idle allowed CPU after it (select_idle_cpu() with the whole machine
+// one LLC and no SIS_UTIL scan limit), else the target. RT threads are
+// placed the same way (select_task_rq_rt()'s lowest-priority search is
+// left out).
+func (s *simRun) selectCPU(t *Thread) int {
+	st := t.det.sim
+	n := len(s.cpus)
+	target := t.cpu.ID
+	if !st.allowed(target) {
+		for i := range n {
+			if st.allowed(i) {
+				target = i
+				break
+			}
+		}
+	}
+	if s.cpus[target].curr == nil {
+		return target
+	}
+	for i := 1; i < n; i++ {
+		if c := (target + i) % n; st.allowed(c) && s.cpus[c].curr == nil {
+			return c
+		}
+	}
+	return target
+}
+
+// activate wakes t at virtual time when (try_to_wake_up(), or
+// wake_up_new_task() if fork): a delayed fair entity is requeued where it
+// is queued (ttwu_runnable()); otherwise t is placed (selectCPU), enqueued
+// and checked for wake-up preemption, and an idle CPU starts running it.
+func (s *simRun) activate(t *Thread, when int64, fork bool) {
+	st := t.det.sim
+	st.started = true
+	if st.policy == PolicyNormal && st.se.OnRQ && st.se.Delayed {
+		c := s.cpuOf(t)
+		c.cfs.Requeue(st.se)
+		s.wakeupPreempt(c, t, false)
+		return
+	}
+	flags := 0
+	if fork {
+		flags = fair.EnqueueInitial
+	}
+	if cpu := s.selectCPU(t); cpu != t.cpu.ID {
+		t.cpu = t.sys().cpus[cpu]
+		flags |= fair.EnqueueMigrated
+	}
+	c := s.cpuOf(t)
+	idle := c.curr == nil
+	if idle {
+		c.clock = max(c.clock, when)
+	}
+	if st.policy == PolicyNormal {
+		c.cfs.Enqueue(st.se, flags, c.clock)
+	} else {
+		s.rtEnqueue(c, t, false)
+	}
+	if idle {
+		s.schedule(c, true)
+		s.horizon = min(s.horizon, c.clock)
+		return
+	}
+	s.wakeupPreempt(c, t, fork)
+}
+
+// wakeupPreempt is wakeup_preempt(): a woken RT thread preempts a fair one
+// or a worse RT one (resched_curr()); between fair threads
+// check_preempt_wakeup_fair() decides (resched_curr_lazy()).
+func (s *simRun) wakeupPreempt(c *simCPU, p *Thread, fork bool) {
+	curr := c.curr
+	if curr == nil || curr == p || c.resched {
+		return
+	}
+	ps, cs := p.det.sim, curr.det.sim
+	switch {
+	case ps.policy != PolicyNormal:
+		if cs.policy == PolicyNormal || ps.rtPrio > cs.rtPrio {
+			c.resched = true
+		}
+	case cs.policy == PolicyNormal:
+		if c.cfs.WakeupPreempt(ps.se, fork, c.clock) {
+			s.reschedLazy(c)
+		}
+	}
+}
+
+// reschedLazy is resched_curr_lazy(): TIF_NEED_RESCHED_LAZY under the lazy
+// model, TIF_NEED_RESCHED otherwise.
+func (s *simRun) reschedLazy(c *simCPU) {
+	if s.preempt == PreemptLazy {
+		c.lazy = true
+	} else {
+		c.resched = true
+	}
+}
+
+// rtEnqueue queues t on c's RT list: behind the threads of its priority,
+// or before them (a preempted RT task keeps its place at the head).
+func (s *simRun) rtEnqueue(c *simCPU, t *Thread, head bool) {
+	p := t.det.sim.rtPrio
+	i := 0
+	for i < len(c.rt) && (c.rt[i].det.sim.rtPrio > p || (!head && c.rt[i].det.sim.rtPrio == p)) {
+		i++
+	}
+	c.rt = slices.Insert(c.rt, i, t)
+}
+
+// schedule is __schedule() on c at its clock: the current thread, if it
+// blocked or exited, leaves the run queue (dequeue_task(DEQUEUE_SLEEP),
+// which DELAY_DEQUEUE may keep queued); otherwise it is put back; then the
+// best RT thread runs, else pick_task_fair()'s pick.
+func (s *simRun) schedule(c *simCPU, voluntary bool) {
+	prev, now := c.curr, c.clock
+	if prev != nil {
+		ps := prev.det.sim
+		gone := prev.det.state != detRunnable
+		switch {
+		case ps.policy != PolicyNormal:
+			ps.se.SumExec += now - ps.se.ExecStart // update_curr_rt()
+			if !gone {
+				s.rtEnqueue(c, prev, !ps.tail)
+			}
+			ps.tail = false
+		case gone:
+			flags := fair.DequeueSleep
+			if prev.det.state == detExited {
+				flags |= fair.DequeueSpecial // a model choice: an exiting task is not delayed
+			}
+			c.cfs.Dequeue(ps.se, flags, now)
+		}
+	}
+	var next *Thread
+	if len(c.rt) > 0 {
+		next = c.rt[0]
+		c.rt = c.rt[1:]
+		c.cfs.SetNextTask(nil, now)
+		st := next.det.sim
+		st.se.ExecStart = now
+		if st.rrLeft <= 0 {
+			st.rrLeft = int64(100 * time.Millisecond) // RR_TIMESLICE
+		}
+	} else if se := c.cfs.PickTask(now, nil); se != nil {
+		c.cfs.SetNextTask(se, now)
+		next = se.Owner.(*Thread)
+	} else {
+		c.cfs.SetNextTask(nil, now)
+	}
+	c.resched, c.lazy = false, false
+	c.curr = next
+	if prev == nil && next != nil {
+		c.nextTick = (now/s.tick + 1) * s.tick // NO_HZ idle: no ticks while idle
+	}
+	if prev != nil && prev != next {
+		if voluntary {
+			if prev.det.state != detRunnable {
+				prev.nvcsw.Add(1)
+			}
+		} else {
+			prev.nivcsw.Add(1)
+		}
+	}
+}
+
+// tickCPU is sched_tick() on c at its clock: a lazy reschedule becomes a
+// full one, then the current thread's class ticks (task_tick_fair(),
+// task_tick_rt()).
+func (s *simRun) tickCPU(c *simCPU) {
+	c.nextTick += s.tick
+	curr := c.curr
+	if curr == nil {
+		return
+	}
+	if s.preempt == PreemptLazy && c.lazy {
+		c.resched = true
+	}
+	st := curr.det.sim
+	switch st.policy {
+	case PolicyNormal:
+		if c.cfs.Tick(c.clock) {
+			s.reschedLazy(c)
+		}
+	case PolicyRR:
+		st.rrLeft -= s.tick
+		if st.rrLeft <= 0 {
+			st.rrLeft = int64(100 * time.Millisecond)
+			if slices.ContainsFunc(c.rt, func(x *Thread) bool { return x.det.sim.rtPrio == st.rtPrio }) {
+				st.tail = true
+				c.resched = true
+			}
+		}
+	}
+}
+
+// honours reports whether a pending reschedule of c takes effect in
+// context ctx under the preemption model: at return to user always (both
+// flags); at a kernel preemption point (At) unless the model is none
+// (TIF_NEED_RESCHED only: might_resched() under voluntary, preempt_enable()
+// under full and lazy); at an interrupt in kernel code under full and lazy.
+func (s *simRun) honours(c *simCPU, ctx int) bool {
+	switch ctx {
+	case ctxUser:
+		return c.resched || c.lazy
+	case ctxPoint:
+		return c.resched && s.preempt != PreemptNone
+	default:
+		return c.resched && (s.preempt == PreemptFull || s.preempt == PreemptLazy)
+	}
+}
+
+// firstTimer returns the earliest timer's deadline, or the run's end.
+func (s *simRun) firstTimer() int64 {
+	if len(s.timers) > 0 {
+		return min(s.timers[0].when, s.until)
+	}
+	return s.until
+}
+
+func (s *simRun) addTimer(t *Thread, when int64) {
+	s.seq++
+	tm := simTimer{when: when, seq: s.seq, t: t}
+	i, _ := slices.BinarySearchFunc(s.timers, tm, func(a, b simTimer) int {
+		if a.when != b.when {
+			return int(min(max(a.when-b.when, -1), 1))
+		}
+		return int(min(max(int64(a.seq)-int64(b.seq), -1), 1))
+	})
+	s.timers = slices.Insert(s.timers, i, tm)
+}
+
+// earliest returns the busy CPU whose clock is earliest, ties broken by
+// the seed; nil if every CPU is idle.
+func (s *simRun) earliest() *simCPU {
+	s.ties = s.ties[:0]
+	for _, c := range s.cpus {
+		if c.curr == nil {
+			continue
+		}
+		if len(s.ties) > 0 && c.clock < s.ties[0].clock {
+			s.ties = s.ties[:0]
+		}
+		if len(s.ties) == 0 || c.clock == s.ties[0].clock {
+			s.ties = append(s.ties, c)
+		}
+	}
+	switch len(s.ties) {
+	case 0:
+		return nil
+	case 1:
+		return s.ties[0]
+	}
+	return s.ties[s.r.rng.IntN(len(s.ties))]
+}
+
+// dispatch is the simulation's step, run by t, the thread that holds the
+// baton (nil: Run's goroutine): it fires the timers due, then hands the
+// baton to the current thread of the earliest busy CPU, and returns when t
+// has it again (handed false if t keeps it). It ends the run when no CPU is
+// busy and no timer is set (all exited, or a deadlock) or at Until.
+func (s *simRun) dispatch(t *Thread) (handed bool) {
+	r := s.r
+	for {
+		c := s.earliest()
+		if len(s.timers) > 0 && s.timers[0].when < s.until && (c == nil || s.timers[0].when <= c.clock) {
+			tm := s.timers[0]
+			s.timers = s.timers[1:]
+			tm.t.det.state = detRunnable
+			s.activate(tm.t, tm.when, false)
+			continue
+		}
+		if c == nil && len(s.timers) == 0 {
+			if live := r.liveThreads(); len(live) > 0 {
+				r.fail(t, r.deadlock(live))
+				return false
+			}
+			r.cur = nil
+			detCur.Store(nil)
+			if t != nil {
+				r.ctl <- struct{}{} // every thread has exited
+			}
+			return false
+		}
+		if c == nil || c.clock >= s.until {
+			r.rec.TimeLimit = true
+			r.fail(t, nil)
+			return false
+		}
+		s.horizon = s.firstTimer()
+		for _, o := range s.cpus {
+			if o != c && o.curr != nil {
+				s.horizon = min(s.horizon, o.clock)
+			}
+		}
+		next := c.curr
+		if next == t {
+			return false
+		}
+		r.steps++
+		wait := t != nil && t.det.state != detExited
+		if wait {
+			t.det.switched = true
+		}
+		r.cur = next
+		detCur.Store(next)
+		next.wake <- struct{}{}
+		if !wait {
+			return true
+		}
+		<-t.wake
+		if r.aborting {
+			runtime.Goexit()
+		}
+		return true
+	}
+}
+
+// runOn continues t after a decision on its CPU c in context ctx: a
+// reschedule that ctx honours preempts t; t keeps the baton while it is
+// still c's current thread and c's clock is below the horizon (the rule
+// that saves a host hand-off), else it dispatches, and checks for a
+// reschedule again each time it gets the baton back (another CPU may have
+// asked for one meanwhile).
+func (s *simRun) runOn(t *Thread, c *simCPU, ctx int) (handed bool) {
+	if s.honours(c, ctx) {
+		s.schedule(c, false)
+	}
+	if c.curr == t && c.clock < s.horizon {
+		return false
+	}
+	for s.dispatch(t) {
+		handed = true
+		if !s.honours(c, ctx) {
+			break
+		}
+		s.schedule(c, false)
+		if c.curr == t {
+			break
+		}
+	}
+	return handed
+}
+
+// decide is detRun.decide in sim mode.
+func (s *simRun) decide(t *Thread, op string) bool {
+	if t == nil { // Run starts
+		for _, p := range s.pending {
+			if p.det.state == detRunnable {
+				s.activate(p, 0, true)
+			}
+		}
+		s.pending = nil
+		return s.dispatch(nil)
+	}
+	c := s.cpuOf(t)
+	switch op {
+	case "exit", "block":
+		if t.det.state == detSleeping {
+			s.addTimer(t, int64(t.det.deadline))
+		}
+		s.schedule(c, true)
+		return s.dispatch(t)
+	case "yield":
+		if t.det.sim.policy == PolicyNormal {
+			c.cfs.Yield(c.clock)
+		} else {
+			t.det.sim.tail = true
+		}
+		s.schedule(c, true)
+	}
+	return s.runOn(t, c, ctxPoint)
+}
+
+// charge runs the current thread t for d ns of CPU time in context ctx
+// (ctxUser or ctxIRQ): its CPU's clock advances, stopping at each tick of
+// the CPU (sched_tick() runs there) and at each timer (which fires once
+// every busy CPU has reached it, so the other CPUs run meanwhile); at each
+// stop a reschedule that ctx honours preempts t, which resumes the rest
+// when it is picked again. Wake-ups and IPIs that other CPUs send t's CPU
+// in the meantime take effect at the charge's end: the charge is atomic
+// with respect to them (a model choice; the kernel takes the IPI at once).
+func (s *simRun) charge(t *Thread, d int64, ctx int) {
+	c := s.cpuOf(t)
+	for {
+		if s.honours(c, ctx) {
+			s.schedule(c, false)
+			if c.curr != t {
+				s.dispatch(t)
+			}
+		}
+		if d <= 0 {
+			break
+		}
+		step := min(d, c.nextTick-c.clock, max(s.firstTimer()-c.clock, 0))
+		c.clock += step
+		d -= step
+		if c.clock >= c.nextTick {
+			s.tickCPU(c)
+		}
+		if len(s.timers) > 0 && s.timers[0].when <= c.clock || step == 0 && c.clock >= s.until {
+			s.dispatch(t) // the timer fires once every CPU has reached it; or the run ends
+		}
+	}
+	s.runOn(t, c, ctx)
+}
+
+// reweight is SetPrio in sim mode: reweight_task_fair() to the nice level
+// of the new priority.
+func (s *simRun) reweight(t *Thread) {
+	st := t.det.sim
+	if st.policy != PolicyNormal {
+		return
+	}
+	if !st.se.OnRQ {
+		st.se.SetNice(t.prio)
+		return
+	}
+	c := s.cpuOf(t)
+	c.cfs.Reweight(st.se, t.prio, c.clock)
+}
+
+// Charge is d of kernel work by the running thread of a sim run: its
+// CPU's virtual clock advances by d. A reschedule that falls due inside
+// (at a tick, or by a timer's wake-up) preempts it there only under the
+// full and lazy models, as an interrupt return to preemptible kernel code;
+// otherwise at the next preemption point. A no-op outside sim mode.
+func Charge(d time.Duration) {
+	if t := running(); t != nil && t.det.sim != nil {
+		t.sys().det.sim.charge(t, int64(d), ctxIRQ)
+	}
+}
+
+// ChargeUser is d of user-mode execution by the running thread of a sim
+// run: as Charge, but every model preempts it at a tick or wake-up inside
+// (return to user). A no-op outside sim mode.
+func ChargeUser(d time.Duration) {
+	if t := running(); t != nil && t.det.sim != nil {
+		t.sys().det.sim.charge(t, int64(d), ctxUser)
+	}
+}
+
+// ThreadCPUTime returns the CPU time of the calling OS thread and whether
+// the OS gives it (see hostThreadCPUTime); in a sim run, the running
+// thread's virtual CPU time (sum_exec_runtime, with its current run).
+func ThreadCPUTime() (time.Duration, bool) {
+	if t := running(); t != nil && t.det.sim != nil {
+		c := t.sys().det.sim.cpuOf(t)
+		se := t.det.sim.se
+		return time.Duration(se.SumExec + c.clock - se.ExecStart), true
+	}
+	return hostThreadCPUTime()
+}
+
+// now is the virtual time of thread t, its CPU's clock: Now in sim mode.
+func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).clock) }
+
+// userPoint is Point in sim mode: an instruction of PointCost in user
+// mode, without leaving the thread when nothing falls due.
+func (s *simRun) userPoint(t *Thread) {
+	c := s.cpuOf(t)
+	if n := c.clock + s.point; n < c.nextTick && n < s.horizon && !c.resched && !c.lazy {
+		c.clock = n
+		return
+	}
+	s.charge(t, s.point, ctxUser)
+}
