@@ -129,15 +129,15 @@ type Program struct {
 	asm  *cpu.Asm
 }
 
-// NewProgram assembles prog at Text into a model file named name.
-func NewProgram(name string, prog func(*cpu.Asm)) (*Program, error) {
+// NewProgram assembles prog at Text into a model file of ns named name.
+func NewProgram(ns *mm.Namespace, name string, prog func(*cpu.Asm)) (*Program, error) {
 	a := cpu.NewAsm(Text)
 	prog(a)
 	code, err := a.Assemble()
 	if err != nil {
 		return nil, err
 	}
-	in := mm.NewInode(name, uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := mm.NewInode(ns, name, uint64(len(code)), func(off uint64) byte { return code[off] })
 	return &Program{File: in, Code: code, asm: a}, nil
 }
 

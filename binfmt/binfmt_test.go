@@ -15,18 +15,18 @@ import (
 // a program that calls a 1-byte nop RCX times from "loop" and halts.
 func newKernel(t *testing.T, cpus int) (*binfmt.Kernel, *binfmt.Program) {
 	t.Helper()
-	p, err := binfmt.NewProgram("/usr/bin/loop", func(a *cpu.Asm) {
+	k, err := binfmt.NewKernel(machine.MustNamed("x86-64"), cpus, nil, uprobes.Variants[0].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	p, err := binfmt.NewProgram(&k.Machine.NS.MM, "/usr/bin/loop", func(a *cpu.Asm) {
 		a.Label("loop").Call("target").Dec32(cpu.RCX).Jnz("loop").Hlt()
 		a.Label("target").Nop().Ret()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := binfmt.NewKernel(machine.MustNamed("x86-64"), cpus, nil, uprobes.Variants[0].Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
 	return k, p
 }
 

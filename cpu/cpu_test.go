@@ -38,6 +38,7 @@ func (h *hooks) Fault(r *Regs, f Fault) bool {
 // one Step at a time. Expected values follow from the Intel SDM's definition
 // of each instruction (noted where not obvious).
 func TestInstructions(t *testing.T) {
+	t.Parallel()
 	const sp = stackTop - 0x100
 	tests := []struct {
 		name  string
@@ -171,6 +172,7 @@ func callNopLoop(t testing.TB, n uint32) []byte {
 }
 
 func TestRunCallNopLoop(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	code := callNopLoop(t, n)
 	m, r := newTask(t, code)
@@ -200,6 +202,7 @@ func TestRunCallNopLoop(t *testing.T) {
 }
 
 func TestPollStops(t *testing.T) {
+	t.Parallel()
 	m, r := newTask(t, asm(t, func(a *Asm) { a.Label("l").Nop().JmpShort("l") }))
 	h := &hooks{poll: func(n int) bool { return n == 7 }}
 	var c CPU
@@ -216,6 +219,7 @@ func TestPollStops(t *testing.T) {
 // hook sees RIP after the 0xCC, rewinds it, and emulates the original
 // instruction (a nop) at the probed address.
 func TestInt3Hook(t *testing.T) {
+	t.Parallel()
 	code := callNopLoop(t, 10)
 	f := uint64(textBase + len(code) - 2) // f: nop; ret
 	m, r := newTask(t, code)
@@ -256,6 +260,7 @@ func TestInt3Hook(t *testing.T) {
 // CPU keeps executing the page it has cached until it is flushed (the TLB
 // shootdown IPI); the first fetch of the probed address after Flush traps.
 func TestFlushMakesBreakpointVisible(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) { a.Label("l").Nop().JmpShort("l") })
 	m, r := newTask(t, code)
 	var c CPU
@@ -291,6 +296,7 @@ func TestFlushMakesBreakpointVisible(t *testing.T) {
 // TestWriteIntoCachedPageSeen: the CPU caches translations, not bytes, so a
 // byte written into the page it is executing is fetched at once.
 func TestWriteIntoCachedPageSeen(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) { a.Label("l").Nop().JmpShort("l") })
 	m, r := newTask(t, code)
 	h := &hooks{poll: func(n int) bool {
@@ -309,6 +315,7 @@ func TestWriteIntoCachedPageSeen(t *testing.T) {
 // TestStackThroughMemory: pushes and pops go through Memory with the
 // access they need, break copy-on-write, and use the copy afterwards.
 func TestStackThroughMemory(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) { a.Push(RBP).Push(RAX).Pop(RCX).Pop(RDX).Hlt() })
 	m, r := newTask(t, code)
 	top := uint64(stackTop - PageSize)
@@ -341,6 +348,7 @@ func TestStackThroughMemory(t *testing.T) {
 // reports the access and address, and can be restarted once the hook fixes
 // the cause.
 func TestStackFaults(t *testing.T) {
+	t.Parallel()
 	t.Run("push denied", func(t *testing.T) {
 		m, r := newTask(t, []byte{0x55, 0xf4})
 		m.denyWrite = true
@@ -450,6 +458,7 @@ func TestStackFaults(t *testing.T) {
 // TestSingleStepHook: an instruction started with TF set is followed by the
 // SingleStep hook; one that faults or traps is not.
 func TestSingleStepHook(t *testing.T) {
+	t.Parallel()
 	m, r := newTask(t, []byte{0x90, 0x90, 0xf4})
 	r.Flags |= FlagTF
 	var steps []uint64
@@ -491,6 +500,7 @@ func TestZeroAllocs(t *testing.T) {
 // TestConditions checks every jcc condition against the Intel SDM's table,
 // for every combination of the flags they read.
 func TestConditions(t *testing.T) {
+	t.Parallel()
 	for bitsSet := range 32 {
 		var flags uint64
 		on := func(i int, f uint64) bool {
@@ -517,6 +527,7 @@ func TestConditions(t *testing.T) {
 // syscall, pop, ret): the hook sees the number in %rax and the return
 // address in %rcx, and the registers the trampoline saved come back.
 func TestSyscall(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) {
 		a.Call("tramp").Hlt()
 		a.Label("tramp").Push(RCX).Push(R11).Push(RAX).MovImm32(RAX, 336).Syscall().Pop(RAX).Pop(R11).Pop(RCX).Ret()
@@ -548,6 +559,7 @@ func TestSyscall(t *testing.T) {
 // TestLoad64Store64: the kernel's user accesses go through Memory with the
 // access they need, and break copy-on-write like the task's own.
 func TestLoad64Store64(t *testing.T) {
+	t.Parallel()
 	m, _ := newTask(t, nil)
 	var c CPU
 	addr := uint64(stackTop - 8)
@@ -586,6 +598,7 @@ func (m flushingMem) Page(addr uint64, acc Access) (Page, error) {
 // Memory.Page are not used after it, even within one instruction (a push
 // across a page boundary translates twice).
 func TestFlushInsidePage(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) {
 		a.Push(RBP).Call("f").Pop(RCX).Hlt()
 		a.Label("f").Nop().Ret()
@@ -623,6 +636,7 @@ func (m syncingMem) Page(addr uint64, acc Access) (Page, error) {
 // data page leaves that instruction's decoding intact (the pops still load
 // their own registers), and only makes later fetches decode again.
 func TestSyncCoreInsidePage(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) {
 		a.Push(RBP).Push(RBX).Pop(R11).Pop(RCX).Hlt()
 	})

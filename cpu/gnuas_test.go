@@ -41,6 +41,7 @@ func gnuAs(t *testing.T, src string) []byte {
 // what GNU as produces for the same source (the kernel's trampolines are
 // inline asm assembled by it).
 func TestAgainstGNUAs(t *testing.T) {
+	t.Parallel()
 	a := NewAsm(0)
 	a.MovImm32(RCX, 1000)
 	a.Label("loop").Call("f").Dec32(RCX).Jnz("loop").Loop("loop").Jmp("loop").JmpShort("loop").Hlt()

@@ -15,6 +15,7 @@ import (
 // 0f xx passes good_insns_64 (0x0f is marked good), so syscall is stepped
 // out of line. TestLiveClasses checks these against the running kernel.
 func TestDecode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		code  []byte
 		op    Op
@@ -113,6 +114,7 @@ func TestDecode(t *testing.T) {
 }
 
 func TestAsmEncodings(t *testing.T) {
+	t.Parallel()
 	a := NewAsm(0x1000)
 	a.Label("top").Nop().Nop5().Push(RBP).Mov(RBP, RSP).Pop(RBP).MovImm32(RCX, 7).Dec32(RCX)
 	a.Jnz("top").Call("top").Loop("top").Jmp("top").JmpShort("top").Ret().Int3().Hlt().Push(R13)

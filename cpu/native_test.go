@@ -82,6 +82,7 @@ func buildC(t *testing.T, name, src string) string {
 // TestAgainstNativeCPU compares inc/dec results and flags and every jcc
 // condition with what this machine's x86-64 CPU computes.
 func TestAgainstNativeCPU(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("needs an x86-64 Linux machine to compare with")
 	}

@@ -10,6 +10,7 @@ import (
 // The new instructions, the jmp slot and the red-zone target are what GNU
 // as produces for the same source.
 func TestRedZoneAgainstGNUAs(t *testing.T) {
+	t.Parallel()
 	a := NewAsm(0)
 	a.Store(-8, RDX).Store(-128, R9).Lea(RSP, -128).Lea(RAX, 16).CmpMem(-64, RDX).CmpMem(8, R11)
 	a.Or32(RBX, RAX).Or32(R8, R9).Cmp32(RAX, RDI).Cmp32(R10, RCX).OrImm32(RAX, 1).OrImm32(RAX, 0x80).OrImm32(R10, -2).Inc64(RDX).Inc64(R12)
@@ -75,6 +76,7 @@ func TestRedZoneAgainstGNUAs(t *testing.T) {
 // mask of exactly the words an int3 handler at its nop site overwrote;
 // rdx, rax and the flags are all it changes besides the words.
 func TestRedZoneTarget(t *testing.T) {
+	t.Parallel()
 	code, nopAt, _ := RedZoneTarget()
 	prog := append([]byte{0xe8, 1, 0, 0, 0, 0xf4}, code...) // call target; hlt; target
 	for _, clobber := range [][]int{nil, {1}, {0, 3}, {7}, {0, 1, 2, 3, 4, 5, 6, 7}} {
@@ -109,6 +111,7 @@ func TestRedZoneTarget(t *testing.T) {
 
 // cmp sets the flags of a-b, or those of the result, as jcc reads them.
 func TestCmpOrFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		wide       bool
 		a, b       uint64

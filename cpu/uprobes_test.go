@@ -10,6 +10,7 @@ import (
 // TestTrampolinesDecode: every instruction of both trampolines is in the
 // subset, and their lengths add up.
 func TestTrampolinesDecode(t *testing.T) {
+	t.Parallel()
 	uret, check := UretprobeTrampoline()
 	for _, code := range [][]byte{uret, UprobeTrampoline()} {
 		var ops []Op
@@ -43,6 +44,7 @@ func TestTrampolinesDecode(t *testing.T) {
 // handler with the function's registers, and leaves the original return
 // address where the trampoline's ret pops it.
 func TestUretprobeTrampoline(t *testing.T) {
+	t.Parallel()
 	code := asm(t, func(a *Asm) {
 		a.Call("f").Hlt()
 		a.Label("f").Nop().MovImm32(RAX, 42).Ret()

@@ -50,6 +50,7 @@ func passProbe(t *testing.T, c *CPU, r *Regs, m *fakeMem, vaddr uint64) {
 // emulation or out of line, leaves registers and memory exactly as executing
 // it in place does.
 func TestOutOfLineLikeOriginal(t *testing.T) {
+	t.Parallel()
 	const vaddr = textBase + 0x123
 	tests := []struct {
 		name  string
@@ -115,6 +116,7 @@ func TestOutOfLineLikeOriginal(t *testing.T) {
 // stack), branch_post_xol_op pops the wrong return address and restarts the
 // call at its original address, where emulation now succeeds.
 func TestCallOutOfLineRestarts(t *testing.T) {
+	t.Parallel()
 	const vaddr = textBase + 0x40
 	call := []byte{0xe8, 0x00, 0x02, 0, 0}
 	m, r := newTask(t, nil)
@@ -153,6 +155,7 @@ func TestCallOutOfLineRestarts(t *testing.T) {
 }
 
 func TestEmulateOnlyEmulated(t *testing.T) {
+	t.Parallel()
 	m, r := newTask(t, nil)
 	for _, code := range [][]byte{{0x5d}, {0xc3}, {0xcc}} {
 		in, err := Decode(code)
@@ -167,6 +170,7 @@ func TestEmulateOnlyEmulated(t *testing.T) {
 }
 
 func TestCanOptimize(t *testing.T) {
+	t.Parallel()
 	nop5, _ := Decode([]byte{0x0f, 0x1f, 0x44, 0, 0})
 	nop1, _ := Decode([]byte{0x90})
 	if !nop5.CanOptimize(0x401000) || !nop5.CanOptimize(0x401ffb) || nop5.CanOptimize(0x401ffc) || nop1.CanOptimize(0x401000) {

@@ -21,7 +21,8 @@
 // it held.
 //
 // Mutations (for tests): each after-design fix of seed 000 can be undone
-// alone by a test hook of the package that has it (kernel, uprobes); the
+// alone by a test hook of the package that has it (kernel, uprobes), on
+// the Machine or the Uprobes of each run's World (Scenario.WithSetup); the
 // tests of those packages show the explorer finds each undone fix.
 package explore
 
@@ -106,6 +107,20 @@ func (sc *Scenario) checkDesign(d Design) error {
 		return fmt.Errorf("%w: scenario %s has no %s design", design.ErrUnknown, sc.Name, d)
 	}
 	return nil
+}
+
+// WithSetup returns sc whose every run calls setup on its World before
+// the scenario makes its processes: a test's changes to the run's kernel
+// (an undone fix, a broken walk), which no other run sees. Explore, Shrink
+// and Replay of the result run them all.
+func (sc *Scenario) WithSetup(setup func(w *World)) *Scenario {
+	c := *sc
+	build := sc.build
+	c.build = func(w *World) {
+		setup(w)
+		build(w)
+	}
+	return &c
 }
 
 func (sc *Scenario) uprobesConfig(d Design) uprobes.Config {

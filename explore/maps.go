@@ -37,10 +37,10 @@ func pieceProt(i int) int {
 	return mm.PROT_READ
 }
 
-// arena maps the pieces and the spare page in a new mm of design d on a
-// machine with features f.
-func arena(f machine.Features, d Design) *mm.MM {
-	m := newMM(f, d)
+// arena maps the pieces and the spare page in a new mm of ns and design d
+// on a machine with features f.
+func arena(ns *mm.Namespace, f machine.Features, d Design) *mm.MM {
+	m := newMM(ns, f, d)
 	for i := range arenaPieces {
 		if _, err := m.Mmap(nil, pieceStart(i), piecePages*pgtable.PageSize, pieceProt(i), anonFixed, nil, 0); err != nil {
 			panic(err)
@@ -102,8 +102,8 @@ func gapFix(d Design) mm.GapFix {
 }
 
 // newMM is a new address space of design d on a machine with features f.
-func newMM(f machine.Features, d Design) *mm.MM {
-	m, err := mm.NewWith(f, mm.Config{GapFix: gapFix(d)})
+func newMM(ns *mm.Namespace, f machine.Features, d Design) *mm.MM {
+	m, err := mm.NewWith(ns, f, mm.Config{GapFix: gapFix(d)})
 	if err != nil {
 		panic(err) // gapFix gives a design
 	}
@@ -120,13 +120,13 @@ func mapsScenario(name, doc string, prop Property, read func(f *procfs.MapsFile)
 
 // mapsRace is the build of a mapsScenario.
 func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
-	m := arena(w.Mach.Desc.Features, w.Design)
+	m := arena(&w.Mach.NS.MM, w.Mach.Desc.Features, w.Design)
 	w.task("modifier", 0, func(t *kernel.Task) {
 		if err := modify(t, m); err != nil {
 			w.fail(PropProgress, "modify: %v", err)
 		}
 	})
-	reader := kernel.NewTask("reader")
+	reader := w.Mach.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Waiter: reader, Thread: r.Thread(),
 			Point: func() { sched.At("m_next", "maps walk") }})
@@ -134,6 +134,7 @@ func mapsRace(w *World, prop Property, read func(f *procfs.MapsFile) string) {
 			w.fail(PropProgress, "%v", err)
 			return
 		}
+		w.mapsOpened(f)
 		for range 2 {
 			f.Rewind()
 			if d := read(f); d != "" {

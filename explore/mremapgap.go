@@ -231,7 +231,7 @@ func gapScenario(l *GapLayout, query bool) *Scenario {
 // gapRace is the build of a gapScenario.
 func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 	p := l.Place(gapBase, pgtable.PageSize)
-	m := newMM(machine.Host().Features, w.Design)
+	m := newMM(&w.Mach.NS.MM, machine.Host().Features, w.Design)
 	if err := p.Setup(Modelled{M: m}); err != nil {
 		panic(err)
 	}
@@ -246,7 +246,7 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 		})
 	}
 	lo, hi := p.Mapped()
-	reader := kernel.NewTask("reader")
+	reader := w.Mach.NewTask("reader")
 	w.start(reader, 1, func(r *kernel.Runner) {
 		var f *procfs.MapsFile
 		f, err := procfs.OpenMaps(m, procfs.Options{Variant: procfsVariant(w.Design), Preempt: procfs.PreemptFull,
@@ -255,6 +255,7 @@ func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 			w.fail(PropProgress, "%v", err)
 			return
 		}
+		w.mapsOpened(f)
 		for range 2 {
 			d := ""
 			if query {

@@ -6,19 +6,18 @@ import (
 )
 
 // FindUndoneFix is a mutation test of one fix: sc must pass every schedule
-// of o as the model is, and after undo takes the fix out (a package's
-// UndoFix in its tests) Explore must fail it with one of props. It returns
-// the report of the second exploration, and an error saying which of the
-// three went wrong.
-func FindUndoneFix(sc *Scenario, o Options, undo func(), props []Property) (Report, error) {
+// of o as the model is, and with undo taking the fix out of each run's
+// World (a package's UndoFix in its tests) Explore must fail it with one of
+// props. It returns the report of the second exploration, and an error
+// saying which of the three went wrong.
+func FindUndoneFix(sc *Scenario, o Options, undo func(w *World), props []Property) (Report, error) {
 	if rep, err := Explore(sc, o); err != nil || rep.Failure != nil {
 		if err != nil {
 			return rep, err
 		}
 		return rep, fmt.Errorf("%s fails in the %v design: %v", sc.Name, o.Design, rep.Failure.Violation)
 	}
-	undo()
-	rep, err := Explore(sc, o)
+	rep, err := Explore(sc.WithSetup(undo), o)
 	if err != nil {
 		return rep, err
 	}

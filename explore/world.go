@@ -10,6 +10,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/procfs"
 	"mmlab/sched"
 	"mmlab/uprobes"
 )
@@ -69,6 +70,9 @@ type World struct {
 	U      *uprobes.Uprobes
 	Prog   *binfmt.Program
 	File   *mm.File
+	// MapsOpened, if set (by a Scenario's setup), is called with each
+	// maps file a reader of the run opens, before it reads.
+	MapsOpened func(f *procfs.MapsFile)
 
 	sites []site
 	// procs are the live processes of the scenario that map the file: the
@@ -106,7 +110,7 @@ func newWorld(m machine.Description, d Design, props []Property, cfg uprobes.Con
 		return nil, err
 	}
 	w.U = u
-	if w.Prog, err = binfmt.NewProgram("/usr/bin/probed", text); err != nil {
+	if w.Prog, err = binfmt.NewProgram(&w.Mach.NS.MM, "/usr/bin/probed", text); err != nil {
 		return nil, err
 	}
 	w.File = mm.Open(w.Prog.File)
@@ -139,6 +143,14 @@ func (w *World) fail(p Property, format string, args ...any) {
 	}
 }
 
+// mapsOpened passes f, a maps file a reader of the run just opened, to
+// MapsOpened.
+func (w *World) mapsOpened(f *procfs.MapsFile) {
+	if w.MapsOpened != nil {
+		w.MapsOpened(f)
+	}
+}
+
 // newProc returns a process that maps the program and a stack.
 func (w *World) newProc(name string) *kernel.Task {
 	t, err := binfmt.Exec(w.U, name, w.File, 1)
@@ -156,7 +168,7 @@ func (w *World) start(t *kernel.Task, cpu int, body func(r *kernel.Runner)) *ker
 
 // task starts body as a task of its own (a tracer, a killer: no mm).
 func (w *World) task(name string, cpu int, body func(t *kernel.Task)) *kernel.Task {
-	t := kernel.NewTask(name)
+	t := w.Mach.NewTask(name)
 	w.start(t, cpu, func(*kernel.Runner) { body(t) })
 	return t
 }

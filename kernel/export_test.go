@@ -9,13 +9,13 @@ const (
 	MutEarlyMM         = "fork-early-mm"         // patch 7
 )
 
-// UndoFix undoes the fix named mut until the test ends.
-func UndoFix(t testing.TB, mut string) {
-	p := map[string]*bool{MutTeardownOutside: &hooks.undoTeardownOutside, MutForkTrylock: &hooks.undoTrylock,
-		MutEarlyMM: &hooks.undoEarlyMM}[mut]
+// UndoFix undoes the fix named mut in the processes m makes from now on
+// (NewTaskMMWith) and in their forks.
+func UndoFix(t testing.TB, m *Machine, mut string) {
+	p := map[string]*bool{MutTeardownOutside: &m.hooks.undoTeardownOutside, MutForkTrylock: &m.hooks.undoTrylock,
+		MutEarlyMM: &m.hooks.undoEarlyMM}[mut]
 	if p == nil {
 		t.Fatalf("no mutation %q", mut)
 	}
 	*p = true
-	t.Cleanup(func() { *p = false })
 }

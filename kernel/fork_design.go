@@ -73,7 +73,7 @@ type ForkHooks struct {
 //
 // After (seed 000 patches 2, 6, 7): see forkAfter.
 func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
-	c := NewTask(t.Comm)
+	c := NewTask(t.ns, t.Comm)
 	c.pkru = t.pkru // fpu_clone(): the child has the parent's PKRU
 	c.uprobes = t.uprobes
 	if h.InitTask != nil {
@@ -133,7 +133,7 @@ func (t *Task) forkBefore(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task
 // in i_mmap, and a failed copy is torn down after dup_mmap_sem is released.
 func (t *Task) forkAfter(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task, error) {
 	pm := t.MM
-	for !hooks.undoTrylock {
+	for !t.uprobes.hooks.undoTrylock {
 		sem.DownRead(t)
 		if pm.MmapWriteTrylock() {
 			break
@@ -149,7 +149,7 @@ func (t *Task) forkAfter(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task,
 		sem.DownRead(t) // wait for the writer, holding no mmap lock
 		sem.UpRead(t)
 	}
-	if hooks.undoTrylock {
+	if t.uprobes.hooks.undoTrylock {
 		sem.DownRead(t)
 		if err := pm.MmapWriteLockKillable(t); err != nil {
 			sem.UpRead(t)
@@ -157,17 +157,17 @@ func (t *Task) forkAfter(c *Task, sem *locking.PercpuRWSem, h ForkHooks) (*Task,
 		}
 	}
 	newMM := func(cm *mm.MM) { c.MM = cm }
-	if hooks.undoEarlyMM {
+	if t.uprobes.hooks.undoEarlyMM {
 		newMM = nil
 	}
 	m, err := pm.ForkWith(t, mm.ForkOptions{Locked: true, FailAfter: h.FailAfter, OnVMA: h.OnVMA, NewMM: newMM})
-	if err != nil && m != nil && hooks.undoTeardownOutside {
+	if err != nil && m != nil && t.uprobes.hooks.undoTeardownOutside {
 		sched.At("dup_mm", "mmput failed child")
 		mmputMM(m)
 		m = nil
 	}
 	sem.UpRead(t)
-	if err == nil && hooks.undoEarlyMM {
+	if err == nil && t.uprobes.hooks.undoEarlyMM {
 		sched.At("copy_mm", "before tsk->mm = mm")
 		c.MM = m
 	}

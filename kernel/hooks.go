@@ -1,8 +1,10 @@
 package kernel
 
-// hooks are the package's test hooks, set only from export_test.go; every
-// one is false outside tests.
-var hooks struct {
+// testHooks are a machine's test hooks, set only from export_test.go
+// before the machine makes its first process; every one is false outside
+// tests. A process made with uprobes (NewTaskMMWith) takes its machine's,
+// and its forks inherit them with its Config.
+type testHooks struct {
 	// Mutations: each undoes one of seed 000's fixes in the after design of
 	// dup_mm (forkAfter), so that a test can show a checker finds it.
 	undoTeardownOutside bool // patch 2: a failed child is torn down inside dup_mmap_sem

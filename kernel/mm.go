@@ -9,11 +9,11 @@ import (
 	"mmlab/mm"
 )
 
-// NewTaskMM returns a new single-threaded process named comm with a fresh,
-// empty address space on a machine with features f.
-func NewTaskMM(comm string, f machine.Features) *Task {
-	t := NewTask(comm)
-	t.MM = mm.New(f)
+// NewTaskMM returns a new single-threaded process of ns named comm with a
+// fresh, empty address space of ns on a machine with features f.
+func NewTaskMM(ns *Namespace, comm string, f machine.Features) *Task {
+	t := NewTask(ns, comm)
+	t.MM = mm.New(&ns.MM, f)
 	return t
 }
 
@@ -37,18 +37,21 @@ type Config struct {
 	// Hooks are the mm.Hooks of the process's address space (package
 	// uprobes), which its forks' address spaces inherit.
 	Hooks mm.Hooks
+
+	hooks testHooks // the machine's (Machine.NewTaskMMWith)
 }
 
 // NewTaskMMWith is NewTaskMM in a kernel with uprobes c. It refuses an
 // unset c.Design (design.ErrUnset) and a nil c.DupMmapSem.
-func NewTaskMMWith(comm string, f machine.Features, c Config) (*Task, error) {
+func (m *Machine) NewTaskMMWith(comm string, c Config) (*Task, error) {
 	if err := Designs.Check(c.Design); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	if c.DupMmapSem == nil {
 		return nil, errors.New("kernel: a Config without dup_mmap_sem")
 	}
-	t := NewTaskMM(comm, f)
+	c.hooks = m.hooks
+	t := m.NewTaskMM(comm)
 	t.uprobes = &c
 	t.MM.Hooks = c.Hooks
 	return t, nil

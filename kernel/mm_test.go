@@ -14,8 +14,10 @@ import (
 // memory copy-on-write (its store is invisible to the parent), a thread
 // shares the address space, and the last ExitMM tears it down.
 func TestForkCopiesAddressSpace(t *testing.T) {
+	t.Parallel()
+	var ns Namespace
 	const addr = 0x100000000000
-	p := NewTaskMM("p", machine.MustNamed("x86-64").Features)
+	p := NewTaskMM(&ns, "p", machine.MustNamed("x86-64").Features)
 	if _, err := p.MM.Mmap(p, addr, 4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,9 @@ func TestForkCopiesAddressSpace(t *testing.T) {
 // TestForkKilledParent: dup_mmap takes the parent's mmap lock killably, so a
 // fork waiting behind a writer returns EINTR when the parent is killed.
 func TestForkKilledParent(t *testing.T) {
-	p := NewTaskMM("p", machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	var ns Namespace
+	p := NewTaskMM(&ns, "p", machine.MustNamed("x86-64").Features)
 	p.MM.MmapWriteLock(nil)
 	done := make(chan error)
 	go func() {
@@ -72,12 +76,14 @@ func TestForkKilledParent(t *testing.T) {
 // A process of a kernel with uprobes needs seed 000's design: an unset one
 // is refused, not taken for before.
 func TestNewTaskMMWithRefusesUnsetDesign(t *testing.T) {
+	t.Parallel()
 	var sem locking.PercpuRWSem
-	f := machine.MustNamed("x86-64").Features
-	if _, err := NewTaskMMWith("p", f, Config{DupMmapSem: &sem}); !errors.Is(err, design.ErrUnset) {
+	mach := NewMachine(machine.MustNamed("x86-64"), 1)
+	defer mach.Stop()
+	if _, err := mach.NewTaskMMWith("p", Config{DupMmapSem: &sem}); !errors.Is(err, design.ErrUnset) {
 		t.Errorf("no design: %v, want design.ErrUnset", err)
 	}
-	p, err := NewTaskMMWith("p", f, Config{Design: DesignAfter, DupMmapSem: &sem})
+	p, err := mach.NewTaskMMWith("p", Config{Design: DesignAfter, DupMmapSem: &sem})
 	if err != nil {
 		t.Fatal(err)
 	}

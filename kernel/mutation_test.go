@@ -26,7 +26,7 @@ func TestExplorerFindsUndoneFix(t *testing.T) {
 	} {
 		t.Run(c.mut, func(t *testing.T) {
 			o := explore.Options{Design: explore.After, Schedules: 1500, Seed: 1}
-			rep, err := explore.FindUndoneFix(explore.Lookup(c.scenario), o, func() { kernel.UndoFix(t, c.mut) }, c.props)
+			rep, err := explore.FindUndoneFix(explore.Lookup(c.scenario), o, func(w *explore.World) { kernel.UndoFix(t, w.Mach, c.mut) }, c.props)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,9 +46,13 @@ type Machine struct {
 	// Traps handles int3 and single-step traps (package uprobes). Set
 	// before any task runs.
 	Traps Traps
+	// NS numbers the machine's tasks, address spaces and inodes: every
+	// machine its own, as every booted kernel.
+	NS Namespace
 
 	percpu        []machineCPU // indexed by model CPU id
 	textPokeSyncs atomic.Int64
+	hooks         testHooks // set only by tests (export_test.go)
 }
 
 // machineCPU is one model CPU's state in the Machine.
@@ -97,9 +101,13 @@ func NewMachineOn(d machine.Description, sys *sched.System) *Machine {
 	return &Machine{Sys: sys, Desc: d, percpu: make([]machineCPU, sys.NumCPU())}
 }
 
-// NewTaskMM returns a new single-threaded process named comm with an empty
-// address space on m's features.
-func (m *Machine) NewTaskMM(comm string) *Task { return NewTaskMM(comm, m.Desc.Features) }
+// NewTask returns a new single-threaded process of m named comm, without an
+// address space (NewTask in m.NS).
+func (m *Machine) NewTask(comm string) *Task { return NewTask(&m.NS, comm) }
+
+// NewTaskMM returns a new single-threaded process of m named comm with an
+// empty address space on m's features.
+func (m *Machine) NewTaskMM(comm string) *Task { return NewTaskMM(&m.NS, comm, m.Desc.Features) }
 
 // Stop asks every thread to finish and waits until all have.
 func (m *Machine) Stop() { m.Sys.Stop() }

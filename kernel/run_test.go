@@ -18,8 +18,8 @@ func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.
 	t.Helper()
 	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
 	t.Cleanup(mach.Stop)
-	in := mm.NewInode("/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
-	task := kernel.NewTaskMM("prog", machine.MustNamed("x86-64").Features)
+	in := mm.NewInode(&mach.NS.MM, "/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
+	task := mach.NewTaskMM("prog")
 	if _, err := task.MM.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,7 @@ func runProg(t *testing.T, code []byte, kill bool) (*kernel.Task, cpu.Stop, cpu.
 // A task's code runs through its own page tables: calls push onto its
 // stack, and it stops at hlt.
 func TestRunnerRuns(t *testing.T) {
+	t.Parallel()
 	a := cpu.NewAsm(0x400000)
 	a.MovImm32(cpu.RCX, 10).Label("l").Call("f").Dec32(cpu.RCX).Jnz("l").Hlt()
 	a.Label("f").Inc32(cpu.RAX).Ret()
@@ -58,6 +59,7 @@ func TestRunnerRuns(t *testing.T) {
 // package mm reaches the task); an int3 nobody claims delivers SIGTRAP; a
 // killed task stops.
 func TestRunnerSignals(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		to   uint64
@@ -90,6 +92,7 @@ func TestRunnerSignals(t *testing.T) {
 // faults with SEGV_PKUERR on a machine with protection keys; without them
 // the read succeeds. The fault reaches the CPU with the fault's siginfo.
 func TestRunnerExecOnly(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		machine string
 		want    error
@@ -102,7 +105,7 @@ func TestRunnerExecOnly(t *testing.T) {
 		a.MovImm64(cpu.RSP, 0x400000).CmpMem(0, cpu.RAX).Hlt() // cmp %rax,(%rsp): a data read of the text
 		code, _ := a.Assemble()
 		mach := kernel.NewMachine(d, 1)
-		in := mm.NewInode("/bin/xo", uint64(len(code)), func(off uint64) byte { return code[off] })
+		in := mm.NewInode(&mach.NS.MM, "/bin/xo", uint64(len(code)), func(off uint64) byte { return code[off] })
 		task := mach.NewTaskMM("xo")
 		if _, err := task.MM.Mmap(task, 0x400000, 0x1000, mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 			t.Fatal(err)
@@ -125,7 +128,8 @@ func TestRunnerExecOnly(t *testing.T) {
 
 // A task's PKRU starts as init_pkru_value and is copied by clone and fork.
 func TestPKRUCopied(t *testing.T) {
-	p := kernel.NewTaskMM("p", machine.MustNamed("x86-64-pku").Features)
+	t.Parallel()
+	p := kernel.NewTaskMM(new(kernel.Namespace), "p", machine.MustNamed("x86-64-pku").Features)
 	if *p.PKRU() != mm.InitPKRU {
 		t.Fatalf("new task PKRU %#x", uint32(*p.PKRU()))
 	}

@@ -50,9 +50,21 @@ func sigmask(sig Signal) uint64 {
 	return 1 << (sig - 1)
 }
 
-// lastPID is the last id handed out; ids are unique in the process, like
-// PIDs in one namespace (but never reused).
-var lastPID atomic.Int64
+// Namespace is the numbering of one model kernel: its tasks' ids, from 1
+// up as alloc_pid() gives them in one pid namespace (but never reused),
+// and the numbering of its address spaces and inodes (MM). A task knows
+// its namespace: its threads and forks draw from it. Two namespaces share
+// nothing, so runs in one process each number their tasks as a fresh
+// process would. The zero value is ready to use; a Machine has one.
+type Namespace struct {
+	lastPID atomic.Int64
+	// MM numbers the address spaces of the namespace's tasks and the
+	// inodes they map.
+	MM mm.Namespace
+}
+
+// allocPID mirrors kernel/pid.c:alloc_pid(): the next id of ns.
+func (ns *Namespace) allocPID() int { return int(ns.lastPID.Add(1)) }
 
 // ThreadGroup is a process: the threads that share an address space and a
 // fatal signal (the kernel's struct signal_struct, for what the model needs).
@@ -83,6 +95,8 @@ type Task struct {
 	TID   int
 	Group *ThreadGroup
 	Comm  string
+
+	ns *Namespace // where TID came from; its threads and forks draw from it
 
 	// MM is the address space the thread group shares (tsk->mm); nil for
 	// a kernel thread. Set with the task (NewTaskMM, Fork); threads share
@@ -121,19 +135,19 @@ var (
 	_ locking.Blocker       = (*Task)(nil)
 )
 
-// NewTask returns a new single-threaded process named comm, not on any
-// model CPU: its TID is its TGID.
-func NewTask(comm string) *Task {
-	id := int(lastPID.Add(1))
+// NewTask returns a new single-threaded process of ns named comm, not on
+// any model CPU: its TID is its TGID.
+func NewTask(ns *Namespace, comm string) *Task {
+	id := ns.allocPID()
 	g := &ThreadGroup{TGID: id}
-	t := newTask(id, g, comm)
+	t := newTask(ns, id, g, comm)
 	t.cpu.Store(-1)
 	g.threads = []*Task{t}
 	return t
 }
 
-func newTask(tid int, g *ThreadGroup, comm string) *Task {
-	return &Task{TID: tid, Group: g, Comm: comm, pkru: mm.InitPKRU, fatal: make(chan struct{})}
+func newTask(ns *Namespace, tid int, g *ThreadGroup, comm string) *Task {
+	return &Task{TID: tid, Group: g, Comm: comm, ns: ns, pkru: mm.InitPKRU, fatal: make(chan struct{})}
 }
 
 // PKRU returns the thread's PKRU register (mm.PKRUHolder): the mm
@@ -151,7 +165,7 @@ func (t *Task) PKRU() *mm.PKRU {
 // has already taken down is killed too, so every thread of a killed group
 // sees it.
 func (t *Task) NewThread() *Task {
-	nt := newTask(int(lastPID.Add(1)), t.Group, t.Comm)
+	nt := newTask(t.ns, t.ns.allocPID(), t.Group, t.Comm)
 	nt.cpu.Store(t.cpu.Load())
 	nt.pkru = t.pkru // copy_thread: the FPU state, PKRU with it, is copied
 	nt.uprobes = t.uprobes

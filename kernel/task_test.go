@@ -11,11 +11,15 @@ import (
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
+	"mmlab/machine"
+	"mmlab/mm"
 	"mmlab/sched"
 )
 
 func TestThreadsShareTheGroup(t *testing.T) {
-	p := kernel.NewTask("busy")
+	t.Parallel()
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "busy")
 	if p.TID != p.TGID() || p.CPU() != -1 {
 		t.Fatalf("leader: tid %d tgid %d cpu %d; want tid = tgid, cpu -1", p.TID, p.TGID(), p.CPU())
 	}
@@ -27,7 +31,7 @@ func TestThreadsShareTheGroup(t *testing.T) {
 	if got := p.Group.Threads(); len(got) != 2 || got[0] != p || got[1] != th {
 		t.Fatalf("threads %v, want [leader thread]", got)
 	}
-	q := kernel.NewTask("other")
+	q := kernel.NewTask(&ns, "other")
 	if q.TGID() == p.TGID() || q.TID == th.TID {
 		t.Fatalf("second process reuses an id: %d", q.TID)
 	}
@@ -38,9 +42,11 @@ func TestThreadsShareTheGroup(t *testing.T) {
 
 // SIGKILL takes the whole thread group down, and only it.
 func TestKillTakesTheGroupDown(t *testing.T) {
-	p := kernel.NewTask("victim")
+	t.Parallel()
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "victim")
 	th := p.NewThread()
-	other := kernel.NewTask("bystander")
+	other := kernel.NewTask(&ns, "bystander")
 	if p.Killed() || sched.TryRecv(p.Fatal()) {
 		t.Fatal("fresh task already killed")
 	}
@@ -62,7 +68,9 @@ func TestKillTakesTheGroupDown(t *testing.T) {
 // Kill from many goroutines at once closes Fatal exactly once (a second
 // close would panic).
 func TestKillConcurrent(t *testing.T) {
-	p := kernel.NewTask("victim")
+	t.Parallel()
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "victim")
 	ths := []*kernel.Task{p, p.NewThread(), p.NewThread()}
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -81,7 +89,9 @@ func TestKillConcurrent(t *testing.T) {
 }
 
 func TestSignals(t *testing.T) {
-	p := kernel.NewTask("faulter")
+	t.Parallel()
+	var ns kernel.Namespace
+	p := kernel.NewTask(&ns, "faulter")
 	th := p.NewThread()
 	th.SendSignal(kernel.SIGSEGV)
 	if !th.SignalPending(kernel.SIGSEGV) || p.SignalPending(kernel.SIGSEGV) || th.Killed() {
@@ -124,9 +134,11 @@ func TestSignals(t *testing.T) {
 // A task waiting killably on a lock gets EINTR when it is killed, and its
 // blocked time is recorded under the lock's name.
 func TestTaskOnLocks(t *testing.T) {
+	t.Parallel()
+	var ns kernel.Namespace
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
-	tk := kernel.NewTask("forker")
+	tk := kernel.NewTask(&ns, "forker")
 	res := make(chan error)
 	go func() { res <- s.DownReadKillable(tk) }()
 	for s.Waiters() != 1 {
@@ -137,7 +149,7 @@ func TestTaskOnLocks(t *testing.T) {
 		t.Fatalf("killed waiter: %v, want EINTR", err)
 	}
 
-	w := kernel.NewTask("writer")
+	w := kernel.NewTask(&ns, "writer")
 	done := make(chan struct{})
 	go func() { s.DownRead(w); close(done) }()
 	for s.Waiters() != 1 {
@@ -166,11 +178,13 @@ func TestTaskOnLocks(t *testing.T) {
 // thread of the same CPU runs meanwhile. Were the CPU kept, the second
 // thread could never run and the test would hang.
 func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
+	t.Parallel()
+	var ns kernel.Namespace
 	sys := sched.NewSystem(1)
 	defer sys.Stop()
 	s := locking.NewRWSem("mmap_lock")
 	s.DownWrite(nil)
-	tk := kernel.NewTask("sleeper")
+	tk := kernel.NewTask(&ns, "sleeper")
 	got := make(chan struct{})
 	ready := make(chan struct{})
 	th := sys.Spawn(0, 0, func(th *sched.Thread) {
@@ -195,5 +209,57 @@ func TestTaskOnModelCPUSleepsThroughBlock(t *testing.T) {
 	<-got
 	if b := tk.Blocked()["mmap_lock"]; b.Count != 1 {
 		t.Fatalf("blocked %+v, want one wait", b)
+	}
+}
+
+// Two machines in one process number their tasks, address spaces and
+// inodes each from 1, as two booted kernels do (alloc_pid in each one's pid
+// namespace, get_next_ino in each): what one makes never moves the other's
+// numbers, however their calls interleave.
+func TestMachinesNumberIndependently(t *testing.T) {
+	t.Parallel()
+	type ids struct {
+		leader, thread, child int
+		mm, childMM           int64
+		file, shmem           uint64
+	}
+	d := machine.MustNamed("x86-64")
+	ms := []*kernel.Machine{kernel.NewMachine(d, 1), kernel.NewMachine(d, 1)}
+	got := make([]ids, len(ms))
+	leaders := make([]*kernel.Task, len(ms))
+	// Each step runs on one machine, then the other.
+	steps := []func(i int, m *kernel.Machine){
+		func(i int, m *kernel.Machine) {
+			leaders[i] = m.NewTaskMM("p")
+			got[i].leader, got[i].mm = leaders[i].TID, leaders[i].MM.ID
+		},
+		func(i int, m *kernel.Machine) { got[i].thread = leaders[i].NewThread().TID },
+		func(i int, m *kernel.Machine) { got[i].file = mm.NewInode(&m.NS.MM, "/f", 4096, nil).Ino },
+		func(i int, m *kernel.Machine) {
+			a, err := leaders[i].MM.Mmap(nil, 0, 4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_SHARED|mm.MAP_ANONYMOUS, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i].shmem = leaders[i].MM.VMALookup(a).File.Inode.Ino // shmem_zero_setup's inode
+		},
+		func(i int, m *kernel.Machine) {
+			c, err := leaders[i].Fork()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i].child, got[i].childMM = c.TID, c.MM.ID
+		},
+	}
+	for _, step := range steps {
+		for i, m := range ms {
+			step(i, m)
+		}
+	}
+	want := ids{leader: 1, thread: 2, child: 3, mm: 1, childMM: 2, file: 1, shmem: 2}
+	for i, m := range ms {
+		m.Stop()
+		if got[i] != want {
+			t.Errorf("machine %d numbered %+v, want %+v", i, got[i], want)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package locking
 
 import (
-	"sync"
 	"time"
 	"unsafe"
 )
@@ -24,33 +23,17 @@ func RWSemOwnerDistance() uintptr {
 // SetClock replaces the clock of the handoff timeout.
 func (s *RWSem) SetClock(now func() time.Time) { s.now = now }
 
-// writerHooks are the hooks SetWriterHook installed, by lock.
-var writerHooks struct {
-	sync.Mutex
-	m map[*RWSem]func(HookEvent)
-}
-
-func init() {
-	hooks.writer = func(s *RWSem, e hookEvent) {
-		writerHooks.Lock()
-		h := writerHooks.m[s]
-		writerHooks.Unlock()
-		if h != nil {
-			h(e)
-		}
+// testHooks returns s's hooks, allocating them on first use.
+func (s *RWSem) testHooks() *rwsemHooks {
+	if s.hooks == nil {
+		s.hooks = new(rwsemHooks)
 	}
+	return s.hooks
 }
 
 // SetWriterHook makes every sleeping writer of s call hook at the points
-// above.
-func (s *RWSem) SetWriterHook(hook func(HookEvent)) {
-	writerHooks.Lock()
-	defer writerHooks.Unlock()
-	if writerHooks.m == nil {
-		writerHooks.m = map[*RWSem]func(HookEvent){}
-	}
-	writerHooks.m[s] = hook
-}
+// above. Call it before s is shared.
+func (s *RWSem) SetWriterHook(hook func(HookEvent)) { s.testHooks().writer = hook }
 
 // HasHandoff reports whether the handoff bit is set.
 func (s *RWSem) HasHandoff() bool { return s.count.Load()&rwsemFlagHandoff != 0 }

@@ -118,6 +118,10 @@ type RWSem struct {
 	// nil means the model's clock, sched.Now (virtual in a deterministic
 	// run). Set before the lock is shared.
 	now func() time.Time
+
+	// hooks are the lock's test hooks, set only from export_test.go
+	// before the lock is shared; nil outside tests.
+	hooks *rwsemHooks
 }
 
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
@@ -428,12 +432,12 @@ func (s *RWSem) downWriteSlowpath(w Waiter, killable bool) error {
 			s.waitLock.Lock()
 			return s.giveUpLocked(waiter, start) // releases waitLock
 		}
-		if h := hooks.writer; h != nil {
-			h(s, writerSleeps)
+		if h := s.hooks; h != nil && h.writer != nil {
+			h.writer(writerSleeps)
 		}
 		sleep(w, func() { sched.Wait(s, s.Name(), waiter.wake, fatal) })
-		if h := hooks.writer; h != nil {
-			h(s, writerWoken)
+		if h := s.hooks; h != nil && h.writer != nil {
+			h.writer(writerWoken)
 		}
 		s.waitLock.Lock()
 	}
@@ -759,11 +763,10 @@ const (
 	writerWoken                   // woken, about to retry
 )
 
-// hooks are the package's test hooks, set from export_test.go before any
-// lock is used.
-var hooks struct {
-	// writer is called by a sleeping writer of s at the events above.
-	writer func(s *RWSem, e hookEvent)
-	// spin is called by a writer of s at each turn of its optimistic spin.
-	spin func(s *RWSem)
+// rwsemHooks are an RWSem's test hooks (RWSem.hooks).
+type rwsemHooks struct {
+	// writer is called by a sleeping writer at the events above.
+	writer func(e hookEvent)
+	// spin is called by a writer at each turn of its optimistic spin.
+	spin func()
 }

@@ -41,8 +41,8 @@ func (s *RWSem) optimisticSpin() bool {
 	var deadline time.Time
 	readerPhase := false
 	for loop := 0; ; loop++ {
-		if h := hooks.spin; h != nil {
-			h(s)
+		if h := s.hooks; h != nil && h.spin != nil {
+			h.spin()
 		}
 		owner := s.owner.Load()
 		if owner&ownerNonspinnable != 0 {

@@ -5,15 +5,9 @@ import (
 	"testing"
 )
 
-// spinHook installs hooks.spin for s only, for the test's duration.
-func spinHook(t *testing.T, s *RWSem, fn func()) {
-	hooks.spin = func(x *RWSem) {
-		if x == s {
-			fn()
-		}
-	}
-	t.Cleanup(func() { hooks.spin = nil })
-}
+// spinHook makes every optimistic spin of s call fn at each turn. Call it
+// before s is shared.
+func spinHook(s *RWSem, fn func()) { s.testHooks().spin = fn }
 
 // A writer that finds readers holding the lock spins, and takes the lock
 // the moment they leave without queueing (rwsem_optimistic_spin): it never
@@ -23,7 +17,7 @@ func TestRWSemWriterSpinsOnReaders(t *testing.T) {
 	s.DownRead(nil)
 	var release sync.Once
 	spun := 0
-	spinHook(t, &s, func() {
+	spinHook(&s, func() {
 		spun++
 		release.Do(s.UpRead)
 	})
@@ -54,7 +48,7 @@ func TestRWSemSpinOnReadersTimesOut(t *testing.T) {
 	var s RWSem
 	s.DownRead(nil)
 	spun := 0
-	spinHook(t, &s, func() { spun++ })
+	spinHook(&s, func() { spun++ })
 	var atSleep uint32
 	s.SetWriterHook(func(e HookEvent) {
 		if e == WriterSleeps && atSleep == 0 {

@@ -18,7 +18,7 @@ func BenchmarkPopulate1GiB(b *testing.B) {
 	b.ReportAllocs()
 	var allocated uint64
 	for b.Loop() {
-		m := New(testFeatures)
+		m := New(new(Namespace), testFeatures)
 		var before, after memStats
 		before.read()
 		if _, err := m.Mmap(nil, arena, size, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED|MAP_POPULATE, nil, 0); err != nil {
@@ -40,7 +40,7 @@ func BenchmarkPopulate1GiB(b *testing.B) {
 // forkShape builds an address space of nVMAs private anonymous VMAs (kept
 // apart by alternating protections) with resident pages written in each.
 func forkShape(tb testing.TB, nVMAs, resident int) *MM {
-	m := New(testFeatures)
+	m := New(new(Namespace), testFeatures)
 	per := resident / nVMAs
 	for i := range nVMAs {
 		addr := uint64(arena + i*(per+1)*pgtable.PageSize)
@@ -120,7 +120,7 @@ func BenchmarkMremapOntoMapped(b *testing.B) {
 	left, dst, right, spare := uint64(arena), uint64(arena+pg), uint64(arena+2*pg), uint64(arena+0x10000*pg)
 	for _, g := range GapFixes.Values() {
 		b.Run(g.String(), func(b *testing.B) {
-			m, err := NewWith(testFeatures, Config{GapFix: g})
+			m, err := NewWith(new(Namespace), testFeatures, Config{GapFix: g})
 			if err != nil {
 				b.Fatal(err)
 			}

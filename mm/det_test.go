@@ -58,7 +58,8 @@ func TestDetMmapLockDeadlockCycle(t *testing.T) {
 	found := false
 	for seed := range uint64(64) {
 		sys := sched.New(sched.Config{CPUs: 2, Deterministic: true, Seed: seed})
-		a, b := New(testFeatures), New(testFeatures)
+		var ns Namespace
+		a, b := New(&ns, testFeatures), New(&ns, testFeatures)
 		a.MmapLock.SetName("mmap_lock A")
 		b.MmapLock.SetName("mmap_lock B")
 		// The inversion is the test's point: let -tags invariants pass it.

@@ -6,12 +6,8 @@ import (
 	"mmlab/mm/pgtable"
 )
 
-// zeroPage is the shared zero page that read faults on private anonymous
-// memory map (do_anonymous_page without FAULT_FLAG_WRITE). Never written.
-var zeroPage = pgtable.NewAnonPage()
-
-// IsZeroPage reports whether p is the shared zero page.
-func IsZeroPage(p *pgtable.Page) bool { return p == zeroPage }
+// isZeroPage reports whether p is the shared zero page of m's namespace.
+func (m *MM) isZeroPage(p *pgtable.Page) bool { return p == m.ns.zeroPage() }
 
 // FaultCode is a page fault's error code, as far as the model's rules read
 // it (arch/x86/include/asm/trap_pf.h): a read, a write (X86_PF_WRITE) or an
@@ -147,6 +143,7 @@ func (m *MM) handleFault(v *VMA, addr uint64, write bool) error {
 		})
 		return nil
 	}
+	zeroPage := m.ns.zeroPage()
 	m.PT.Update(a, func(old pgtable.PTE, ok bool) (pgtable.PTE, bool) {
 		if ok && (!write || old.Write) {
 			return old, true // raced with another fault

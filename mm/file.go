@@ -2,19 +2,17 @@ package mm
 
 import (
 	"slices"
-	"sync/atomic"
 
 	"mmlab/locking"
 	"mmlab/locking/lockrank"
 	"mmlab/mm/pgtable"
 )
 
-var nextIno atomic.Uint64
-
 // Inode mirrors struct inode + its address_space: a file's identity, size,
 // page cache and i_mmap (the VMAs mapping it).
 type Inode struct {
-	// Ino is the inode number: stable and non-zero.
+	// Ino is the inode number: stable, non-zero and unique in the
+	// Namespace the inode was made in.
 	Ino uint64
 	// Name is the path /proc/PID/maps shows.
 	Name string
@@ -34,10 +32,11 @@ type Inode struct {
 	iMmap      []*VMA
 }
 
-// NewInode returns an inode of size bytes whose byte at offset off is
-// content(off) (bytes past size read as zero).
-func NewInode(name string, size uint64, content func(off uint64) byte) *Inode {
-	in := &Inode{Ino: nextIno.Add(1), Name: name, Size: size}
+// NewInode returns an inode of ns of size bytes whose byte at offset off is
+// content(off) (bytes past size read as zero). Its number is the next of
+// ns, as get_next_ino() gives one.
+func NewInode(ns *Namespace, name string, size uint64, content func(off uint64) byte) *Inode {
+	in := &Inode{Ino: ns.lastIno.Add(1), Name: name, Size: size}
 	in.IMmapRwsem.SetName("i_mmap_rwsem")
 	in.IMmapRwsem.SetClass(lockrank.IMmapRwsem)
 	in.Cache = pgtable.NewCache(func(index uint64, p *pgtable.Page) {
@@ -56,10 +55,10 @@ func NewInode(name string, size uint64, content func(off uint64) byte) *Inode {
 	return in
 }
 
-// newShmemInode mirrors shmem_zero_setup(): the inode behind a shared
+// newShmemInode mirrors shmem_zero_setup(): the inode of ns behind a shared
 // anonymous mapping of size bytes, shown as "/dev/zero (deleted)".
-func newShmemInode(size uint64) *Inode {
-	in := NewInode("/dev/zero (deleted)", size, nil)
+func newShmemInode(ns *Namespace, size uint64) *Inode {
+	in := NewInode(ns, "/dev/zero (deleted)", size, nil)
 	in.Shmem = true
 	return in
 }
@@ -103,14 +102,11 @@ func (in *Inode) iMmapRemove(v *VMA) {
 	}
 }
 
-var nextFileID atomic.Int64
-
 // File mirrors struct file: one open file description. VMAs merge only
-// when they map the same File.
+// when they map the same File (the same pointer, as vma->vm_file).
 type File struct {
-	ID    int64
 	Inode *Inode
 }
 
 // Open returns a new open file description of in (read-write).
-func Open(in *Inode) *File { return &File{ID: nextFileID.Add(1), Inode: in} }
+func Open(in *Inode) *File { return &File{Inode: in} }

@@ -39,7 +39,7 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 		}
 	}
 	defer m.MmapWriteUnlock()
-	child := New(m.feat)
+	child := New(m.ns, m.feat)
 	child.gapFix = m.gapFix // the kernel is the parent's
 	// dup_mm() copies the mm_struct, mmap_base with it; arch_dup_mmap()
 	// copies the protection-key state (arch_dup_pkeys).

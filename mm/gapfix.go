@@ -62,11 +62,11 @@ type Config struct {
 
 // NewWith is New in a kernel of design c. It refuses an unset c.GapFix
 // (design.ErrUnset).
-func NewWith(f machine.Features, c Config) (*MM, error) {
+func NewWith(ns *Namespace, f machine.Features, c Config) (*MM, error) {
 	if err := GapFixes.Check(c.GapFix); err != nil {
 		return nil, fmt.Errorf("mm: %w", err)
 	}
-	m := New(f)
+	m := New(ns, f)
 	m.gapFix = c.GapFix
 	return m, nil
 }

@@ -13,14 +13,14 @@ import (
 // NewWith refuses an unset GapFix and keeps the one it is given; a fork's
 // child runs in its parent's.
 func TestNewWithGapFix(t *testing.T) {
-	if _, err := NewWith(testFeatures, Config{}); !errors.Is(err, design.ErrUnset) {
+	if _, err := NewWith(new(Namespace), testFeatures, Config{}); !errors.Is(err, design.ErrUnset) {
 		t.Errorf("NewWith of an unset GapFix: %v, want design.ErrUnset", err)
 	}
-	if g := New(testFeatures).GapFix(); g != GapFixNone {
+	if g := New(new(Namespace), testFeatures).GapFix(); g != GapFixNone {
 		t.Errorf("New: %s, want %s", g, GapFixNone)
 	}
 	for _, g := range GapFixes.Values() {
-		m, err := NewWith(testFeatures, Config{GapFix: g})
+		m, err := NewWith(new(Namespace), testFeatures, Config{GapFix: g})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestGatherKeepsDestination(t *testing.T) {
 	const pg = pgtable.PageSize
 	dst, spare := uint64(arena+pg), uint64(arena+0x10*pg)
 	for _, g := range []GapFix{GapFixNone, GapFixGather} {
-		m, err := NewWith(testFeatures, Config{GapFix: g})
+		m, err := NewWith(new(Namespace), testFeatures, Config{GapFix: g})
 		if err != nil {
 			t.Fatal(err)
 		}

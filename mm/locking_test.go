@@ -10,11 +10,12 @@ import (
 // drops the write lock before mm_populate): another reader gets in, a writer
 // does not.
 func TestPopulateUnderReadLock(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	inFill := make(chan struct{})
 	release := make(chan struct{})
 	first := true
-	in := NewInode("f", 4*pg, func(off uint64) byte {
+	in := NewInode(new(Namespace), "f", 4*pg, func(off uint64) byte {
 		if first {
 			first = false
 			close(inFill)

@@ -22,7 +22,8 @@ func runLocked(body func()) error {
 // (mmap_lock, then i_mmap_rwsem): built with -tags invariants the run fails
 // with lockrank.ErrOrder naming both; without the tag nothing checks it.
 func TestLockOrderInversionFails(t *testing.T) {
-	m, in := New(testFeatures), NewInode("/f", 4096, nil)
+	var ns Namespace
+	m, in := New(&ns, testFeatures), NewInode(&ns, "/f", 4096, nil)
 	err := runLocked(func() {
 		in.IMmapRwsem.DownRead(nil)
 		m.MmapWriteLock(nil)
@@ -47,7 +48,8 @@ func TestLockOrderInversionFails(t *testing.T) {
 // nested at SINGLE_DEPTH_NESTING pass; the same nesting without the
 // subclass fails under -tags invariants.
 func TestLockOrderNesting(t *testing.T) {
-	a, b, in := New(testFeatures), New(testFeatures), NewInode("/f", 4096, nil)
+	var ns Namespace
+	a, b, in := New(&ns, testFeatures), New(&ns, testFeatures), NewInode(&ns, "/f", 4096, nil)
 	if err := runLocked(func() {
 		a.MmapWriteLock(nil)
 		in.IMmapRwsem.DownWrite(nil)

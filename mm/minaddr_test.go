@@ -32,6 +32,7 @@ func mapAnonAt(m *MM, addr, length uint64, flags int) (uint64, error) {
 // lowDac*: 0x1000 and 0xf000 → 0x10000, 0x800 → placed top-down, as root
 // and without CAP_SYS_RAWIO (setpriv --bounding-set=-sys_rawio).
 func TestMmapHintRaisedToMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f          machine.Features
 		hint, want uint64 // want 0: placed top-down below mmap_base
@@ -48,7 +49,7 @@ func TestMmapHintRaisedToMinAddr(t *testing.T) {
 		{noMinAddr, 0x1000, 0x1000},
 	} {
 		t.Run(fmt.Sprintf("%+v/%#x", c.f, c.hint), func(t *testing.T) {
-			m := New(c.f)
+			m := New(new(Namespace), c.f)
 			got, err := mapAnonAt(m, c.hint, pg, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -72,6 +73,7 @@ func TestMmapHintRaisedToMinAddr(t *testing.T) {
 // (lowDac*) answered: fixed and noreplace at 0 succeed as root and fail
 // EPERM without CAP_SYS_RAWIO; at 0x1000 and 0x8000 they succeed either way.
 func TestMmapFixedBelowMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f    machine.Features
 		addr uint64
@@ -91,7 +93,7 @@ func TestMmapFixedBelowMinAddr(t *testing.T) {
 	} {
 		for _, flag := range []int{MAP_FIXED, MAP_FIXED_NOREPLACE} {
 			t.Run(fmt.Sprintf("%+v/%#x/%#x", c.f, c.addr, flag), func(t *testing.T) {
-				m := New(c.f)
+				m := New(new(Namespace), c.f)
 				got, err := mapAnonAt(m, c.addr, pg, flag)
 				if !errors.Is(err, c.err) || err == nil && c.err != nil || err != nil && c.err == nil {
 					t.Fatalf("mmap(%#x, fixed) = %#x, %v; want %v", c.addr, got, err, c.err)
@@ -114,11 +116,12 @@ func TestMmapFixedBelowMinAddr(t *testing.T) {
 // CAP_SYS_RAWIO (a page at 0x1000 unmapped, 0x20000 kept) and moved it as
 // root.
 func TestMremapFixedBelowMinAddr(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f   machine.Features
 		err error
 	}{{lowDacNoRawio, errno.EPERM}, {lowDacRawio, nil}} {
-		m := New(c.f)
+		m := New(new(Namespace), c.f)
 		must(t, err2(mapAnonAt(m, 0x1000, pg, MAP_FIXED)))
 		must(t, err2(mapAnonAt(m, 0x20000, pg, MAP_FIXED)))
 		_, err := m.Mremap(nil, 0x20000, pg, 2*pg, MREMAP_MAYMOVE|MREMAP_FIXED, 0)
@@ -148,10 +151,11 @@ func err2(_ uint64, err error) error { return err }
 // rules are pinned from arch/x86 and mm/ (v6.19) alone, without a live
 // oracle.
 func TestTaskSizeLA57(t *testing.T) {
+	t.Parallel()
 	const high = 1 << 50
 	for _, la57 := range []bool{false, true} {
 		f := machine.Features{LA57: la57, MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true}
-		m := New(f)
+		m := New(new(Namespace), f)
 		wantTS := uint64(1<<47 - pg)
 		if la57 {
 			wantTS = 1<<56 - pg
@@ -198,6 +202,7 @@ func TestTaskSizeLA57(t *testing.T) {
 // host at hand had la57: pinned from the v6.19 sources alone, without a
 // live oracle.
 func TestPlacementWindowLA57(t *testing.T) {
+	t.Parallel()
 	const high = 1 << 50
 	topOf56 := uint64(DefaultMmapBase + (1<<56 - pg) - machine.DefaultMapWindow)
 	for _, c := range []struct {
@@ -215,7 +220,7 @@ func TestPlacementWindowLA57(t *testing.T) {
 		{true, 1 << 55, 1 << 55, false},
 	} {
 		t.Run(fmt.Sprintf("la57=%v/%#x/taken=%v", c.la57, c.hint, c.taken), func(t *testing.T) {
-			m := New(machine.Features{LA57: c.la57, MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true})
+			m := New(new(Namespace), machine.Features{LA57: c.la57, MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true})
 			if c.taken {
 				if _, err := mapAnonAt(m, c.hint, 2*pg, MAP_FIXED); c.la57 && err != nil {
 					t.Fatal(err)
@@ -230,7 +235,7 @@ func TestPlacementWindowLA57(t *testing.T) {
 	// uprobes' XOL area: xol_add_vma() hints TASK_SIZE - PAGE_SIZE, which
 	// with la57 lies above the window and is used.
 	for _, la57 := range []bool{false, true} {
-		m := New(machine.Features{LA57: la57, MmapMinAddr: 65536, LSMMmapMinAddr: 65536})
+		m := New(new(Namespace), machine.Features{LA57: la57, MmapMinAddr: 65536, LSMMmapMinAddr: 65536})
 		m.MmapWriteLock(nil)
 		got, err := m.GetUnmappedArea(m.TaskSize()-pg, pg)
 		m.MmapWriteUnlock()
@@ -244,7 +249,8 @@ func TestPlacementWindowLA57(t *testing.T) {
 // bottom-up from mmap_legacy_base (TASK_UNMAPPED_BASE, a third of the
 // 47-bit window) up to the window's end (arch_get_unmapped_area()).
 func TestPlacementBottomUpFallback(t *testing.T) {
-	m := New(lowDacRawio)
+	t.Parallel()
+	m := New(new(Namespace), lowDacRawio)
 	m.MmapBase = 0x30000 // room below it: 0x10000-0x30000, two 64 KiB mappings
 	for range 2 {
 		if _, err := mapAnonAt(m, 0, 0x10000, 0); err != nil {
@@ -263,7 +269,8 @@ func TestPlacementBottomUpFallback(t *testing.T) {
 // A fork's child keeps its parent's mmap_base (dup_mm() copies the
 // mm_struct), so placement goes on alike in both.
 func TestForkKeepsMmapBase(t *testing.T) {
-	m := New(lowDacRawio)
+	t.Parallel()
+	m := New(new(Namespace), lowDacRawio)
 	m.MmapBase = 0x40000000
 	c, err := m.Fork(nil)
 	if err != nil {

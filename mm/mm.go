@@ -32,12 +32,39 @@ type Hooks interface {
 	Exit(mm *MM)
 }
 
-var nextMMID atomic.Int64
+// Namespace numbers the address spaces and inodes of one model kernel:
+// each MM's ID and each Inode's Ino, from 1 up in the order they are made,
+// never reused. Inode numbers are what get_next_ino() hands the inodes of
+// the kernel's pseudo filesystems (shmem's among them); the model gives
+// every file one. An MM knows its namespace: its fork's child (dup_mm) and
+// the inodes of its shared anonymous mappings (shmem_zero_setup) draw from
+// it. Two namespaces share nothing, so runs in one process each number
+// their objects as a fresh process would. The zero value is ready to use.
+type Namespace struct {
+	lastMMID atomic.Int64
+	lastIno  atomic.Uint64
+	zero     atomic.Pointer[pgtable.Page] // zeroPage's, made on first use
+}
+
+// zeroPage returns the namespace's shared zero page (ZERO_PAGE), which
+// read faults on private anonymous memory map (do_anonymous_page without
+// FAULT_FLAG_WRITE). Never written; its mapcount counts only this
+// namespace's mappings.
+func (ns *Namespace) zeroPage() *pgtable.Page {
+	if p := ns.zero.Load(); p != nil {
+		return p
+	}
+	ns.zero.CompareAndSwap(nil, pgtable.NewAnonPage())
+	return ns.zero.Load()
+}
 
 // MM mirrors struct mm_struct: one address space.
 type MM struct {
-	// ID identifies the MM in traces and experiments.
+	// ID identifies the MM in traces and experiments: unique in its
+	// Namespace.
 	ID int64
+
+	ns *Namespace // where ID came from (New)
 
 	// MmapLock is the mmap_lock rwsem. Order: after dup_mmap_sem, before
 	// VMA locks, i_mmap_rwsem and ptLock. Held for write, it protects the
@@ -113,10 +140,10 @@ type MM struct {
 	gapFix GapFix
 }
 
-// New returns an empty address space on a machine with features f, in
-// v6.19's kernel (GapFixNone; NewWith chooses).
-func New(f machine.Features) *MM {
-	m := &MM{ID: nextMMID.Add(1), PT: new(pgtable.Table), feat: f, gapFix: GapFixNone}
+// New returns an empty address space in ns on a machine with features f,
+// in v6.19's kernel (GapFixNone; NewWith chooses).
+func New(ns *Namespace, f machine.Features) *MM {
+	m := &MM{ID: ns.lastMMID.Add(1), ns: ns, PT: new(pgtable.Table), feat: f, gapFix: GapFixNone}
 	if f.OSPKE {
 		m.pkeyAllocationMap, m.execOnlyPkey = 0x1, -1 // key 0 is allocated implicitly
 	}

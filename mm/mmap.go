@@ -145,7 +145,7 @@ func (m *MM) mmapRegion(file *File, addr, length uint64, vmFlags VMFlags, pgoff 
 		v = &VMA{Start: addr, End: end, Pgoff: pgoff, Flags: vmFlags, File: file, MM: m}
 		v.LockSeq.Store(^uint64(0))
 		if file == nil && vmFlags&VM_SHARED != 0 {
-			v.File = Open(newShmemInode(length))
+			v.File = Open(newShmemInode(m.ns, length))
 		}
 		m.vmaStore(v)
 		m.mapCount++

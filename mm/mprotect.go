@@ -105,7 +105,7 @@ func (m *MM) changeProtection(v *VMA, old VMFlags) {
 		m.PT.ChangeProtection(v.Start, v.End, false, nil)
 	case old&VM_WRITE == 0 && v.Flags&VM_WRITE != 0 && v.Flags&VM_SHARED == 0:
 		m.PT.ChangeProtection(v.Start, v.End, true, func(p pgtable.PTE) bool {
-			return p.Page.IsAnon() && !IsZeroPage(p.Page) && p.Page.MapCount() == 1 // vm_normal_page() is NULL for the zero page
+			return p.Page.IsAnon() && !m.isZeroPage(p.Page) && p.Page.MapCount() == 1 // vm_normal_page() is NULL for the zero page
 		})
 	}
 }

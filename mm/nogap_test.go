@@ -10,7 +10,8 @@ import (
 // merges and MAP_FIXED replacement publish each change in one tree write,
 // as the kernel's maple-tree stores do.
 func TestNoTransientGap(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 4, rw)
 	done := make(chan struct{})
 	var misses, reads atomic.Int64

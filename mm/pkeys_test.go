@@ -40,6 +40,7 @@ func vmaAt(t *testing.T, m *MM, page uint64) *VMA {
 // is present; fetches work. Without OSPKE the VMA has key 0 and reads like
 // r-x.
 func TestExecOnlyMmap(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		f         machine.Features
@@ -54,7 +55,7 @@ func TestExecOnlyMmap(t *testing.T) {
 		{"nopku", noPKU, 0, nil, errAccErr, nil, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := New(c.f)
+			m := New(new(Namespace), c.f)
 			mmapAnon(t, m, 0, 2, PROT_EXEC)
 			v := vmaAt(t, m, 0)
 			if v.Flags.Pkey() != c.pkey || v.Flags&VM_ACCESS_FLAGS != VM_EXEC {
@@ -95,6 +96,7 @@ func TestExecOnlyMmap(t *testing.T) {
 // the execute-only key, out of it back to key 0, so the two halves of a
 // split VMA differ in key and merge again when both leave execute-only.
 func TestExecOnlyMprotect(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		f    machine.Features
@@ -105,7 +107,7 @@ func TestExecOnlyMprotect(t *testing.T) {
 		{"nopku", noPKU, "0-1 r-xp, 1-2 --xp, 2-3 r-xp", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := New(c.f)
+			m := New(new(Namespace), c.f)
 			mmapAnon(t, m, 0, 3, PROT_READ|PROT_EXEC)
 			must(t, m.Mprotect(nil, arena+pg, pg, PROT_EXEC))
 			if got := layout(m); got != c.mid {
@@ -133,7 +135,8 @@ func TestExecOnlyMprotect(t *testing.T) {
 // stays readable. pkey_alloc itself is ENOSPC then, and EINVAL without
 // OSPKE (arch_set_user_pkey_access() refuses the one key, 0).
 func TestExecOnlyNoFreeKey(t *testing.T) {
-	m := New(withPKU)
+	t.Parallel()
+	m := New(new(Namespace), withPKU)
 	for want := 1; want < 16; want++ {
 		k, err := m.PkeyAlloc(nil, 0)
 		if err != nil || k != want {
@@ -150,7 +153,7 @@ func TestExecOnlyNoFreeKey(t *testing.T) {
 	if _, err := m.LoadByte(nil, arena); err != nil {
 		t.Errorf("read: %v, want readable", err)
 	}
-	if _, err := New(noPKU).PkeyAlloc(nil, 0); err != errno.EINVAL {
+	if _, err := New(new(Namespace), noPKU).PkeyAlloc(nil, 0); err != errno.EINVAL {
 		t.Errorf("pkey_alloc without OSPKE: %v, want EINVAL", err)
 	}
 }
@@ -159,7 +162,8 @@ func TestExecOnlyNoFreeKey(t *testing.T) {
 // thread's PKRU, which execute_only_pkey() sets when it allows the key,
 // and through the default PKRU of any other thread.
 func TestExecOnlyPKRUPerThread(t *testing.T) {
-	m := New(withPKU)
+	t.Parallel()
+	m := New(new(Namespace), withPKU)
 	open := &thread{pkru: 0} // a thread that allowed every key (WRPKRU 0)
 	other := &thread{pkru: InitPKRU}
 	mmapAnon(t, m, 0, 1, PROT_READ|PROT_WRITE)
@@ -190,7 +194,8 @@ func TestExecOnlyPKRUPerThread(t *testing.T) {
 // child's execute-only VMA stays execute-only, and its next PROT_EXEC
 // mapping reuses the same key.
 func TestExecOnlyFork(t *testing.T) {
-	m := New(withPKU)
+	t.Parallel()
+	m := New(new(Namespace), withPKU)
 	mmapAnon(t, m, 0, 1, PROT_EXEC)
 	c, err := m.Fork(nil)
 	must(t, err)
@@ -208,8 +213,9 @@ func TestExecOnlyFork(t *testing.T) {
 // (access_error() does not look at VM_EXEC): past a file's end that is
 // SIGBUS, elsewhere SEGV_ACCERR; PROT_NONE refuses it at once.
 func TestFetchFaultsInFirst(t *testing.T) {
-	m := New(noPKU)
-	f := Open(NewInode("f", 100, func(uint64) byte { return 1 }))
+	t.Parallel()
+	m := New(new(Namespace), noPKU)
+	f := Open(NewInode(new(Namespace), "f", 100, func(uint64) byte { return 1 }))
 	_, err := m.Mmap(nil, arena, 2*pg, PROT_READ, MAP_PRIVATE|MAP_FIXED, f, 0)
 	must(t, err)
 	if _, err := m.FetchByte(nil, arena); err != errAccErr {

@@ -46,7 +46,8 @@ const rw = PROT_READ | PROT_WRITE
 // recorded live).
 
 func TestAnonMergeSplitRemerge(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 1, rw)
 	mmapAnon(t, m, 1, 1, rw)
 	if got := layout(m); got != "0-2 rw-p" {
@@ -79,8 +80,9 @@ func TestAnonMergeSplitRemerge(t *testing.T) {
 }
 
 func TestFileMergeNeedsSameFileAndOffsets(t *testing.T) {
-	m := New(testFeatures)
-	in := NewInode("f", 8*pg, func(off uint64) byte { return byte(off % 251) })
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
+	in := NewInode(new(Namespace), "f", 8*pg, func(off uint64) byte { return byte(off % 251) })
 	f1, f2 := Open(in), Open(in)
 	mapf := func(page, n uint64, f *File, pgoff uint64) {
 		_, err := m.Mmap(nil, arena+page*pg, n*pg, PROT_READ, MAP_PRIVATE|MAP_FIXED, f, pgoff*pg)
@@ -103,7 +105,8 @@ func TestFileMergeNeedsSameFileAndOffsets(t *testing.T) {
 }
 
 func TestForkCOWAndSharedVisibility(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 1, rw)
 	_, err := m.Mmap(nil, arena+4*pg, pg, rw, MAP_SHARED|MAP_ANONYMOUS|MAP_FIXED, nil, 0)
 	must(t, err)
@@ -136,7 +139,8 @@ func TestForkCOWAndSharedVisibility(t *testing.T) {
 }
 
 func TestMremapRules(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 2, rw)
 	_, err := m.Mremap(nil, arena, 2*pg, 4*pg, 0, 0)
 	must(t, err)
@@ -173,7 +177,8 @@ func TestMremapRules(t *testing.T) {
 // threads while one thread populates under the read lock and another maps
 // and unmaps (write lock): -race checks the locking.
 func TestConcurrentAccessDuringPopulate(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	mmapAnon(t, m, 0, 64, rw)
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -229,7 +234,8 @@ func TestConcurrentAccessDuringPopulate(t *testing.T) {
 // anonymous mmaps returned ...871000 then ...870000 and merged); a special
 // mapping keeps its name, maps its own pages and never merges.
 func TestPlacementAndSpecialMapping(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	a1, err := m.Mmap(nil, 0, pg, rw, MAP_PRIVATE|MAP_ANONYMOUS, nil, 0)
 	must(t, err)
 	a2, err := m.Mmap(nil, 0, pg, rw, MAP_PRIVATE|MAP_ANONYMOUS, nil, 0)

@@ -9,8 +9,9 @@ import (
 // while an rmap walker holds it for read, an mprotect that splits the VMA
 // waits before it touches the range, so the walker's view stays whole.
 func TestFileVMARangeChangesUnderIMmapWriteLock(t *testing.T) {
-	m := New(testFeatures)
-	in := NewInode("f", 4*pg, nil)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
+	in := NewInode(new(Namespace), "f", 4*pg, nil)
 	if _, err := m.Mmap(nil, arena, 4*pg, PROT_READ, MAP_PRIVATE|MAP_FIXED, Open(in), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,8 @@ func TestFileVMARangeChangesUnderIMmapWriteLock(t *testing.T) {
 // exit_mmap unmaps the page tables under the mmap read lock first, which a
 // maps reader shares; only freeing the VMAs waits for the write lock.
 func TestExitUnmapsUnderReadLock(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	if _, err := m.Mmap(nil, arena, 2*pg, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED|MAP_POPULATE, nil, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,8 @@ func TestExitUnmapsUnderReadLock(t *testing.T) {
 // into the middle of A splits A in three, B's line stays; without
 // MREMAP_FIXED, or resizing, it is refused.
 func TestMremapDontUnmap(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	a, b := uint64(arena), uint64(arena+4*pg)
 	if _, err := m.Mmap(nil, a, 3*pg, rw, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)

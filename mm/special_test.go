@@ -22,7 +22,8 @@ func mapAnon(t *testing.T, m *MM, start, end uint64) {
 // case), inside the limits and above mmap_min_addr (4096 here; with
 // CONFIG_LSM_MMAP_MIN_ADDR 65536 nothing below 0x10000 is found).
 func TestUnmappedArea(t *testing.T) {
-	m := New(machine.Features{MmapMinAddr: 4096})
+	t.Parallel()
+	m := New(new(Namespace), machine.Features{MmapMinAddr: 4096})
 	mapAnon(t, m, 0x10000, 0x20000)
 	mapAnon(t, m, 0x21000, 0x30000) // a one-page hole at 0x20000: too small
 	mapAnon(t, m, 0x32000, 0x40000) // a two-page hole at 0x30000
@@ -51,7 +52,7 @@ func TestUnmappedArea(t *testing.T) {
 			t.Errorf("UnmappedArea(%#x, %#x, topdown %v) = %#x, %v; want %#x, %v", c.low, c.high, c.topdown, got, err, c.want, c.err)
 		}
 	}
-	lsm := New(machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true})
+	lsm := New(new(Namespace), machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536, CapSysRawio: true})
 	mapAnon(t, lsm, 0x10000, 0x20000)
 	lsm.MmapReadLock(nil)
 	defer lsm.MmapReadUnlock()
@@ -65,7 +66,8 @@ func TestUnmappedArea(t *testing.T) {
 // A special mapping whose Mremap refuses cannot be moved (EPERM, and it
 // stays), cannot grow (VM_DONTEXPAND: EFAULT), and can be unmapped.
 func TestSpecialMappingMremapMunmap(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	sm := &SpecialMapping{Name: "[uprobes-trampoline]", Pages: []*pgtable.Page{pgtable.NewAnonPage()},
 		Mremap: func() error { return errno.EPERM }}
 	const at = 0x3ff000

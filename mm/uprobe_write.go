@@ -75,7 +75,7 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 	m.vmaStartWrite(v)
 	idx := v.Pgoff + (a-v.Start)>>pgtable.PageShift // linear_page_index
 	np := cur
-	if !cur.IsAnon() || cur.MapCount() != 1 || IsZeroPage(cur) {
+	if !cur.IsAnon() || cur.MapCount() != 1 || m.isZeroPage(cur) {
 		// FOLL_WRITE on a read-only private mapping: wp_page_copy().
 		m.anonVMAPrepare(v)
 		np = pgtable.NewAnonPageAt(idx)

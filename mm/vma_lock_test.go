@@ -44,7 +44,8 @@ func waitFor(cond func() bool) {
 // A VMA write lock lasts exactly as long as the mmap write section;
 // unlock and downgrade both end it.
 func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	v := mapPieces(t, m, 2)[0]
 	if got := m.LockVMAUnderRCU(v.Start); got != v {
 		t.Fatalf("unlocked VMA: lock_vma_under_rcu = %p, want %p", got, v)
@@ -84,7 +85,8 @@ func TestVMAWriteLockEndsWithWriteSection(t *testing.T) {
 // A detached VMA is never read-locked: vma_start_read says EAGAIN, and
 // lock_vma_under_rcu looks the address up again.
 func TestDetachedVMANotLocked(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	vs := mapPieces(t, m, 3)
 	v := vs[1]
 	if err := m.Munmap(nil, v.Start, v.End-v.Start); err != nil {
@@ -114,7 +116,7 @@ func TestDetachedVMANotLocked(t *testing.T) {
 // change the VMA until the reader leaves, and its wait is accounted.
 func TestWriterWaitsForVMAReader(t *testing.T) {
 	forModes(t, func(t *testing.T, k tasks) {
-		m := New(testFeatures)
+		m := New(new(Namespace), testFeatures)
 		v := mapPieces(t, m, 2)[0]
 		if m.LockVMAUnderRCU(v.Start) != v {
 			t.Fatal("cannot read-lock")
@@ -154,7 +156,7 @@ func TestWriterWaitsForVMAReader(t *testing.T) {
 // lock and waits for the fork.
 func TestForkWriteLocksEveryVMA(t *testing.T) {
 	forModes(t, func(t *testing.T, k tasks) {
-		m := New(testFeatures)
+		m := New(new(Namespace), testFeatures)
 		vs := mapPieces(t, m, 2)
 		a, b := vs[0], vs[1]
 		if m.LockVMAUnderRCU(b.Start) != b {
@@ -221,7 +223,7 @@ func TestVMALockStress(t *testing.T) {
 		if k.sys != nil {
 			writes = 150
 		}
-		m := New(testFeatures)
+		m := New(new(Namespace), testFeatures)
 		const n = 16
 		mapPieces(t, m, n)
 		var stop atomic.Bool
@@ -291,7 +293,8 @@ func TestVMALockStress(t *testing.T) {
 // (nil, not EAGAIN: the caller falls back to the mmap lock), and
 // vma_start_read_locked fails too; below it both succeed.
 func TestVMARefLimit(t *testing.T) {
-	m := New(testFeatures)
+	t.Parallel()
+	m := New(new(Namespace), testFeatures)
 	v := mapPieces(t, m, 1)[0]
 	v.RefCnt.Store(VMA_REF_LIMIT)
 	if got, err := m.vmaStartRead(v); got != nil || err != nil {

@@ -13,7 +13,7 @@ const benchVMAs = 30000
 // benchMM returns an address space of n one-page VMAs, alternating rw and r.
 func benchMM(b *testing.B, n int) *mm.MM {
 	b.Helper()
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const base = 0x100000000
 	if _, err := m.Mmap(nil, base, uint64(n)*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		b.Fatal(err)

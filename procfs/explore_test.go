@@ -11,13 +11,16 @@ import (
 // skip the VMA at 0x10004000 (the arena's third piece), every maps read
 // and the query of that page report the gap.
 func TestExplorerFindsSkippedVMA(t *testing.T) {
-	restore := procfs.SetBrokenSkip(func(start uint64, _ bool) bool { return start == 0x10004000 })
-	defer restore()
+	broken := func(w *explore.World) {
+		w.MapsOpened = func(f *procfs.MapsFile) {
+			f.SetBrokenSkip(func(start uint64, _ bool) bool { return start == 0x10004000 })
+		}
+	}
 	for _, c := range []struct {
 		scenario string
 		prop     explore.Property
 	}{{"maps-vs-modify", explore.PropMapsGap}, {"query-vs-modify", explore.PropQueryGap}} {
-		rep, err := explore.Explore(explore.Lookup(c.scenario), explore.Options{Design: explore.After, Schedules: 10, Seed: 1})
+		rep, err := explore.Explore(explore.Lookup(c.scenario).WithSetup(broken), explore.Options{Design: explore.After, Schedules: 10, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

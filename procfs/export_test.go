@@ -1,8 +1,4 @@
 package procfs
 
-// SetBrokenSkip sets the walk's skip hook (see hooks) until the returned
-// function is called.
-func SetBrokenSkip(skip func(start uint64, query bool) bool) (restore func()) {
-	hooks.brokenSkip = skip
-	return func() { hooks.brokenSkip = nil }
-}
+// SetBrokenSkip sets f's skip hook (see MapsFile.skip); nil removes it.
+func (f *MapsFile) SetBrokenSkip(skip func(start uint64, query bool) bool) { f.skip = skip }

@@ -59,7 +59,7 @@ func TestShowMapVMAMatchesKernel(t *testing.T) {
 	file := liveLine(t, base+0x10000, 2*4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_SHARED, fd)
 	dev := strings.Fields(file)[3]
 	file = strings.Replace(file, " "+dev+" ", " 00:00 ", 1)
-	in := mm.NewInode(path, 8*4096, nil)
+	in := mm.NewInode(new(mm.Namespace), path, 8*4096, nil)
 	in.Ino = st.Ino
 	fv := &mm.VMA{Start: base + 0x10000, End: base + 0x12000, File: mm.Open(in),
 		Flags: mm.VM_READ | mm.VM_EXEC | mm.VM_SHARED | mm.VM_MAYSHARE | mm.VM_MAYREAD | mm.VM_MAYWRITE | mm.VM_MAYEXEC}

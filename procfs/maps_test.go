@@ -14,7 +14,8 @@ import (
 // name after one more space, shared mappings show 's', file offsets are
 // pgoff<<12 and anonymous ones 0.
 func TestMapsFormat(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const a = 0x100000000000
 	if _, err := m.Mmap(nil, a, 8192, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
@@ -22,7 +23,7 @@ func TestMapsFormat(t *testing.T) {
 	if _, err := m.Mmap(nil, a+0x10000, 4096, mm.PROT_READ, mm.MAP_SHARED|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	f := mm.Open(mm.NewInode("f", 8192, nil))
+	f := mm.Open(mm.NewInode(new(mm.Namespace), "f", 8192, nil))
 	if _, err := m.Mmap(nil, a+0x20000, 4096, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, f, 4096); err != nil {
 		t.Fatal(err)
 	}

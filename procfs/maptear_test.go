@@ -78,7 +78,8 @@ func (s *brokenSpace) skip(start uint64, query bool) bool {
 // verbose mode printed and the error.
 func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Result, []string, error) {
 	t.Helper()
-	defer procfs.SetBrokenSkip(s.skip)()
+	s.MapsFile().SetBrokenSkip(s.skip)
+	defer s.MapsFile().SetBrokenSkip(nil)
 	var res []maptear.Result
 	var log []string
 	err := maptear.Check(context.Background(), s, o, experiment.Row{},
@@ -92,6 +93,7 @@ func runBroken(t *testing.T, s *brokenSpace, o *maptear.Options) ([]maptear.Resu
 // boundary lines, the split's change in unison, and each case's query
 // check; the verbose mode prints the lines around the boundary.
 func TestMaptearCatchesSkippedVMA(t *testing.T) {
+	t.Parallel()
 	for _, c := range maptear.Cases {
 		ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 		if err != nil {
@@ -130,6 +132,7 @@ func TestMaptearCatchesSkippedVMA(t *testing.T) {
 // calibration changes resize's first line, which proc-maps-race.c's
 // check_shrink_result refuses ("first line unchanged").
 func TestMaptearResizeCalibrationCatchesSkippedVMA(t *testing.T) {
+	t.Parallel()
 	ms, err := maptear.NewModelSpace(machine.MustNamed("x86-64"), procfs.After)
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,9 @@ import (
 // reader runs again; with the After walk it holds nothing there and the
 // writer goes ahead.
 func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
-		m := mm.New(machine.MustNamed("x86-64").Features)
+		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 20)
 		sys := sched.NewSystem(1)
 		atPoint := make(chan struct{})
@@ -79,7 +80,8 @@ func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 // write-locked, and so waits for the write section to end; it then returns
 // the VMA read-locked.
 func TestLockNextVMAFallsBackOnWriteLockedVMA(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	vs := m.VMAs()
 	m.MmapWriteLock(nil)

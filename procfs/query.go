@@ -192,7 +192,7 @@ func (lc *queryLock) find(addr uint64) (*mm.VMA, error) {
 			return nil, err
 		}
 		lc.locked = v
-		if brokenSkip(v.Start, true) {
+		if f.brokenSkip(v.Start, true) {
 			addr = v.End
 			continue
 		}

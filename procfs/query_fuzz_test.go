@@ -18,8 +18,8 @@ func FuzzQuery(f *testing.F) {
 	f.Add(uint64(uapi.SizeofProcmapQuery), uint64(0), uint64(0x100000000000), uint32(0), uint32(0), uint64(0), uint64(0), uint16(64), uint16(0), false)
 	f.Add(uint64(24), uint64(uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA), uint64(0), uint32(5), uint32(20), uint64(1), uint64(1), uint16(4), uint16(20), true)
 	f.Add(uint64(4097), uint64(0xff), uint64(1<<63), uint32(1<<31), uint32(1<<31), uint64(0), uint64(1), uint16(0), uint16(0), true)
-	m := mm.New(machine.MustNamed("x86-64").Features)
-	in := mm.NewInode("/lib/a.so", 1<<20, nil)
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
+	in := mm.NewInode(new(mm.Namespace), "/lib/a.so", 1<<20, nil)
 	in.BuildID = []byte{1, 2, 3, 4}
 	file := mm.Open(in)
 	for i, a := range []uint64{0x100000000000, 0x100000004000, 0x7f0000000000} {

@@ -56,8 +56,8 @@ func TestQueryMatchesLiveKernel(t *testing.T) {
 		{8, 1, unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED | unix.MAP_ANONYMOUS, false, 0},
 		{10, 1, unix.PROT_NONE, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS, false, 0},
 	}
-	m := mm.New(machine.Host().Features)
-	f := mm.Open(mm.NewInode(path, 16*4096, nil))
+	m := mm.New(new(mm.Namespace), machine.Host().Features)
+	f := mm.Open(mm.NewInode(new(mm.Namespace), path, 16*4096, nil))
 	for _, r := range layout {
 		addr := uintptr(a + r.off*4096)
 		mfd := -1
@@ -146,7 +146,7 @@ func TestQueryArgumentErrorsMatchLiveKernel(t *testing.T) {
 	pin.Pin(&buf[0])
 	defer pin.Unpin()
 	addr := uint64(uintptr(unsafe.Pointer(&buf[0])))
-	m := mm.New(machine.Host().Features)
+	m := mm.New(new(mm.Namespace), machine.Host().Features)
 	if _, err := m.Mmap(nil, 0x10000, 4096, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -38,10 +38,11 @@ func lastLine(t *testing.T, c []byte) uapi.VMA {
 // A line that would fill the 4096-byte buffer exactly overflows it
 // (seq_has_overflowed: count == size) and opens the next chunk.
 func TestChunkOfExactlyAPageOverflows(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const n = 93
 	pieces(t, m, walkArena, n)
-	in := mm.NewInode("x", 4096, nil)
+	in := mm.NewInode(new(mm.Namespace), "x", 4096, nil)
 	fileAt := uint64(walkArena + n*3*4096)
 	if _, err := m.Mmap(nil, fileAt, 4096, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
 		t.Fatal(err)
@@ -77,8 +78,9 @@ func TestChunkOfExactlyAPageOverflows(t *testing.T) {
 // yet shown, so that a VMA mapped meanwhile in the gap before it is not
 // shown; v6.17+ (After) at the end of the last VMA shown, so that it is.
 func TestResumePositionPerVersion(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
-		m := mm.New(machine.MustNamed("x86-64").Features)
+		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		// Pieces of 3 pages with a free page after each.
 		for i := range 200 {
 			prot := mm.PROT_READ | mm.PROT_WRITE
@@ -117,7 +119,8 @@ func TestResumePositionPerVersion(t *testing.T) {
 // With PreemptNone a read is preempted only on its way back to user space;
 // with PreemptFull also inside, once per line at least.
 func TestPreemptionPoints(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 50)
 	for _, v := range variants {
 		for _, p := range []Preemption{PreemptNone, PreemptFull} {
@@ -137,7 +140,8 @@ func TestPreemptionPoints(t *testing.T) {
 // is formatted, so a reader preempted there holds that VMA's lock (and only
 // that one).
 func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 5)
 	vs := m.VMAs()
 	n := 0
@@ -174,7 +178,8 @@ func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
 // m_stop): a reader that switched out between two VMAs of a chunk is inside
 // it, which rcu.ReadUnlock reports.
 func TestRCUSectionSpansTheChunk(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 5)
 	second := m.VMAs()[1].Start
 	sys := sched.NewSystem(1)
@@ -182,14 +187,13 @@ func TestRCUSectionSpansTheChunk(t *testing.T) {
 	got := make(chan any)
 	sys.Spawn(0, 0, func(th *sched.Thread) {
 		defer func() { got <- recover() }()
-		restore := SetBrokenSkip(func(start uint64, _ bool) bool {
+		f := mustOpenMaps(m, Options{Variant: After, Thread: th})
+		f.SetBrokenSkip(func(start uint64, _ bool) bool {
 			if start == second {
 				th.Block(func() {}) // a context switch between two VMAs
 			}
 			return false
 		})
-		defer restore()
-		f := mustOpenMaps(m, Options{Variant: After, Thread: th})
 		f.Read()
 	})
 	if p := <-got; p == nil || !strings.Contains(p.(string), "classic RCU read section") {
@@ -218,7 +222,8 @@ func (w *fatalWaiter) Block(wait func()) {
 // (mmap_read_lock_killable in lock_next_vma_under_mmap_lock): a reader with
 // a fatal signal pending gets EINTR instead of sleeping behind the writer.
 func TestFallbackIsKillable(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	vs := m.VMAs()
 	m.MmapWriteLock(nil)
@@ -247,7 +252,8 @@ func TestFallbackIsKillable(t *testing.T) {
 // A VMA found detached is looked up again until its writer is done, as
 // lock_next_vma does; the reader does not fall back to the mmap lock for it.
 func TestDetachedVMARetried(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 3)
 	v := m.VMAs()[1]
 	v.RefCnt.Store(0) // as vma_mark_detached leaves it before the tree is published

@@ -137,18 +137,9 @@ type Options struct {
 	Thread *sched.Thread
 }
 
-// hooks are the package's test hooks, set only from export_test.go.
-var hooks struct {
-	// brokenSkip, if set, makes the After text walk (query false) and
-	// query (query true) pass over the VMAs it names by their start, as a
-	// reader with a broken walk would, so that a tearing checker can prove
-	// it reports the gap.
-	brokenSkip func(start uint64, query bool) bool
-}
-
-// brokenSkip reports whether the test hook skips the VMA starting at start.
-func brokenSkip(start uint64, query bool) bool {
-	return hooks.brokenSkip != nil && hooks.brokenSkip(start, query)
+// brokenSkip reports whether f's test hook skips the VMA starting at start.
+func (f *MapsFile) brokenSkip(start uint64, query bool) bool {
+	return f.skip != nil && f.skip(start, query)
 }
 
 // MapsFile is an open /proc/PID/maps of a model address space: a seq_file
@@ -164,6 +155,12 @@ type MapsFile struct {
 	rcuTh  *sched.Thread // the thread of classic RCU read sections (PreemptNone), or nil
 	rcuIdx int           // of the open read section
 	held   string        // what the reader holds while in Options.Point (Holding)
+
+	// skip, set only from export_test.go, makes the After text walk
+	// (query false) and query (query true) of this file pass over the
+	// VMAs it names by their start, as a reader with a broken walk would,
+	// so that a tearing checker can prove it reports the gap.
+	skip func(start uint64, query bool) bool
 }
 
 // OpenMaps opens m's maps file for a reader with opt; it refuses an unset
@@ -388,7 +385,7 @@ func (f *MapsFile) readVMALocked() error {
 			return err
 		}
 		pos = v.End
-		if brokenSkip(v.Start, false) {
+		if f.brokenSkip(v.Start, false) {
 			continue
 		}
 		f.preempt(lc.holding()) // show_map_vma under the VMA read lock

@@ -34,9 +34,10 @@ func pieces(t testing.TB, m *mm.MM, base uint64, n int) {
 // Both walks give the text of the one-chunk walk, in chunks of whole lines
 // of at most ChunkSize bytes.
 func TestWalksMatchMaps(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	pieces(t, m, walkArena, 300)
-	f := mm.Open(mm.NewInode("/usr/lib/libmodel.so", 8*4096, nil))
+	f := mm.Open(mm.NewInode(new(mm.Namespace), "/usr/lib/libmodel.so", 8*4096, nil))
 	if _, err := m.Mmap(nil, 0x7f0000000000, 4*4096, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE, f, 4096); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +78,9 @@ func TestWalksMatchMaps(t *testing.T) {
 // the last VMA shown); one that is unmapped between reads is simply gone.
 // Both walks behave the same.
 func TestResumeShowsGrownVMATwice(t *testing.T) {
+	t.Parallel()
 	for _, v := range variants {
-		m := mm.New(machine.MustNamed("x86-64").Features)
+		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		pieces(t, m, walkArena, 200)
 		mf := mustOpenMaps(m, Options{Variant: v})
 		c1, err := mf.Read()
@@ -136,9 +138,10 @@ func query(t *testing.T, mf *MapsFile, addr, flags uint64, nameSize int) (uapi.P
 // (fs/proc/task_mmu.c), checked against the live kernel in
 // query_linux_test.go.
 func TestQuerySemantics(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const a = 0x7f0000000000
-	in := mm.NewInode("/opt/model/libx.so", 16*4096, nil)
+	in := mm.NewInode(new(mm.Namespace), "/opt/model/libx.so", 16*4096, nil)
 	in.BuildID = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
 	mustMap := func(addr, n uint64, prot, flags int, f *mm.File, off uint64) {
 		if _, err := m.Mmap(nil, addr, n*4096, prot, flags|mm.MAP_FIXED, f, off); err != nil {
@@ -230,6 +233,7 @@ func TestQuerySemantics(t *testing.T) {
 // Each variant's name parses back to it; the zero variant is no variant,
 // and OpenMaps refuses it.
 func TestVariants(t *testing.T) {
+	t.Parallel()
 	for _, name := range Variants.Names() {
 		v, err := Variants.Parse(name)
 		if err != nil || v.String() != name {
@@ -242,7 +246,7 @@ func TestVariants(t *testing.T) {
 	if _, err := Variants.Parse("Before"); !errors.Is(err, design.ErrUnknown) {
 		t.Errorf("Before: %v", err)
 	}
-	if _, err := OpenMaps(mm.New(machine.MustNamed("x86-64").Features), Options{}); !errors.Is(err, design.ErrUnset) {
+	if _, err := OpenMaps(mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features), Options{}); !errors.Is(err, design.ErrUnset) {
 		t.Errorf("OpenMaps with no variant: %v, want design.ErrUnset", err)
 	}
 }

@@ -125,6 +125,7 @@ func familyCoverage(t *testing.T, family string, n int, f machine.Features) map[
 // Each harder family reaches what its Doc says, over the 80 seeds the
 // differential test replays.
 func TestFamiliesReach(t *testing.T) {
+	t.Parallel()
 	want := map[string][]string{
 		"long":     {"300 ops"},
 		"deepfork": {"depth 3"},

@@ -24,6 +24,7 @@ var goldenSettings = []machine.Description{machine.MustNamed("x86-64"), machine.
 // the machine its setting names, on every host; a setting of goldenSettings
 // not recorded yet is skipped, saying so.
 func TestGoldens(t *testing.T) {
+	t.Parallel()
 	traces, err := filepath.Glob("../testdata/traces/*.trace")
 	if err != nil || len(traces) == 0 {
 		t.Fatalf("no traces: %v", err)

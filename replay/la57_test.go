@@ -17,6 +17,7 @@ import (
 // the trace before it runs (trace.ValidateFor). No host at hand had la57:
 // the expected output follows the v6.19 sources, without a live oracle.
 func TestArenaAboveWindowLA57(t *testing.T) {
+	t.Parallel()
 	const src = `arena 0xfffffff0000000 0x100000000000000
 mmap 0xfffffff0000000 8K rw- private,fixed
 mmap 0xfffffff0004000 4K rw- private,hint

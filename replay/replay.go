@@ -43,11 +43,11 @@ func runHooked(ctx context.Context, f machine.Features, c mm.Config, p *trace.Pr
 	if err := p.ValidateFor(f); err != nil {
 		return err
 	}
-	root, err := mm.NewWith(f, c)
+	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}, after: after}
+	root, err := mm.NewWith(&r.ns, f, c)
 	if err != nil {
 		return err
 	}
-	r := &runner{ctx: ctx, p: p, out: bufio.NewWriter(w), files: map[string]*mm.File{}, after: after}
 	// Top-down placement (a hint the kernel does not use) starts at the
 	// top of trace.ProcessZones' mmap area, as the live helper's lies in
 	// it: such a mapping lands outside every arena on both targets. A
@@ -68,6 +68,7 @@ type runner struct {
 	files map[string]*mm.File // one open file description per trace file
 	buf   []byte
 	after func(m *mm.MM, op *trace.Op) // runHooked's test hook, or nil
+	ns    mm.Namespace                 // numbers the run's address spaces and files
 }
 
 // run executes ops from index i on m until an exit op (returning the index
@@ -108,7 +109,7 @@ func (r *runner) step(m *mm.MM, op *trace.Op) {
 	var err error
 	switch op.Kind {
 	case trace.OpFile:
-		in := mm.NewInode(op.File, op.Size, trace.FileByte)
+		in := mm.NewInode(&r.ns, op.File, op.Size, trace.FileByte)
 		r.files[op.File] = mm.Open(in)
 	case trace.OpMmap:
 		flags := mm.MAP_PRIVATE

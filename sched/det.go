@@ -365,6 +365,14 @@ type detRun struct {
 // detMu serialises deterministic runs in the process; detCur is the thread
 // that runs in the active one (nil if none). Model code that has no thread
 // at hand (locks, clocks) finds the run through detCur.
+//
+// detCur is the model's one process-wide state, kept on purpose: At,
+// Relax, Now, Wait and the locks' Acquired and Released, called from every
+// model package (mm, locking, rcu, uprobes, kernel, procfs), find the
+// running thread here; threading a handle through every caller of At costs
+// more than it buys. Because of it deterministic runs in one process take
+// turns (detMu), and no model code may run in real-time mode in the
+// process while one is active.
 var (
 	detMu  sync.Mutex
 	detCur atomic.Pointer[Thread]

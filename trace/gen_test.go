@@ -7,6 +7,7 @@ import (
 )
 
 func TestGenerateRoundTrip(t *testing.T) {
+	t.Parallel()
 	for seed := range int64(500) {
 		p := Generate(seed, GenOptions{})
 		q, err := Parse(strings.NewReader(p.String()))
@@ -22,6 +23,7 @@ func TestGenerateRoundTrip(t *testing.T) {
 // Every family's traces are valid (they parse: arena, ranges, lengths, files)
 // and print back to themselves.
 func TestGenerateFamiliesRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, fam := range Families {
 		for seed := range int64(300) {
 			p := Generate(seed, GenOptions{Family: fam.Name})
@@ -39,6 +41,7 @@ func TestGenerateFamiliesRoundTrip(t *testing.T) {
 // The arenas of top end at TASK_SIZE or 2^47 a few pages above their start;
 // those of tiny hold 2 to 8 pages.
 func TestGenerateFamilyArenas(t *testing.T) {
+	t.Parallel()
 	for seed := range int64(100) {
 		top := Generate(seed, GenOptions{Family: "top"})
 		if (top.ArenaHi != MaxUserAddr && top.ArenaHi != MaxUserAddr-PageSize) || top.ArenaLo < MaxUserAddr-26*PageSize {
@@ -67,6 +70,7 @@ func TestGenerateDeterministic(t *testing.T) {
 // Over a few dozen seeds, the generator emits every op, flag, protection and
 // mremap kind, nests forks, and aims most accesses at mapped pages.
 func TestGenerateCoverage(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for seed := range int64(50) {
 		p := Generate(seed, GenOptions{})

@@ -13,6 +13,7 @@ import (
 )
 
 func TestParseValid(t *testing.T) {
+	t.Parallel()
 	src := `# a comment line
 arena 0x200000000000 0x200100000000
 
@@ -68,6 +69,7 @@ mmap 0x200000003000 4K r-- private,hint
 }
 
 func TestParseDefaultArena(t *testing.T) {
+	t.Parallel()
 	p, err := Parse(strings.NewReader("maps\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,7 @@ func TestParseDefaultArena(t *testing.T) {
 // Each malformed trace is refused with the line of the
 // offending op (counting every line, comments and blank ones too).
 func TestParseMalformed(t *testing.T) {
+	t.Parallel()
 	const a = "0x100000000000"
 	cases := []struct {
 		name, src string
@@ -156,6 +159,7 @@ func TestParseMalformed(t *testing.T) {
 // Arenas just outside the process zones, a gigabyte of the stack zone and
 // the top page of the address space are allowed.
 func TestParseArenaEdges(t *testing.T) {
+	t.Parallel()
 	for _, a := range []string{"0x10000 0x20000", "0x54fffffff000 0x550000000000", "0x660000000000 0x6f0000000000",
 		"0x7fffc0000000 0x800000000000", "0x7ffffffff000 0x800000000000", "0x7ffbfffff000 0x800000000000"} {
 		_, err := Parse(strings.NewReader("arena " + a + "\nmaps\n"))
@@ -199,6 +203,7 @@ func TestParseLongComment(t *testing.T) {
 // An error reading the trace is not a malformed trace: it comes back as it
 // is, naming the line being read.
 func TestParseReadError(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	_, err := Parse(io.MultiReader(strings.NewReader("maps\nma"), iotest.ErrReader(boom)))
 	var se *SyntaxError
@@ -210,6 +215,7 @@ func TestParseReadError(t *testing.T) {
 // Validate names the op of a hand-edited Program that breaks a rule by its
 // line and text.
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	p, err := Parse(strings.NewReader("maps\nmmap 0x100000000000 4K rw- private,fixed\n"))
 	if err != nil || p.Validate() != nil {
 		t.Fatalf("Parse = %v; Validate of a parsed Program: %v", err, p.Validate())
@@ -230,6 +236,7 @@ func TestValidate(t *testing.T) {
 // only with 5-level paging (ValidateFor), up to 2^56; the stack zone
 // stays below 2^47.
 func TestArenaBoundsFollowTheMachine(t *testing.T) {
+	t.Parallel()
 	fourLevel := machine.Features{MmapMinAddr: 4096, LSMMmapMinAddr: 65536}
 	la57 := fourLevel
 	la57.LA57 = true
@@ -263,6 +270,7 @@ func TestArenaBoundsFollowTheMachine(t *testing.T) {
 // A trace's depends line names the features its goldens depend on; a
 // setting names their values, and SettingFeatures reads them back.
 func TestSetting(t *testing.T) {
+	t.Parallel()
 	src := []byte("# depends on: cap_sys_rawio mmap_min_addr\n  # depends on: lsm_mmap_min_addr ospke\nmaps\n")
 	keys, err := Depends(src)
 	if err != nil || strings.Join(keys, " ") != "ospke mmap_min_addr lsm_mmap_min_addr cap_sys_rawio" {
@@ -289,6 +297,7 @@ func TestSetting(t *testing.T) {
 }
 
 func TestProtString(t *testing.T) {
+	t.Parallel()
 	for p, want := range []string{"---", "r--", "-w-", "rw-", "--x", "r-x", "-wx", "rwx"} {
 		if got := Prot(p).String(); got != want {
 			t.Errorf("Prot(%d) = %q, want %q", p, got, want)
@@ -297,6 +306,7 @@ func TestProtString(t *testing.T) {
 }
 
 func TestOutputLines(t *testing.T) {
+	t.Parallel()
 	if got := PeekLine(0x100000001000, 7); got != "peek 0x100000001000 7" {
 		t.Errorf("PeekLine = %q", got)
 	}
@@ -309,6 +319,7 @@ func TestOutputLines(t *testing.T) {
 }
 
 func TestNormalizeAndDiff(t *testing.T) {
+	t.Parallel()
 	// Lines as the live kernel prints them (padding to column 73 before the
 	// name), against the same VMAs with other dev/inode values.
 	live := "100000000000-100000002000 rw-p 00000000 00:00 0 \n" +

@@ -14,7 +14,7 @@ import (
 // address space on u's machine, probed by u: u is its mm's hooks, and its
 // forks (and theirs) take dup_mmap_sem in u's design.
 func (u *Uprobes) NewTaskMM(comm string) (*kernel.Task, error) {
-	return kernel.NewTaskMMWith(comm, u.machine.Desc.Features, kernel.Config{Design: u.design, DupMmapSem: &u.DupMmapSem, Hooks: u})
+	return u.machine.NewTaskMMWith(comm, kernel.Config{Design: u.design, DupMmapSem: &u.DupMmapSem, Hooks: u})
 }
 
 // Passes returns how many passes over the file's mappings the after
@@ -75,7 +75,7 @@ func (r removalWaiter) RecordBlocked(lock string, d time.Duration) {
 // caller is killed (patch 8).
 func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Consumer) error {
 	isRegister := nc != nil
-	if !isRegister && !hooks.undoKilledRemoval {
+	if !isRegister && !u.hooks.undoKilledRemoval {
 		w = removalWaiter{w}
 	}
 	var held []*mm.MM // write-locked, with a user reference, for the next pass
@@ -92,7 +92,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				continue
 			}
 			locked := slices.Contains(held, m)
-			if !locked && hooks.undoTrylock {
+			if !locked && u.hooks.undoTrylock {
 				m.MmapWriteLock(w)
 			} else if !locked && !m.MmapWriteTrylock() {
 				if slices.Contains(busy, m) {
@@ -115,7 +115,7 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 			put = append(put, m)
 		}
 		held = nil
-		if hooks.undoPutOutside {
+		if u.hooks.undoPutOutside {
 			for _, m := range put {
 				mmput(m)
 			}
@@ -147,8 +147,8 @@ func (u *Uprobes) registerForEachVMAAfter(w locking.Waiter, up *Uprobe, nc *Cons
 				return e
 			}
 			held = append(held, m)
-			if hooks.waited != nil {
-				hooks.waited(m)
+			if u.hooks.waited != nil {
+				u.hooks.waited(m)
 			}
 		}
 	}

@@ -123,7 +123,7 @@ func newRegVsFork(t testing.TB, d kernel.Design, seed uint64, schedule []int, re
 	logf := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
 	parent := e.newProc(t, "forker")
 	busy := e.newProc(t, "busy")
-	tracer := kernel.NewTask("tracer")
+	tracer := e.mach.NewTask("tracer")
 	start := func(task *kernel.Task, cpu int, body func()) {
 		e.mach.Start(task, cpu, 0, func(*kernel.Runner) { body() })
 	}

@@ -55,7 +55,7 @@ func newEnvOn(t testing.TB, sys *sched.System, c Config, prog func(a *cpu.Asm)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := mm.NewInode("/usr/bin/probed", uint64(len(code)), func(off uint64) byte { return code[off] })
+	in := mm.NewInode(&mach.NS.MM, "/usr/bin/probed", uint64(len(code)), func(off uint64) byte { return code[off] })
 	e := &env{mach: mach, u: u, inode: in, file: mm.Open(in), asm: a, code: code}
 	if tt, ok := t.(*testing.T); ok {
 		e.t = tt

@@ -6,17 +6,11 @@ import (
 	"mmlab/mm"
 )
 
-// setWaitedHook sets hooks.waited to f until the test ends.
-func setWaitedHook(t testing.TB, f func(m *mm.MM)) {
-	hooks.waited = f
-	t.Cleanup(func() { hooks.waited = nil })
-}
+// setWaitedHook sets u's hooks.waited to f.
+func (u *Uprobes) setWaitedHook(f func(m *mm.MM)) { u.hooks.waited = f }
 
-// setTextWriteHook sets hooks.textWrite for the test.
-func setTextWriteHook(t *testing.T, fn func(m *mm.MM, vaddr uint64, n int)) {
-	hooks.textWrite = fn
-	t.Cleanup(func() { hooks.textWrite = nil })
-}
+// setTextWriteHook sets u's hooks.textWrite to fn (nil: none).
+func (u *Uprobes) setTextWriteHook(fn func(m *mm.MM, vaddr uint64, n int)) { u.hooks.textWrite = fn }
 
 // Mutations of the after design, by seed 000's patch.
 const (
@@ -27,13 +21,13 @@ const (
 	MutPutOutside      = "put-outside"      // patch 2
 )
 
-// UndoFix undoes the fix named mut until the test ends.
-func UndoFix(t testing.TB, mut string) {
-	p := map[string]*bool{MutRegisterTrylock: &hooks.undoTrylock, MutKilledRemoval: &hooks.undoKilledRemoval,
-		MutFinishHalfway: &hooks.undoFinish, MutNoWarn: &hooks.undoNoWarn, MutPutOutside: &hooks.undoPutOutside}[mut]
+// UndoFix undoes the fix named mut in u.
+func UndoFix(t testing.TB, u *Uprobes, mut string) {
+	h := &u.hooks
+	p := map[string]*bool{MutRegisterTrylock: &h.undoTrylock, MutKilledRemoval: &h.undoKilledRemoval,
+		MutFinishHalfway: &h.undoFinish, MutNoWarn: &h.undoNoWarn, MutPutOutside: &h.undoPutOutside}[mut]
 	if p == nil {
 		t.Fatalf("no mutation %q", mut)
 	}
 	*p = true
-	t.Cleanup(func() { *p = false })
 }

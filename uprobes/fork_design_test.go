@@ -24,6 +24,7 @@ var designs = kernel.Designs.Values()
 // Each design's name is what String returns and Designs.Parse reads; any
 // other name is refused.
 func TestDesignNames(t *testing.T) {
+	t.Parallel()
 	for d, name := range map[kernel.Design]string{kernel.DesignBefore: "before", kernel.DesignAfter: "after"} {
 		got, err := kernel.Designs.Parse(name)
 		if d.String() != name || err != nil || got != d {
@@ -59,7 +60,7 @@ func TestSeed000ForkDoesNotWaitForBusyRegistration(t *testing.T) {
 		b := e.newProc(t, "busy")
 		f := e.newProc(t, "forker")
 		b.MM.MmapReadLock(nil) // B populates
-		tracer := kernel.NewTask("tracer")
+		tracer := e.mach.NewTask("tracer")
 		k := newCounter(true, false, nil)
 		reg := e.spawn("tracer", func() error {
 			_, err := e.u.Register(tracer, e.inode, e.off("f"), &k.c)
@@ -143,13 +144,13 @@ func TestSeed000PassProgress(t *testing.T) {
 			}
 		})
 		held.take()
-		setWaitedHook(t, func(m *mm.MM) {
+		e.u.setWaitedHook(func(m *mm.MM) {
 			relock.post()
 			until(m.MmapLock.IsContended) // B waits for its lock again
 		})
 		k := newCounter(true, false, nil)
 		reg := e.spawn("tracer", func() error {
-			_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+			_, err := e.u.Register(e.mach.NewTask("tracer"), e.inode, e.off("f"), &k.c)
 			return err
 		})
 		for steps := 0; ; steps++ {
@@ -211,7 +212,7 @@ func TestSeed000InheritedPerfEventKeepsBreakpoint(t *testing.T) {
 					return
 				}
 				removed = e.spawn("perf-close", func() error {
-					return e.u.UnregisterNosync(kernel.NewTask("perf-close"), up, &other.c)
+					return e.u.UnregisterNosync(e.mach.NewTask("perf-close"), up, &other.c)
 				})
 				until(e.u.DupMmapSem.IsWriteLocked) // queued behind this fork
 			},
@@ -251,7 +252,7 @@ func TestSeed000KilledUnregisterCompletes(t *testing.T) {
 		k := newCounter(true, false, nil)
 		up := mustRegister(t, e, "f", &k.c)
 		p2.MM.MmapReadLock(nil)
-		tracer := kernel.NewTask("tracer")
+		tracer := e.mach.NewTask("tracer")
 		done := e.spawn("tracer", func() error { return e.u.UnregisterNosync(tracer, up, &k.c) })
 		until(p2.MM.MmapLock.IsContended)
 		tracer.Kill()
@@ -310,7 +311,7 @@ func TestSeed000FailedForkTeardown(t *testing.T) {
 			FailAfter: 1,
 			OnVMA: func(int) {
 				reg = e.spawn("tracer", func() error {
-					_, err := e.u.Register(kernel.NewTask("tracer"), e.inode, e.off("f"), &k.c)
+					_, err := e.u.Register(e.mach.NewTask("tracer"), e.inode, e.off("f"), &k.c)
 					return err
 				})
 				until(e.u.DupMmapSem.WriterWaitingForReaders)

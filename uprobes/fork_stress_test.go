@@ -68,7 +68,7 @@ func stressInvariants(t *testing.T, e *env) {
 
 	for i := range offs {
 		tracers = append(tracers, e.spawn("tracer", func() error {
-			tr := kernel.NewTask("tracer")
+			tr := e.mach.NewTask("tracer")
 			k := newCounter(true, false, nil)
 			for range 12 {
 				gen[i].Add(1)

@@ -14,6 +14,7 @@ import (
 // On the v6.12 hit path every hit takes the mmap read lock for the VMA
 // lookup; today's finds the VMA without it.
 func TestHitPathMmapReadLockPerHit(t *testing.T) {
+	t.Parallel()
 	const calls = 50
 	for _, kc := range kernels {
 		t.Run(kernelName(kc), func(t *testing.T) {
@@ -39,6 +40,7 @@ func TestHitPathMmapReadLockPerHit(t *testing.T) {
 // uprobe (try_get_uprobe in prepare_uretprobe), dropped when it is freed;
 // today's holds a lease instead and leaves the count alone.
 func TestReturnInstanceReference(t *testing.T) {
+	t.Parallel()
 	for _, kc := range kernels {
 		t.Run(kernelName(kc), func(t *testing.T) {
 			e := newEnvConfig(t, 1, kc, retProg)
@@ -65,6 +67,7 @@ func TestReturnInstanceReference(t *testing.T) {
 // uprobe_apply walks the consumers in a read section of the flavour and
 // fails with ENOENT for a consumer that is not the uprobe's.
 func TestApply(t *testing.T) {
+	t.Parallel()
 	for _, kc := range kernels {
 		t.Run(kernelName(kc), func(t *testing.T) {
 			e := newEnvConfig(t, 1, kc, loopProg)
@@ -79,7 +82,7 @@ func TestApply(t *testing.T) {
 			}}
 			up := mustRegister(t, e, "f", c)
 			var errOther, errOwn error
-			r := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+			r := e.mach.Start(e.mach.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
 				errOther = e.u.Apply(r, up, &Consumer{Handler: c.Handler}, false)
 				th = r.Task.Thread
 				errOwn = e.u.Apply(r, up, c, true)

@@ -2,9 +2,9 @@ package uprobes
 
 import "mmlab/mm"
 
-// hooks are the package's test step points, set only from export_test.go;
-// every one is nil outside tests.
-var hooks struct {
+// testHooks are an Uprobes' test step points, set only from export_test.go
+// before the Uprobes is used; every one is nil or false outside tests.
+type testHooks struct {
 	// waited runs in the after design's register_for_each_vma each time
 	// it has taken the write lock of an mm it found busy.
 	waited func(m *mm.MM)

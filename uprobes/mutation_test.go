@@ -30,7 +30,7 @@ func TestExplorerFindsUndoneFix(t *testing.T) {
 	} {
 		t.Run(c.mut, func(t *testing.T) {
 			o := explore.Options{Design: explore.After, Schedules: mutationSchedules, Seed: 1}
-			rep, err := explore.FindUndoneFix(explore.Lookup(c.scenario), o, func() { uprobes.UndoFix(t, c.mut) }, c.props)
+			rep, err := explore.FindUndoneFix(explore.Lookup(c.scenario), o, func(w *explore.World) { uprobes.UndoFix(t, w.U, c.mut) }, c.props)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -414,8 +414,8 @@ func (u *Uprobes) int3Update(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint64
 // checkedWrite is one uprobe_write() of int3_update() with verify_insn():
 // EPERM unless the site's first byte is expect.
 func (u *Uprobes) checkedWrite(w locking.Waiter, m *mm.MM, v *mm.VMA, vaddr uint64, n int, data []byte, register bool, expect byte) error {
-	if hooks.textWrite != nil {
-		hooks.textWrite(m, vaddr, n)
+	if u.hooks.textWrite != nil {
+		u.hooks.textWrite(m, vaddr, n)
 	}
 	sched.At("int3_update", writeNames[n])
 	ok := true
@@ -467,7 +467,7 @@ func (u *Uprobes) archUprobeOptimize(r *kernel.Runner, up *Uprobe, vaddr uint64)
 		return
 	}
 	if err := u.int3Update(r, m, v, vaddr, branchTo(u.opcode(), vaddr, tramp), true, writeTail); err != nil {
-		if u.design == kernel.DesignBefore || hooks.undoNoWarn {
+		if u.design == kernel.DesignBefore || u.hooks.undoNoWarn {
 			u.warnOnce(warnOptimize)
 		}
 		if newSlot {
@@ -511,12 +511,12 @@ func (u *Uprobes) setOrigInsn(w locking.Waiter, up *Uprobe, m *mm.MM, v *mm.VMA,
 		}
 		if opt {
 			err := u.int3Update(w, m, v, vaddr, orig, false, writeInt3)
-			if err != nil && (u.design == kernel.DesignBefore || hooks.undoNoWarn) {
+			if err != nil && (u.design == kernel.DesignBefore || u.hooks.undoNoWarn) {
 				u.warnOnce(warnSetOrigInsn)
 			}
 			return err
 		}
-		if u.design == kernel.DesignAfter && !hooks.undoFinish {
+		if u.design == kernel.DesignAfter && !u.hooks.undoFinish {
 			var cur [callInsnSize]byte
 			if err := copyFromVaddr(w, m, vaddr, cur[:]); err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 // each call is one hit, the handler sees the site's ip and stack pointer,
 // and the loop's registers survive.
 func TestRedZone(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	for _, o := range Optimizations.Values() {
 		t.Run(o.String(), func(t *testing.T) {
@@ -66,6 +67,7 @@ func twoSiteProg(a *cpu.Asm) {
 // a site optimized again after its removal gets its slot back (the model's
 // choice: a slot stays its site's). Every slot is the same 16 bytes.
 func TestJmpSlotAssignment(t *testing.T) {
+	t.Parallel()
 	e := newEnvConfig(t, 1, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeJmpSlot}, twoSiteProg)
 	p, q := e.newProc(t, "p"), e.newProc(t, "q")
 	kg := newCounter(true, false, nil)
@@ -124,6 +126,7 @@ func pushHlt(t *testing.T, task *kernel.Task, r *cpu.Regs) {
 // SIGILL (the model's choice: the stack the slot moved cannot be given
 // back); the assigned slot next to it works.
 func TestJmpSlotUnassigned(t *testing.T) {
+	t.Parallel()
 	e, p, k, _ := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: OptimizeJmpSlot})
 	wantHalt(t, e.run(t, p, 0, "main", calls(2)))
 	res := e.run(t, p, 0, "main", func(r *cpu.Regs) { r.RIP = wantTramp + 3*cpu.UprobeSlotBytes })

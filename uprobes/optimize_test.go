@@ -93,6 +93,7 @@ func mapsLine(m *mm.MM, name string) string {
 // the uprobe syscall, and every hit runs the handler once. With
 // optimization off the site stays an int3.
 func TestOptimizedHit(t *testing.T) {
+	t.Parallel()
 	for _, fl := range flavors {
 		for _, o := range Optimizations.Values() {
 			off := o == OptimizeOff
@@ -129,6 +130,7 @@ func TestOptimizedHit(t *testing.T) {
 
 // The uprobe syscall from anywhere but a trampoline fails with ENXIO.
 func TestUprobeSyscallOutsideTrampoline(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
@@ -161,6 +163,7 @@ func runOptimized(t *testing.T, o Optimize, n uint64, newCons func(*env) *Consum
 // path (first hit) and on the optimized path (the trampoline returns
 // there) alike.
 func TestOptimizedHandlerSetsIP(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			hits := 0
@@ -178,6 +181,7 @@ func TestOptimizedHandlerSetsIP(t *testing.T) {
 // A uretprobe on an optimized site sees every return, at the caller's
 // return address.
 func TestUretprobeOnOptimizedSite(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			k := newCounter(true, true, nil)
@@ -197,6 +201,7 @@ func TestUretprobeOnOptimizedSite(t *testing.T) {
 // With the page above the text taken, the nearest free page is the one
 // below it: the two searches are compared, neither direction assumed.
 func TestTrampolineBelow(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e := optEnv(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
@@ -220,6 +225,7 @@ func TestTrampolineBelow(t *testing.T) {
 // The trampoline cannot be moved (EPERM) but can be unmapped; exit
 // forgets the mm's trampolines.
 func TestTrampolineMremapMunmapExit(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
 		if _, err := p.MM.Mremap(nil, wantTramp, 0x1000, 0x1000, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED, 0x10000000); !errors.Is(err, errno.EPERM) {
 			t.Errorf("mremap: %v, want EPERM", err)
@@ -243,6 +249,7 @@ func TestTrampolineMremapMunmapExit(t *testing.T) {
 // site, as on the live kernel (TestLiveForkedChildOfOptimized in
 // live/uprobe).
 func TestForkAfterOptimization(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, _ *counter, _ *Uprobe) {
 		child := forkOf(t, e, p)
 		if mapsLine(child.MM, trampName) != "" {
@@ -303,6 +310,7 @@ func siteStates(e *env) (call, int3Rel, int3Orig, corrupt []byte) {
 // writes only byte 0 and corrupts the instruction; a forked child of a
 // site left as an int3 optimizes its own. After: the removal completes.
 func TestKilledUnoptimize(t *testing.T) {
+	t.Parallel()
 	type follow struct {
 		name string
 		// run does the follow-up and returns the mm whose site to look at
@@ -346,14 +354,14 @@ func TestKilledUnoptimize(t *testing.T) {
 						for _, q := range []*kernel.Task{p, tracer, t2} {
 							wantHalt(t, e.run(t, q, 0, "main", calls(1)))
 						}
-						setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+						e.u.setTextWriteHook(func(m *mm.MM, _ uint64, n int) {
 							if m == p.MM && n == kill {
 								tracer.Kill()
 							}
 						})
 						var err error
 						onThread(e, tracer, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
-						setTextWriteHook(t, nil)
+						e.u.setTextWriteHook(nil)
 						left := siteBytes(t, e, p.MM)
 						if d == kernel.DesignAfter {
 							if err != nil || !bytes.Equal(left, nop5) || e.u.Warnings() != 0 {
@@ -419,6 +427,7 @@ func TestKilledUnoptimize(t *testing.T) {
 // uprobe leaks; after (patch 8), the removal completes. The live kernel's
 // counterpart is live/uprobe's opt-in TestLiveWarnCountKilledRemoval.
 func TestKilledBeforeUnoptimize(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, d := range designs {
 			t.Run(fmt.Sprintf("%v/%v", o, d), func(t *testing.T) {
@@ -461,6 +470,7 @@ func TestKilledBeforeUnoptimize(t *testing.T) {
 // writes only byte 0 (a corrupted instruction); after, nothing warns and
 // the removal finishes the half-written site (seed 000 patch 3).
 func TestKilledFirstHitOptimization(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, d := range designs {
 			for _, kill := range []int{writeTail, writeHead} {
@@ -470,13 +480,13 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 					p, t2 := e.newProc(t, "p"), e.newProc(t, "t2")
 					k := newCounter(true, false, nil)
 					up := mustRegister(t, e, "f5", &k.c)
-					setTextWriteHook(t, func(m *mm.MM, _ uint64, n int) {
+					e.u.setTextWriteHook(func(m *mm.MM, _ uint64, n int) {
 						if m == p.MM && n == kill {
 							p.Kill()
 						}
 					})
 					e.run(t, p, 0, "main", calls(1))
-					setTextWriteHook(t, nil)
+					e.u.setTextWriteHook(nil)
 					want := map[int][]byte{writeTail: int3Orig, writeHead: int3Rel}[kill]
 					if got := siteBytes(t, e, p.MM); !bytes.Equal(got, want) {
 						t.Errorf("site % x, want % x", got, want)
@@ -510,8 +520,9 @@ func TestKilledFirstHitOptimization(t *testing.T) {
 // restores the optimized site in the three writes, as the live kernel does
 // (live/uprobe's TestLiveRemoteUnregisterRestores).
 func TestRemoteUnregisterRestores(t *testing.T) {
+	t.Parallel()
 	forOptimizedSite(t, func(t *testing.T, e *env, p *kernel.Task, k *counter, up *Uprobe) {
-		if err := e.u.UnregisterNosync(kernel.NewTask("tracer"), up, &k.c); err != nil {
+		if err := e.u.UnregisterNosync(e.mach.NewTask("tracer"), up, &k.c); err != nil {
 			t.Fatal(err)
 		}
 		e.u.UnregisterSync(nil)
@@ -529,11 +540,12 @@ func TestRemoteUnregisterRestores(t *testing.T) {
 // The text-poke syncs come before the first write of an optimization and
 // after every write, of an optimization and of a removal alike.
 func TestTextPokeSyncOrder(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		t.Run(o.String(), func(t *testing.T) {
 			e, p, k, up := probedProc(t, Config{Flavor: TasksTrace, Design: kernel.DesignBefore, HitPath: HitPathToday, Optimize: o})
 			var at []int64 // syncs done when each write starts
-			setTextWriteHook(t, func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
+			e.u.setTextWriteHook(func(_ *mm.MM, _ uint64, n int) { at = append(at, int64(n), e.mach.TextPokeSyncs()) })
 			wantHalt(t, e.run(t, p, 0, "main", calls(1)))
 			var err error
 			onThread(e, p, func(r *kernel.Runner) { err = e.u.UnregisterNosync(r, up, &k.c) })
@@ -558,6 +570,7 @@ func TestTextPokeSyncOrder(t *testing.T) {
 // once, every hit sees the registers of the probe, and every completed
 // removal leaves the original bytes.
 func TestStressOptimizeWhileHitting(t *testing.T) {
+	t.Parallel()
 	for _, o := range optimizing {
 		for _, fl := range flavors {
 			t.Run(fmt.Sprintf("%v/%v", o, fl), func(t *testing.T) {
@@ -641,7 +654,8 @@ func stopRunners(t *testing.T, stop *atomic.Bool, runners []*kernel.Runner, errs
 // find_nearest_trampoline takes the page below only if it is strictly
 // nearer to the call's end than the page above.
 func TestFindNearestTrampolineTie(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	t.Parallel()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	if _, err := m.Mmap(nil, 0x400000, 0x2000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,8 @@ type Uprobes struct {
 	warnings atomic.Int64
 	// passes counts the after design's passes.
 	passes atomic.Int64
+
+	hooks testHooks // set only by tests (export_test.go)
 }
 
 var (

@@ -73,6 +73,7 @@ func wantHalt(t testing.TB, res result) {
 // A hit runs every consumer's handler exactly once; the breakpoint is a
 // 0xCC in the process's own copy of the page, the page cache keeps the nop.
 func TestHitRunsEveryConsumerOnce(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 1, kc, loopProg)
 		p := e.newProc(t, "p")
@@ -101,6 +102,7 @@ func TestHitRunsEveryConsumerOnce(t *testing.T) {
 
 // A filter decides which mms get the breakpoint, and so which hit.
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, TasksTrace, loopProg)
 	a, b := e.newProc(t, "a"), e.newProc(t, "b")
 	k := newCounter(true, false, func(m *mm.MM) bool { return m == a.MM })
@@ -121,6 +123,7 @@ func TestFilter(t *testing.T) {
 // zapped, so the mm maps the page cache page again; the uprobe is freed
 // after the grace periods.
 func TestUnregisterRestores(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 1, kc, loopProg)
 		a, b := e.newProc(t, "a"), e.newProc(t, "b")
@@ -164,6 +167,7 @@ func TestUnregisterRestores(t *testing.T) {
 // A process that maps the file after registration gets the breakpoint
 // (uprobe_mmap).
 func TestNewMappingGetsBreakpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, SRCU, loopProg)
 	k := newCounter(true, false, nil)
 	mustRegister(t, e, "g_ret", &k.c)
@@ -180,6 +184,7 @@ func TestNewMappingGetsBreakpoint(t *testing.T) {
 // A forked child keeps the breakpoint: it comes with the anonymous text
 // page that fork copies; unregistering then restores both.
 func TestForkKeepsBreakpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, TasksTrace, loopProg)
 	p := e.newProc(t, "parent")
 	k := newCounter(true, false, nil)
@@ -211,6 +216,7 @@ func TestForkKeepsBreakpoint(t *testing.T) {
 // Probes on pop and ret are single-stepped out of line in the [uprobes]
 // page (--xp) and leave registers and stack exactly as unprobed runs do.
 func TestSingleStepLikeUnprobed(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 1, kc, loopProg)
 		plain, probed := e.newProc(t, "plain"), e.newProc(t, "probed")
@@ -258,6 +264,7 @@ func retProg(a *cpu.Asm) {
 // the right return address, innermost first, for nested, recursive and
 // chained (tail) calls; the task's registers end as without probes.
 func TestUretprobeNestedRecursive(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 1, kc, retProg)
 		names := map[uint64]string{}
@@ -298,6 +305,7 @@ func TestUretprobeNestedRecursive(t *testing.T) {
 
 // A grace period (UnregisterSync) waits for a reader inside a handler.
 func TestGracePeriodWaitsForHandler(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 1, kc, loopProg)
 		p := e.newProc(t, "p")
@@ -344,6 +352,7 @@ func TestGracePeriodWaitsForHandler(t *testing.T) {
 // An int3 with no uprobe behind it delivers SIGTRAP: the program's own, and
 // one a uprobe left behind when it vanished from the registry.
 func TestStrayBreakpointSIGTRAP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, TasksTrace, loopProg)
 	p := e.newProc(t, "p")
 	res := e.run(t, p, 0, "trap", nil)
@@ -373,6 +382,7 @@ func TestStrayBreakpointSIGTRAP(t *testing.T) {
 // Registration errors: an int3 cannot be probed; offsets past the file are
 // refused; a failed registration leaves nothing behind.
 func TestRegisterErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, SRCU, loopProg)
 	p := e.newProc(t, "p")
 	c := &Consumer{Handler: func(*kernel.Runner) int { return 0 }}
@@ -415,6 +425,7 @@ func loopOnCPUs(t *testing.T, e *env, prefix string, stop *atomic.Bool, batch fu
 // register or unregister, every mm that maps the file agrees with the
 // registry, and every batch of calls ran exactly.
 func TestStressRegisterWhileHitting(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 2, kc, loopProg)
 		var stop atomic.Bool
@@ -483,6 +494,7 @@ func TestStressRegisterWhileHitting(t *testing.T) {
 // Fork takes dup_mmap_sem for read: it waits while a registration holds it
 // for write, and completes once it is released.
 func TestForkWaitsForDupMmapSem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, TasksTrace, loopProg)
 	p := e.newProc(t, "parent")
 	e.u.DupMmapSem.DownWrite(nil) // as registerForEachVMA holds it
@@ -513,6 +525,7 @@ func TestForkWaitsForDupMmapSem(t *testing.T) {
 // MMF_RECALC_UPROBES; the next miss of the hit path (here the program's own
 // int3) recomputes it and clears it, and that int3 still delivers SIGTRAP.
 func TestRecalcHasUprobes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1, SRCU, loopProg)
 	p := e.newProc(t, "p")
 	k := newCounter(true, false, nil)
@@ -537,6 +550,7 @@ func TestRecalcHasUprobes(t *testing.T) {
 // TLB shootdowns and grace periods wait inside Block, giving the CPU to
 // the task it must interrupt.
 func TestTracerIsModelTask(t *testing.T) {
+	t.Parallel()
 	forKernels(t, func(t *testing.T, kc Config) {
 		e := newEnvConfig(t, 2, kc, loopProg)
 		var stop atomic.Bool
@@ -552,7 +566,7 @@ func TestTracerIsModelTask(t *testing.T) {
 			return true
 		})
 		var terr error
-		tracer := e.mach.Start(kernel.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
+		tracer := e.mach.Start(e.mach.NewTask("tracer"), 0, 0, func(r *kernel.Runner) {
 			for range 5 {
 				c := &Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 				up, err := e.u.Register(r, e.inode, e.off("f"), c)
@@ -582,6 +596,7 @@ func TestTracerIsModelTask(t *testing.T) {
 // With all 31 XOL slots taken (slot 0 is the trampoline), a task waits for
 // a slot, and gets the one freed.
 func TestXolSlotWait(t *testing.T) {
+	t.Parallel()
 	a := &xolArea{freed: make(chan struct{})}
 	a.used.Store(1)
 	for i := 1; i < xolSlots; i++ {
@@ -614,6 +629,7 @@ func TestXolSlotWait(t *testing.T) {
 // CPUs' hits bounce the lines of read-mostly fields (false sharing the
 // kernel's layout does not have).
 func TestHotWordsApart(t *testing.T) {
+	t.Parallel()
 	const apart = 128
 	var up Uprobe
 	var a xolArea
@@ -649,6 +665,7 @@ func TestHotWordsApart(t *testing.T) {
 // int3 instead of sending SIGTRAP, and the task never gets past it. Without
 // keys the same text reads like r-x and the int3 delivers SIGTRAP.
 func TestStrayBreakpointExecOnly(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		machine string
 		sig     kernel.Signal
@@ -658,7 +675,7 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 		{"x86-64", kernel.SIGTRAP, false},
 	} {
 		e := newEnv(t, 1, TasksTrace, loopProg)
-		p := kernel.NewTaskMM("p", machine.MustNamed(c.machine).Features)
+		p := kernel.NewTaskMM(&e.mach.NS, "p", machine.MustNamed(c.machine).Features)
 		p.MM.Hooks = e.u
 		if _, err := p.MM.Mmap(p, textAddr, uint64(len(e.code)), mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, e.file, 0); err != nil {
 			t.Fatal(err)
@@ -682,6 +699,7 @@ func TestStrayBreakpointExecOnly(t *testing.T) {
 // New refuses a Config with any switch unset: no kernel picks SRCU, the
 // before design, today's hit path or the call optimization by default.
 func TestNewRefusesUnsetSwitch(t *testing.T) {
+	t.Parallel()
 	mach := kernel.NewMachine(machine.MustNamed("x86-64"), 1)
 	defer mach.Stop()
 	full := Config{Flavor: TasksTrace, HitPath: HitPathToday, Design: kernel.DesignBefore, Optimize: OptimizeCall}

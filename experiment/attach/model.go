@@ -121,7 +121,11 @@ type modelKernel struct {
 // loop through it while the kernel runs (modelKernel.run). On error the
 // kernel returned, if any, is to be stopped.
 func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
-	sled, err := binfmt.NewProgram("/usr/lib/libsled.so", func(a *cpu.Asm) {
+	mk, err := binfmt.NewKernel(c.Machine, max(1, c.CPUs), host.Threads{}, v.Config)
+	if err != nil {
+		return nil, err
+	}
+	sled, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/lib/libsled.so", func(a *cpu.Asm) {
 		a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
 		a.Label("sled")
 		for range MaxProbes {
@@ -130,17 +134,15 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		a.Ret()
 	})
 	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
-	hit, err := binfmt.NewProgram("/usr/bin/hitter", func(a *cpu.Asm) {
+	hit, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/hitter", func(a *cpu.Asm) {
 		a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
 		a.Label("nop5").Nop5().Ret()
 	})
 	if err != nil {
-		return nil, err
-	}
-	mk, err := binfmt.NewKernel(c.Machine, max(1, c.CPUs), host.Threads{}, v.Config)
-	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
 	var stopping, running atomic.Bool

@@ -105,10 +105,10 @@ const (
 	probedBytes = pgtable.PageSize
 )
 
-// newText returns an inode of one page of nops (the probes' instruction,
-// emulated by x86 uprobes).
-func newText(name string) *mm.File {
-	return mm.Open(mm.NewInode(name, probedBytes, func(uint64) byte { return 0x90 }))
+// newText returns an inode of ns of one page of nops (the probes'
+// instruction, emulated by x86 uprobes).
+func newText(ns *mm.Namespace, name string) *mm.File {
+	return mm.Open(mm.NewInode(ns, name, probedBytes, func(uint64) byte { return 0x90 }))
 }
 
 // populate is one cycle of the busy process's loop, mmap(size, PROT_READ,
@@ -287,8 +287,8 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	probed := newText("/usr/lib/libprobed.so")
-	other := newText("/usr/bin/forker")
+	probed := newText(&mach.NS.MM, "/usr/lib/libprobed.so")
+	other := newText(&mach.NS.MM, "/usr/bin/forker")
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -354,7 +354,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 	var rec recorder
 	goLoop(func() { forkLoop(f, &stop, &rec, errs) })
 
-	tr := kernel.NewTask("tracer")
+	tr := mach.NewTask("tracer")
 	var runs []Run
 	for i := range o.Runs {
 		select {

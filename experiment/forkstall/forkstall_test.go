@@ -94,7 +94,7 @@ func TestModelResultsAndTable(t *testing.T) {
 // started (a writer cannot get in, a reader can), and leaves the lock free
 // and the region unmapped.
 func TestPopulateLocks(t *testing.T) {
-	b := kernel.NewTaskMM("busy", machine.MustNamed("x86-64").Features)
+	b := kernel.NewTaskMM(new(kernel.Namespace), "busy", machine.MustNamed("x86-64").Features)
 	defer b.ExitMM()
 	vmas := len(b.MM.VMAs())
 	calls := 0

@@ -227,7 +227,7 @@ func TestHostPlacement(t *testing.T) {
 // A text scanner writes every chunk it reads to its output, as cat does:
 // one pass writes the whole maps text.
 func TestScanTextWritesEveryChunk(t *testing.T) {
-	m := mm.New(machine.MustNamed("x86-64").Features)
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	for i := range 200 { // 200 VMAs: several chunks
 		addr := uint64(regionBase + 2*i*PageSize)
 		if _, err := m.Mmap(nil, addr, PageSize, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {

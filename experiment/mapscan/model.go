@@ -64,7 +64,8 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 	if err := o.Check(); err != nil {
 		return Stats{}, err
 	}
-	m := mm.New(d.Features)
+	var ns kernel.Namespace // the run's tasks and its address space
+	m := mm.New(&ns.MM, d.Features)
 	// mapper.c: the whole region MAP_POPULATE.
 	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
 		return Stats{}, err
@@ -93,7 +94,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 	// The mapper: CPU 0, normal priority.
 	sys.Spawn(0, 0, func(th *sched.Thread) {
 		defer close(mapperDone)
-		t := kernel.NewTask("mapper")
+		t := kernel.NewTask(&ns, "mapper")
 		t.Thread = th
 		hw, _ := host.OpenRunDelay() // nil where the kernel gives none
 		defer hw.Close()
@@ -148,7 +149,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 						scanning <- struct{}{}
 					}
 				}()
-				t := kernel.NewTask("scanner")
+				t := kernel.NewTask(&ns, "scanner")
 				t.Thread = th
 				s := &scanners[i]
 				hw, _ := host.OpenRunDelay()
@@ -191,7 +192,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		start := time.Now()
 		for i := range NumScanners {
 			offset := time.Duration(i) * (o.BusyDuration + BusySleep) / NumScanners
-			sys.Spawn(1+i, 0, func(th *sched.Thread) { busyWait(th, start.Add(offset), o.BusyDuration) })
+			sys.Spawn(1+i, 0, func(th *sched.Thread) { busyWait(&ns, th, start.Add(offset), o.BusyDuration) })
 		}
 	}
 	<-mapperDone
@@ -236,8 +237,8 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 // the busy-waiter's OS thread runs again, at once when the threads have
 // host priorities (RunModel), else up to a host time slice late on a host
 // CPU shared with the other scanner's thread.
-func busyWait(th *sched.Thread, start time.Time, busy time.Duration) {
-	t := kernel.NewTask("busy")
+func busyWait(ns *kernel.Namespace, th *sched.Thread, start time.Time, busy time.Duration) {
+	t := kernel.NewTask(ns, "busy")
 	t.Thread = th
 	period := busy + BusySleep
 	for !th.Stopping() {

@@ -270,7 +270,8 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			return err
 		}
 		for _, c := range o.Cases {
-			m := mm.New(env.Machine.Features)
+			var ns kernel.Namespace // the case's address space and tasks
+			m := mm.New(&ns.MM, env.Machine.Features)
 			rw := mm.PROT_READ | mm.PROT_WRITE
 			flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
 			if _, err := m.Mmap(nil, regionBase, uint64(o.Size), rw, flags|mm.MAP_POPULATE, nil, 0); err != nil {
@@ -289,7 +290,7 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				run, b, err := probeModel(ctx, m, variant, addr, uint64(o.Size))
+				run, b, err := probeModel(ctx, &ns, m, variant, addr, uint64(o.Size))
 				if err != nil {
 					return err
 				}
@@ -308,8 +309,8 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 
 // probeModel runs one mprotect and queries in two model tasks, then puts
 // the region back to read-write (which makes its PTEs writable again, so
-// the next mprotect has every PTE to change).
-func probeModel(ctx context.Context, m *mm.MM, variant procfs.Variant, addr, size uint64) (Run, float64, error) {
+// the next mprotect has every PTE to change). Its tasks are of ns.
+func probeModel(ctx context.Context, ns *kernel.Namespace, m *mm.MM, variant procfs.Variant, addr, size uint64) (Run, float64, error) {
 	var done atomic.Bool
 	type call struct {
 		start time.Time
@@ -317,8 +318,8 @@ func probeModel(ctx context.Context, m *mm.MM, variant procfs.Variant, addr, siz
 		err   error
 	}
 	writerc := make(chan call, 1)
-	writer := kernel.NewTask("mprotect")
-	prober := kernel.NewTask("query")
+	writer := kernel.NewTask(ns, "mprotect")
+	prober := kernel.NewTask(ns, "query")
 	f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Waiter: prober})
 	if err != nil {
 		return Run{}, 0, err

@@ -81,7 +81,7 @@ func TestQueryUnderWriteLock(t *testing.T) {
 		{procfs.After, otherBase, false},
 		{procfs.After, regionBase, true},
 	} {
-		m := mm.New(machine.MustNamed("x86-64").Features)
+		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 		flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
 		for _, base := range []uint64{regionBase, otherBase} {
 			if _, err := m.Mmap(nil, base, 1<<20, mm.PROT_READ|mm.PROT_WRITE, flags, nil, 0); err != nil {
@@ -90,7 +90,7 @@ func TestQueryUnderWriteLock(t *testing.T) {
 		}
 		m.MmapWriteLock(nil)
 		m.VMAStartWrite(m.FindVMA(regionBase))
-		f, err := procfs.OpenMaps(m, procfs.Options{Variant: c.variant, Waiter: kernel.NewTask("query")})
+		f, err := procfs.OpenMaps(m, procfs.Options{Variant: c.variant, Waiter: kernel.NewTask(new(kernel.Namespace), "query")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ type ModelSpace struct {
 // NewModelSpace maps the pieces in a new model address space on the
 // machine d, read with the maps walk v.
 func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error) {
-	m := mm.New(d.Features)
+	m := mm.New(new(mm.Namespace), d.Features) // the space is the run's one object
 	for i := range NPieces {
 		prot := mm.PROT_READ | mm.PROT_WRITE
 		if i%2 == 1 {
@@ -82,6 +82,9 @@ func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error)
 }
 
 const anonFixed = mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
+
+// MapsFile returns the open maps file the space is read through.
+func (s *ModelSpace) MapsFile() *procfs.MapsFile { return s.f }
 
 // Pieces returns the pieces' range and the model's page size.
 func (s *ModelSpace) Pieces() (Span, uint64) {

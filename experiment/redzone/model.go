@@ -29,12 +29,13 @@ type designKernel struct {
 // newDesignKernel returns the kernel of design opt on the machine d, with
 // the uprobe unless bare (the no-probe baseline).
 func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*designKernel, error) {
-	p, err := binfmt.NewProgram("/usr/bin/redzone", cpu.RedZoneProgram)
+	mk, err := binfmt.NewKernel(d, 1, host.Threads{}, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
-	mk, err := binfmt.NewKernel(d, 1, host.Threads{}, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
+	p, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/redzone", cpu.RedZoneProgram)
 	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
 	k := &designKernel{Kernel: mk, opt: opt, entry: p.Addr("redzone_loop"), hits: binfmt.NewCounter()}

@@ -73,12 +73,13 @@ func triggerProg(a *cpu.Asm) {
 }
 
 func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
-	p, err := binfmt.NewProgram("/usr/bin/trigger", triggerProg)
+	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, host.Threads{}, v.Config)
 	if err != nil {
 		return nil, err
 	}
-	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, host.Threads{}, v.Config)
+	p, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/trigger", triggerProg)
 	if err != nil {
+		mk.Stop()
 		return nil, err
 	}
 	k := &triggerKernel{Kernel: mk, hits: make([]paddedCount, c.CPUs)}

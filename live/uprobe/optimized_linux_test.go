@@ -254,10 +254,10 @@ func modelSpecialLines(t *testing.T, layout []mapsEntry, sites []modelSite, hltA
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := mm.NewInode(s.path, uint64(len(b)), func(off uint64) byte { return b[off] })
+		in := mm.NewInode(&mach.NS.MM, s.path, uint64(len(b)), func(off uint64) byte { return b[off] })
 		inodes[s.path], files[s.path] = in, mm.Open(in)
 	}
-	task := kernel.NewTaskMM("model", machine.Host().Features)
+	task := mach.NewTaskMM("model")
 	m := task.MM
 	m.Hooks = u
 	var stackTop uint64

@@ -121,6 +121,7 @@ func checkAgainst(t *testing.T, tr *Tree[int], m *ref, rng *rand.Rand, space uin
 // the tree several levels deep and shrink it back to empty) and compares every
 // read method with the reference after each step.
 func TestRandomAgainstReference(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	const space = 20000
 	var tr Tree[int]
@@ -178,6 +179,7 @@ func TestRandomAgainstReference(t *testing.T) {
 // 154, 11 and 1 internal nodes: 4 levels. A tree of nodes split half and half
 // (7 per leaf) would need 5.
 func TestShape(t *testing.T) {
+	t.Parallel()
 	var tr Tree[int]
 	for i := uint64(0); i < 30000; i++ {
 		tr.Store(i*2, i*2+1, new(int))
@@ -231,6 +233,7 @@ func checkNode(t *testing.T, nd *node, h int16) int {
 // TestCloneIsIndependent: writes to a clone or to the original after Clone are
 // invisible to the other one, and a snapshot never changes.
 func TestCloneIsIndependent(t *testing.T) {
+	t.Parallel()
 	var a Tree[int]
 	for i := uint64(0); i < 1000; i++ {
 		a.Store(i*10, i*10+5, new(int))
@@ -260,6 +263,7 @@ func TestCloneIsIndependent(t *testing.T) {
 // from its original's generation), so no batch writes in place into a node
 // it did not make.
 func TestCloneGenerations(t *testing.T) {
+	t.Parallel()
 	var a Tree[int]
 	for i := uint64(0); i < 1000; i++ {
 		a.Store(i*10, i*10+5, new(int))
@@ -284,6 +288,7 @@ func maxGen(nd *node) uint64 {
 }
 
 func TestStoreOverlapPanics(t *testing.T) {
+	t.Parallel()
 	var tr Tree[int]
 	tr.Store(10, 20, new(int))
 	defer func() {
@@ -301,6 +306,7 @@ func TestStoreOverlapPanics(t *testing.T) {
 // In the second half the writer makes each slide one Batch, and readers that
 // saw the switch must never see W+1. Run with -race.
 func TestConcurrentReaders(t *testing.T) {
+	t.Parallel()
 	const W, steps, P = 40, 3000, 4096
 	type val struct{ k uint64 }
 	var tr Tree[val]
@@ -459,6 +465,7 @@ func BenchmarkIterate30000(b *testing.B) {
 // node boundary (14, 15, 196, 197, 14^3 and 14^3+1), in full nodes; the tree
 // then takes random Stores and Erases.
 func TestBatchAppend(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 2, 14, 15, 16, 195, 196, 197, 2744, 2745, 5000} {
 		var tr Tree[int]
 		tr.Store(1<<40, 1<<40+1, new(int))

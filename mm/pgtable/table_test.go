@@ -80,6 +80,7 @@ var boundaryAddrs = []uint64{
 }
 
 func TestSetLookupClearAcrossLevels(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	pages := map[uint64]*Page{}
 	for i, a := range boundaryAddrs {
@@ -140,6 +141,7 @@ func TestSetLookupClearAcrossLevels(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	p := NewAnonPage()
 	tb.Update(5*PageSize, func(old PTE, ok bool) (PTE, bool) {
@@ -169,6 +171,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestPopulate(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	// An odd range across three PTE tables, one page already present.
 	start, end := uint64(2*mib-3*PageSize), uint64(6*mib+5*PageSize)
@@ -231,6 +234,7 @@ func TestPopulate(t *testing.T) {
 }
 
 func TestZapFreesTables(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	tb.Populate(gib-2*mib, gib+4*mib, nil, false)
 	tb.Set(600*gib, PTE{Page: NewAnonPage()})
@@ -278,6 +282,7 @@ func TestZapFreesTables(t *testing.T) {
 }
 
 func TestMovePreservesContents(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	// Source spans a PTE-table boundary; the destination is not aligned
 	// the same way, so each source table feeds two destination tables.
@@ -327,6 +332,7 @@ func TestMovePreservesContents(t *testing.T) {
 }
 
 func TestCopyCOW(t *testing.T) {
+	t.Parallel()
 	parent, child := NewTable(), NewTable()
 	tb := parent
 	tb.Populate(0, 16*PageSize, nil, true) // private anon, written
@@ -384,6 +390,7 @@ func TestCopyCOW(t *testing.T) {
 // with the other page's flags) nor a page at an address it was not installed
 // at. Run with -race.
 func TestConcurrentLookup(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	slot := uint64(3 * mib)
 	a, b := NewAnonPage(), NewAnonPage()
@@ -441,6 +448,7 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 }
 
 func TestPage(t *testing.T) {
+	t.Parallel()
 	p := NewAnonPage()
 	if p.ByteAt(4095) != 0 || p.Materialized() {
 		t.Fatal("fresh page")
@@ -471,6 +479,7 @@ func TestPage(t *testing.T) {
 }
 
 func TestCacheFillsOnce(t *testing.T) {
+	t.Parallel()
 	var fills atomic.Int32
 	c := NewCache(func(i uint64, p *Page) {
 		fills.Add(1)
@@ -539,6 +548,7 @@ func TestLookupNeverTorn(t *testing.T) {
 // writer's last pages are all present, Resident matches a Walk, and every
 // page is mapped once.
 func TestConcurrentWritersSameTable(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	base := uint64(6 * mib)
 	const half = mib
@@ -598,6 +608,7 @@ func TestConcurrentWritersSameTable(t *testing.T) {
 // takes the ptl) a Zap empties the table and frees it. Set must notice the
 // table is dead and install into a new one.
 func TestSetRetriesOnFreedTable(t *testing.T) {
+	t.Parallel()
 	tb := NewTable()
 	tb.Set(8*mib, PTE{Page: NewAnonPage()})
 	calls := 0
@@ -620,6 +631,7 @@ func TestSetRetriesOnFreedTable(t *testing.T) {
 }
 
 func TestChangeProtection(t *testing.T) {
+	t.Parallel()
 	var tb Table
 	const base = 0x7f0000000000
 	tb.PopulateAnon(base, base+3*PageSize, 0, true)
