@@ -2,6 +2,7 @@ package seeds
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,23 +21,50 @@ type Set struct {
 }
 
 // Load reads results from directories and JSON files and groups them by
-// host (hostname and kernel), in the order first seen.
-func Load(paths []string) ([]*Set, error) {
-	var sets []*Set
+// host (hostname and kernel), in the order first seen. It reads only the
+// documents of the experiments of all's steps, each checked against its
+// experiment's types (report.Read); it leaves out each document it refuses
+// and returns, in bad, an error naming the file and what is wrong, which
+// wraps report's ErrNotDocument, ErrNewerSchema, ErrUnknownExperiment,
+// ErrType, ErrMissing or ErrDomain, or ErrDuplicate. err is for a path
+// that cannot be read or holds no documents.
+func Load(all []*Seed, paths []string) (sets []*Set, bad []error, err error) {
+	reads := map[string]func([]byte) error{}
+	var names []string
+	for _, s := range all {
+		for _, st := range s.Steps {
+			reads[st.Experiment] = st.read
+			names = append(names, st.Experiment)
+		}
+	}
 	add := func(name string, b []byte) error {
+		exp, err := report.Head(b)
+		if err != nil {
+			return err
+		}
+		read, ok := reads[exp]
+		if !ok {
+			return fmt.Errorf("experiment: %w: got %q, want one of %s", report.ErrUnknownExperiment, exp, strings.Join(names, ", "))
+		}
+		if err := read(b); err != nil {
+			return err
+		}
 		var head struct {
-			Experiment   string               `json:"experiment"`
 			Machine      report.Machine       `json:"machine"`
 			ModelMachine *report.ModelMachine `json:"model_machine"`
 			Interrupted  bool                 `json:"interrupted"`
 		}
-		if err := json.Unmarshal(b, &head); err != nil || head.Experiment == "" {
-			return fmt.Errorf("%s: not a result document of mmlab", name)
+		if err := json.Unmarshal(b, &head); err != nil {
+			return err // read decoded the whole document
 		}
 		i := slices.IndexFunc(sets, func(s *Set) bool {
 			return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
 		})
-		if i < 0 {
+		if i >= 0 {
+			if _, dup := sets[i].Docs[exp]; dup {
+				return fmt.Errorf("%w: a second %s document of host %s", ErrDuplicate, exp, sets[i].Host.Name)
+			}
+		} else {
 			label := head.Machine.Hostname
 			if label == "" {
 				label = name
@@ -49,39 +77,40 @@ func Load(paths []string) ([]*Set, error) {
 		if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
 			h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
 		}
-		if _, dup := sets[i].Docs[head.Experiment]; dup {
-			return fmt.Errorf("%s: a second %s document of host %s", name, head.Experiment, sets[i].Host.Name)
-		}
-		sets[i].Docs[head.Experiment] = b
+		sets[i].Docs[exp] = b
 		sets[i].Interrupted = sets[i].Interrupted || head.Interrupted
 		return nil
 	}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		files := []string{p}
 		if fi.IsDir() {
 			if files, err = filepath.Glob(filepath.Join(p, "*.json")); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if len(files) == 0 {
-				return nil, fmt.Errorf("%s: no result documents (*.json)", p)
+				return nil, nil, fmt.Errorf("%s: no result documents (*.json)", p)
 			}
 		}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if err := add(f, b); err != nil {
-				return nil, err
+				bad = append(bad, fmt.Errorf("%s: %w", f, err))
 			}
 		}
 	}
-	return sets, nil
+	return sets, bad, nil
 }
+
+// ErrDuplicate is Load's refusal of a second document of one experiment
+// from one host.
+var ErrDuplicate = errors.New("duplicate")
 
 // Page builds the report of sets: the seed sections of the first host and,
 // with several hosts, the comparison of every host's verdicts and headlines.
