@@ -3,8 +3,10 @@ package seeds
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,4 +186,41 @@ func TestLoadReads(t *testing.T) {
 		}
 		check("version " + string(rune('0'+version)))
 	}
+}
+
+// FuzzLoad gives Load, as mmlab report calls it, one document: it is read
+// or refused with an error of one of the documented kinds, never both and
+// never a panic; a document read builds its page and renders.
+func FuzzLoad(f *testing.F) {
+	good := f.TempDir()
+	goodDocs(f, good)
+	for _, exp := range []string{"mapslock", "forkstall", "mapscan", "explore"} {
+		f.Add(edited(f, good, exp, func(map[string]any) {}))
+	}
+	for _, c := range badDocs {
+		f.Add(edited(f, good, c.exp, c.edit))
+	}
+	all := All()
+	path := filepath.Join(f.TempDir(), "doc.json")
+	kinds := []error{report.ErrNotDocument, report.ErrNewerSchema, report.ErrUnknownExperiment, report.ErrType, report.ErrMissing, report.ErrDomain}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sets, bad, err := Load(all, []string{path})
+		switch {
+		case err != nil:
+			t.Fatalf("a file that reads: %v", err)
+		case len(bad) == 1:
+			if len(sets) != 0 || !strings.HasPrefix(bad[0].Error(), path+": ") || !slices.ContainsFunc(kinds, func(k error) bool { return errors.Is(bad[0], k) }) {
+				t.Fatalf("refused with %v, of no documented kind or not naming the file, and %d sets", bad[0], len(sets))
+			}
+		case len(bad) == 0 && len(sets) == 1:
+			if err := report.WriteHTML(io.Discard, Page(all, sets)); err != nil {
+				t.Fatalf("a document read does not render: %v", err)
+			}
+		default:
+			t.Fatalf("%d sets and %d refusals of one document", len(sets), len(bad))
+		}
+	})
 }
