@@ -29,58 +29,7 @@ type Set struct {
 // ErrType, ErrMissing or ErrDomain, or ErrDuplicate. err is for a path
 // that cannot be read or holds no documents.
 func Load(all []*Seed, paths []string) (sets []*Set, bad []error, err error) {
-	reads := map[string]func([]byte) error{}
-	var names []string
-	for _, s := range all {
-		for _, st := range s.Steps {
-			reads[st.Experiment] = st.read
-			names = append(names, st.Experiment)
-		}
-	}
-	add := func(name string, b []byte) error {
-		exp, err := report.Head(b)
-		if err != nil {
-			return err
-		}
-		read, ok := reads[exp]
-		if !ok {
-			return fmt.Errorf("experiment: %w: got %q, want one of %s", report.ErrUnknownExperiment, exp, strings.Join(names, ", "))
-		}
-		if err := read(b); err != nil {
-			return err
-		}
-		var head struct {
-			Machine      report.Machine       `json:"machine"`
-			ModelMachine *report.ModelMachine `json:"model_machine"`
-			Interrupted  bool                 `json:"interrupted"`
-		}
-		if err := json.Unmarshal(b, &head); err != nil {
-			return err // read decoded the whole document
-		}
-		i := slices.IndexFunc(sets, func(s *Set) bool {
-			return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
-		})
-		if i >= 0 {
-			if _, dup := sets[i].Docs[exp]; dup {
-				return fmt.Errorf("%w: a second %s document of host %s", ErrDuplicate, exp, sets[i].Host.Name)
-			}
-		} else {
-			label := head.Machine.Hostname
-			if label == "" {
-				label = name
-			}
-			sets = append(sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
-			i = len(sets) - 1
-		}
-		// The model machines of the host's documents, each once.
-		h := &sets[i].Host
-		if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
-			h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
-		}
-		sets[i].Docs[exp] = b
-		sets[i].Interrupted = sets[i].Interrupted || head.Interrupted
-		return nil
-	}
+	l := newLoader(all)
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -100,12 +49,78 @@ func Load(all []*Seed, paths []string) (sets []*Set, bad []error, err error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := add(f, b); err != nil {
+			if err := l.add(f, b); err != nil {
 				bad = append(bad, fmt.Errorf("%s: %w", f, err))
 			}
 		}
 	}
-	return sets, bad, nil
+	return l.sets, bad, nil
+}
+
+// loader is Load's state: the checks of the experiments it reads and the
+// sets read so far.
+type loader struct {
+	reads map[string]func([]byte) error
+	names []string // the experiments, in the seeds' order
+	sets  []*Set
+}
+
+func newLoader(all []*Seed) *loader {
+	l := &loader{reads: map[string]func([]byte) error{}}
+	for _, s := range all {
+		for _, st := range s.Steps {
+			l.reads[st.Experiment] = st.read
+			l.names = append(l.names, st.Experiment)
+		}
+	}
+	return l
+}
+
+// add reads the document b of the file name into the set of its host, or
+// says why it refuses it.
+func (l *loader) add(name string, b []byte) error {
+	exp, err := report.Head(b)
+	if err != nil {
+		return err
+	}
+	read, ok := l.reads[exp]
+	if !ok {
+		return fmt.Errorf("experiment: %w: got %q, want one of %s", report.ErrUnknownExperiment, exp, strings.Join(l.names, ", "))
+	}
+	if err := read(b); err != nil {
+		return err
+	}
+	var head struct {
+		Machine      report.Machine       `json:"machine"`
+		ModelMachine *report.ModelMachine `json:"model_machine"`
+		Interrupted  bool                 `json:"interrupted"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return err // read decoded the whole document
+	}
+	i := slices.IndexFunc(l.sets, func(s *Set) bool {
+		return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
+	})
+	if i >= 0 {
+		if _, dup := l.sets[i].Docs[exp]; dup {
+			return fmt.Errorf("%w: a second %s document of host %s", ErrDuplicate, exp, l.sets[i].Host.Name)
+		}
+	} else {
+		label := head.Machine.Hostname
+		if label == "" {
+			label = name
+		}
+		l.sets = append(l.sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
+		i = len(l.sets) - 1
+	}
+	// The model machines of the host's documents, each once.
+	h := &l.sets[i].Host
+	if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
+		h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
+	}
+	l.sets[i].Docs[exp] = b
+	l.sets[i].Interrupted = l.sets[i].Interrupted || head.Interrupted
+	return nil
 }
 
 // ErrDuplicate is Load's refusal of a second document of one experiment
