@@ -39,16 +39,19 @@ func Head(b []byte) (experiment string, err error) {
 	return head(obj)
 }
 
-// Read checks the document b against the types of an experiment's
-// params (P) and results (R) and decodes it. Beyond what json.Unmarshal
-// checks, every field that Document[P, R] always writes (no omitempty)
-// must be there, each value must have its field's JSON type (null only for
-// a list, an object of a map, or an omitempty pointer), and every number is
-// a count, a size, a time, a rate or a ratio: none is negative, and one of
-// an integer field, or of a float field tagged `report:"count"`, is a whole
-// number. Keys it does not know are ignored: a field that a newer mmlab
-// adds within the same schema_version is optional, and a change an older
-// reader would misread raises the version, which Head refuses.
+// Read checks the document b against Document[P, R], the types of an
+// experiment's params (P) and results (R), and decodes it. Every field
+// that the type always writes (no omitempty or omitzero) must be there;
+// an embedded pointer's fields are all there or none. Each value has its
+// field's JSON type; null is taken for a list, a map or an omitempty
+// pointer, as encoding/json writes their nil. Every number is a count, a
+// size, a time, a rate or a ratio: none is negative, and one of an integer
+// field, or of a float field tagged `report:"count"`, is a whole number.
+// Keys it does not know are ignored, so that a field a newer mmlab adds
+// within the same schema_version reads (a change that an older reader
+// would misread raises the version, which Head refuses), but not one that
+// differs from a field's name only in case, which json.Unmarshal would
+// give to that field.
 func Read[P, R any](b []byte) (*Document[P, R], error) {
 	obj, err := parseObject(b)
 	if err != nil {
@@ -61,8 +64,6 @@ func Read[P, R any](b []byte) (*Document[P, R], error) {
 	if err := checkFields(obj, reflect.TypeOf(doc), ""); err != nil {
 		return nil, err
 	}
-	// What the walk let through decodes; json.Unmarshal also matches keys
-	// regardless of case, which the walk does not.
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrType, err)
 	}
@@ -112,63 +113,80 @@ var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 )
 
-// checkFields checks the object obj against the struct type t, whose
-// embedded structs' fields are in obj itself, as encoding/json writes
-// them; those of an embedded pointer are all there or none (a nil one).
-func checkFields(obj map[string]any, t reflect.Type, path string) error {
+// field is a field of a struct as encoding/json writes it.
+type field struct {
+	name     string
+	typ      reflect.Type
+	optional bool // omitempty or omitzero
+	count    bool // a float tagged report:"count"
+	// group is 0, or the number of the embedded pointer the field comes
+	// from: a nil one writes none of its fields, a set one all.
+	group int
+}
+
+// fields lists the fields of the struct type t, those of embedded structs
+// as its own, as encoding/json writes them.
+func fields(t reflect.Type, group int, list []field) []field {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() && !f.Anonymous || path == "" && name == "schema_version" { // head checked it: none is version 1
+		if name == "-" || !f.IsExported() && !f.Anonymous {
 			continue
 		}
-		if f.Anonymous && name == "" {
-			ft := f.Type
+		if ft := f.Type; f.Anonymous && name == "" {
+			g := group
 			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-				if !hasField(obj, ft) {
-					continue
-				}
+				ft, g = ft.Elem(), len(list)+1
 			}
 			if ft.Kind() == reflect.Struct {
-				if err := checkFields(obj, ft, path); err != nil {
-					return err
-				}
+				list = fields(ft, g, list)
 				continue
 			}
 		}
 		if name == "" {
 			name = f.Name
 		}
-		at := join(path, name)
 		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
-		v, ok := obj[name]
-		if !ok && optional {
+		list = append(list, field{name, f.Type, optional, f.Tag.Get("report") == "count", group})
+	}
+	return list
+}
+
+// checkFields checks the object obj against the struct type t.
+func checkFields(obj map[string]any, t reflect.Type, path string) error {
+	list := fields(t, 0, nil)
+	there := map[int]bool{} // the groups with a field in obj
+	for _, f := range list {
+		if _, ok := obj[f.name]; ok {
+			there[f.group] = true
+		}
+	}
+	for _, f := range list {
+		if f.group != 0 && !there[f.group] || path == "" && f.name == "schema_version" { // head checked it: none is version 1
 			continue
 		}
-		if !ok || v == nil && f.Type.Kind() == reflect.Pointer && !optional {
-			return fmt.Errorf("%s: %w: want %s", at, ErrMissing, want(f.Type))
+		at := join(path, f.name)
+		v, ok := obj[f.name]
+		if !ok && f.optional {
+			continue
 		}
-		if err := check(v, f.Type, at, f.Tag.Get("report") == "count"); err != nil {
+		if !ok || v == nil && f.typ.Kind() == reflect.Pointer && !f.optional {
+			return fmt.Errorf("%s: %w: want %s", at, ErrMissing, want(f.typ, f.count))
+		}
+		if err := check(v, f.typ, at, f.count); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// hasField says whether obj holds a field of the struct type t.
-func hasField(obj map[string]any, t reflect.Type) bool {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" {
-			name = f.Name
-		}
-		if _, ok := obj[name]; ok {
-			return true
+	// json.Unmarshal gives a key that differs from a field's name only in
+	// case to the field, which would set it unchecked.
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		for _, f := range list {
+			if key != f.name && strings.EqualFold(key, f.name) {
+				return fmt.Errorf("%s: %w: got the key %q, want %q", join(path, key), ErrType, key, f.name)
+			}
 		}
 	}
-	return false
+	return nil
 }
 
 // check checks the JSON value v against the Go type t; count is set for
@@ -179,12 +197,12 @@ func check(v any, t reflect.Type, path string, count bool) error {
 		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
 			return nil
 		}
-		return fmt.Errorf("%s: %w: got null, want %s", path, ErrType, want(t))
+		return fmt.Errorf("%s: %w: got null, want %s", path, ErrType, want(t, count))
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	wrongType := func() error { return fmt.Errorf("%s: %w: got %s, want %s", path, ErrType, got(v), want(t)) }
+	wrongType := func() error { return fmt.Errorf("%s: %w: got %s, want %s", path, ErrType, got(v), want(t, count)) }
 	pt := reflect.PointerTo(t)
 	if pt.Implements(textUnmarshaler) {
 		s, ok := v.(string)
@@ -196,55 +214,29 @@ func check(v any, t reflect.Type, path string, count bool) error {
 		}
 		return nil
 	}
-	n, isNum := v.(json.Number)
-	outOfDomain := func() error { return fmt.Errorf("%s: %w: got %s, want %s", path, ErrDomain, n, want(t)) }
-	switch k := t.Kind(); {
-	case k == reflect.Interface:
-		return nil
-	case isNumber(k) && pt.Implements(jsonUnmarshaler): // experiment.Duration: milliseconds, maybe a fraction
-		x, err := strconv.ParseFloat(string(n), 64)
-		if !isNum {
+	k := t.Kind()
+	if isNumber(k) {
+		n, ok := v.(json.Number)
+		if !ok {
 			return wrongType()
 		}
-		if err != nil || x < 0 {
-			return fmt.Errorf("%s: %w: got %s, want a number of 0 or more", path, ErrDomain, n)
+		if !inDomain(string(n), t, count) {
+			return fmt.Errorf("%s: %w: got %s, want %s", path, ErrDomain, n, want(t, count))
 		}
-	case k == reflect.Bool:
+		return nil
+	}
+	switch k {
+	case reflect.Interface:
+		return nil
+	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
 			return wrongType()
 		}
-	case k == reflect.String:
+	case reflect.String:
 		if _, ok := v.(string); !ok {
 			return wrongType()
 		}
-	case k >= reflect.Int && k <= reflect.Int64:
-		x, err := strconv.ParseInt(string(n), 10, 64)
-		if !isNum {
-			return wrongType()
-		}
-		if err != nil || x < 0 || reflect.New(t).Elem().OverflowInt(x) {
-			return outOfDomain()
-		}
-	case k >= reflect.Uint && k <= reflect.Uint64:
-		x, err := strconv.ParseUint(string(n), 10, 64)
-		if !isNum {
-			return wrongType()
-		}
-		if err != nil || reflect.New(t).Elem().OverflowUint(x) {
-			return outOfDomain()
-		}
-	case k == reflect.Float32 || k == reflect.Float64:
-		x, err := strconv.ParseFloat(string(n), 64)
-		if !isNum {
-			return wrongType()
-		}
-		if err != nil || x < 0 || count && x != math.Trunc(x) || reflect.New(t).Elem().OverflowFloat(x) {
-			if count {
-				return fmt.Errorf("%s: %w: got %s, want a whole number of 0 or more", path, ErrDomain, n)
-			}
-			return outOfDomain()
-		}
-	case k == reflect.Slice || k == reflect.Array:
+	case reflect.Slice, reflect.Array:
 		list, ok := v.([]any)
 		if !ok || k == reflect.Array && len(list) != t.Len() {
 			return wrongType()
@@ -254,7 +246,7 @@ func check(v any, t reflect.Type, path string, count bool) error {
 				return err
 			}
 		}
-	case k == reflect.Map:
+	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok || t.Key().Kind() != reflect.String {
 			return wrongType()
@@ -264,7 +256,7 @@ func check(v any, t reflect.Type, path string, count bool) error {
 				return err
 			}
 		}
-	case k == reflect.Struct:
+	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return wrongType()
@@ -278,6 +270,25 @@ func check(v any, t reflect.Type, path string, count bool) error {
 
 func isNumber(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Float64 }
 
+// inDomain says whether the JSON number s is one that the number type t
+// takes: none is negative; one of an integer type, or a count, is whole.
+func inDomain(s string, t reflect.Type, count bool) bool {
+	z := reflect.New(t).Elem()
+	switch k := t.Kind(); {
+	case reflect.PointerTo(t).Implements(jsonUnmarshaler): // experiment.Duration: milliseconds, maybe a fraction
+		x, err := strconv.ParseFloat(s, 64)
+		return err == nil && x >= 0
+	case k >= reflect.Int && k <= reflect.Int64:
+		x, err := strconv.ParseInt(s, 10, 64)
+		return err == nil && x >= 0 && !z.OverflowInt(x)
+	case k >= reflect.Uint && k <= reflect.Uintptr:
+		x, err := strconv.ParseUint(s, 10, 64)
+		return err == nil && !z.OverflowUint(x)
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	return err == nil && x >= 0 && (!count || x == math.Trunc(x)) && !z.OverflowFloat(x)
+}
+
 func join(path, name string) string {
 	if path == "" {
 		return name
@@ -285,8 +296,9 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// want says in words what JSON the Go type t takes.
-func want(t reflect.Type) string {
+// want says in words what JSON the Go type t takes; count is set for a
+// float that counts.
+func want(t reflect.Type, count bool) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -296,6 +308,9 @@ func want(t reflect.Type) string {
 	case k == reflect.Bool:
 		return "true or false"
 	case k == reflect.Float32 || k == reflect.Float64 || isNumber(k) && reflect.PointerTo(t).Implements(jsonUnmarshaler):
+		if count {
+			return "a whole number of 0 or more"
+		}
 		return "a number of 0 or more"
 	case isNumber(k):
 		return "a whole number of 0 or more"

@@ -124,6 +124,8 @@ var badDocs = []badDoc{
 		"results[0].forks: out of its domain: got 2.5, want a whole number of 0 or more"},
 	{"an unknown preemption", "mapscan", func(d map[string]any) { params(d)["preempt"] = "sometimes" }, report.ErrDomain,
 		`params.preempt: out of its domain: got "sometimes": unknown preemption model "sometimes": want none or full`},
+	{"a key in another case", "mapslock", func(d map[string]any) { params(d)["RUNS"] = -1 }, report.ErrType,
+		`params.RUNS: wrong type: got the key "RUNS", want "runs"`},
 	{"a search without its schedules", "explore", func(d map[string]any) { delete(params(d), "schedules") }, report.ErrMissing,
 		"params.schedules: missing: want a whole number of 0 or more"},
 }
