@@ -45,7 +45,8 @@ func Head(b []byte) (experiment string, err error) {
 // an embedded pointer's fields are all there or none. Each value has its
 // field's JSON type; null is taken for a list, a map or an omitempty
 // pointer, as encoding/json writes their nil. Every number is a count, a
-// size, a time, a rate or a ratio: none is negative, and one of an integer
+// size, a time, a rate or a ratio: none is negative, except in a float
+// field tagged `report:"signed"` (a difference), and one of an integer
 // field, or of a float field tagged `report:"count"`, is a whole number.
 // Keys it does not know are ignored, so that a field a newer mmlab adds
 // within the same schema_version reads (a change that an older reader
@@ -117,8 +118,8 @@ var (
 type field struct {
 	name     string
 	typ      reflect.Type
-	optional bool // omitempty or omitzero
-	count    bool // a float tagged report:"count"
+	optional bool   // omitempty or omitzero
+	domain   string // its report tag: "count" for a float that counts, "signed" for a difference
 	// group is 0, or the number of the embedded pointer the field comes
 	// from: a nil one writes none of its fields, a set one all.
 	group int
@@ -147,7 +148,7 @@ func fields(t reflect.Type, group int, list []field) []field {
 			name = f.Name
 		}
 		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
-		list = append(list, field{name, f.Type, optional, f.Tag.Get("report") == "count", group})
+		list = append(list, field{name, f.Type, optional, f.Tag.Get("report"), group})
 	}
 	return list
 }
@@ -171,9 +172,9 @@ func checkFields(obj map[string]any, t reflect.Type, path string) error {
 			continue
 		}
 		if !ok || v == nil && f.typ.Kind() == reflect.Pointer && !f.optional {
-			return fmt.Errorf("%s: %w: want %s", at, ErrMissing, want(f.typ, f.count))
+			return fmt.Errorf("%s: %w: want %s", at, ErrMissing, want(f.typ, f.domain))
 		}
-		if err := check(v, f.typ, at, f.count); err != nil {
+		if err := check(v, f.typ, at, f.domain); err != nil {
 			return err
 		}
 	}
@@ -189,20 +190,20 @@ func checkFields(obj map[string]any, t reflect.Type, path string) error {
 	return nil
 }
 
-// check checks the JSON value v against the Go type t; count is set for
-// a float that counts.
-func check(v any, t reflect.Type, path string, count bool) error {
+// check checks the JSON value v against the Go type t of a field whose
+// report tag is domain.
+func check(v any, t reflect.Type, path string, domain string) error {
 	if v == nil {
 		switch t.Kind() {
 		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
 			return nil
 		}
-		return fmt.Errorf("%s: %w: got null, want %s", path, ErrType, want(t, count))
+		return fmt.Errorf("%s: %w: got null, want %s", path, ErrType, want(t, domain))
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	wrongType := func() error { return fmt.Errorf("%s: %w: got %s, want %s", path, ErrType, got(v), want(t, count)) }
+	wrongType := func() error { return fmt.Errorf("%s: %w: got %s, want %s", path, ErrType, got(v), want(t, domain)) }
 	pt := reflect.PointerTo(t)
 	if pt.Implements(textUnmarshaler) {
 		s, ok := v.(string)
@@ -220,8 +221,8 @@ func check(v any, t reflect.Type, path string, count bool) error {
 		if !ok {
 			return wrongType()
 		}
-		if !inDomain(string(n), t, count) {
-			return fmt.Errorf("%s: %w: got %s, want %s", path, ErrDomain, n, want(t, count))
+		if !inDomain(string(n), t, domain) {
+			return fmt.Errorf("%s: %w: got %s, want %s", path, ErrDomain, n, want(t, domain))
 		}
 		return nil
 	}
@@ -242,7 +243,7 @@ func check(v any, t reflect.Type, path string, count bool) error {
 			return wrongType()
 		}
 		for i, e := range list {
-			if err := check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), count); err != nil {
+			if err := check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), domain); err != nil {
 				return err
 			}
 		}
@@ -252,7 +253,7 @@ func check(v any, t reflect.Type, path string, count bool) error {
 			return wrongType()
 		}
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
-			if err := check(obj[key], t.Elem(), join(path, key), count); err != nil {
+			if err := check(obj[key], t.Elem(), join(path, key), domain); err != nil {
 				return err
 			}
 		}
@@ -271,8 +272,9 @@ func check(v any, t reflect.Type, path string, count bool) error {
 func isNumber(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Float64 }
 
 // inDomain says whether the JSON number s is one that the number type t
-// takes: none is negative; one of an integer type, or a count, is whole.
-func inDomain(s string, t reflect.Type, count bool) bool {
+// of a field with the report tag domain takes: none is negative but a
+// difference ("signed"); one of an integer type, or a "count", is whole.
+func inDomain(s string, t reflect.Type, domain string) bool {
 	z := reflect.New(t).Elem()
 	switch k := t.Kind(); {
 	case reflect.PointerTo(t).Implements(jsonUnmarshaler): // experiment.Duration: milliseconds, maybe a fraction
@@ -286,7 +288,7 @@ func inDomain(s string, t reflect.Type, count bool) bool {
 		return err == nil && !z.OverflowUint(x)
 	}
 	x, err := strconv.ParseFloat(s, 64)
-	return err == nil && x >= 0 && (!count || x == math.Trunc(x)) && !z.OverflowFloat(x)
+	return err == nil && (x >= 0 || domain == "signed") && (domain != "count" || x == math.Trunc(x)) && !z.OverflowFloat(x)
 }
 
 func join(path, name string) string {
@@ -296,9 +298,9 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// want says in words what JSON the Go type t takes; count is set for a
-// float that counts.
-func want(t reflect.Type, count bool) string {
+// want says in words what JSON the Go type t of a field with the report
+// tag domain takes.
+func want(t reflect.Type, domain string) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -308,8 +310,11 @@ func want(t reflect.Type, count bool) string {
 	case k == reflect.Bool:
 		return "true or false"
 	case k == reflect.Float32 || k == reflect.Float64 || isNumber(k) && reflect.PointerTo(t).Implements(jsonUnmarshaler):
-		if count {
+		switch domain {
+		case "count":
 			return "a whole number of 0 or more"
+		case "signed":
+			return "a number"
 		}
 		return "a number of 0 or more"
 	case isNumber(k):

@@ -13,6 +13,7 @@ import (
 	"mmlab/experiment/explorer"
 	"mmlab/experiment/forkstall"
 	"mmlab/experiment/mapscan"
+	"mmlab/experiment/redzone"
 	"mmlab/machine"
 	"mmlab/report"
 )
@@ -39,8 +40,8 @@ func edited(t testing.TB, dir, name string, edit func(doc map[string]any)) []byt
 }
 
 // goodDocs saves a document of mapslock, forkstall (with the model's
-// figures), mapscan and a search of `mmlab explore --json` in dir, all of
-// host node-a.
+// figures), mapscan, redzone (with a probe's cost below 0, a difference)
+// and a search of `mmlab explore --json` in dir, all of host node-a.
 func goodDocs(t testing.TB, dir string) {
 	t.Helper()
 	saveLock(t, dir, "node-a", "linux 6.18.44", 1, 0)
@@ -54,7 +55,10 @@ func goodDocs(t testing.TB, dir string) {
 	search := report.NewDocument[explorer.SearchParams, explorer.Result]("explore", machine.MustNamed("x86-64"), explorer.SearchParams{Scenario: "reg-vs-fork", Design: "after", Strategy: "random", Schedules: 5})
 	search.Machine = m
 	search.Results = append(search.Results, explorer.Result{Scenario: "reg-vs-fork", Schedules: 5})
-	for _, err := range []error{fork.Save(dir), scan.Save(dir), search.Save(dir)} {
+	rz := report.NewDocument[*redzone.Options, redzone.Result]("redzone", machine.MustNamed("x86-64"), redzone.NewOptions())
+	rz.Machine = m
+	rz.Results = append(rz.Results, redzone.Result{Attach: redzone.AttachModel, Site: redzone.SiteNop5, HitNs: -1.98, VsInt3: &redzone.VsInt3{HitNsRatio: -0.5}})
+	for _, err := range []error{fork.Save(dir), scan.Save(dir), rz.Save(dir), search.Save(dir)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +112,8 @@ var badDocs = []badDoc{
 		"results[0].hold_ms: out of its domain: got -0.005, want a number of 0 or more"},
 	{"a negative time in a list", "mapslock", func(d map[string]any) { results(d)["hold_ms_runs"] = []any{1, -2} }, report.ErrDomain,
 		"results[0].hold_ms_runs[1]: out of its domain: got -2, want a number of 0 or more"},
+	{"a difference a string", "redzone", func(d map[string]any) { results(d)["hit_ns"] = "-2" }, report.ErrType,
+		`results[0].hit_ns: wrong type: got "-2", want a number`},
 	{"a negative duration param", "mapscan", func(d map[string]any) { params(d)["duration_ms"] = -5 }, report.ErrDomain,
 		"params.duration_ms: out of its domain: got -5, want a number of 0 or more"},
 	{"a negative time in a map", "mapscan", func(d map[string]any) { results(d)["slowest_wait_us"] = map[string]any{"mmap_lock": -1} }, report.ErrDomain,
@@ -150,8 +156,8 @@ func TestLoadRefuses(t *testing.T) {
 		if want := path + ": " + c.msg; bad[0].Error() != want || !errors.Is(bad[0], c.is) {
 			t.Errorf("%s: refused with\n\t%v\nwant\n\t%s (errors.Is %v)", c.name, bad[0], want, c.is)
 		}
-		if len(sets) != 1 || len(sets[0].Docs) != 3 || sets[0].Docs[c.exp] != nil {
-			t.Errorf("%s: read %d sets, want one of the 3 good documents", c.name, len(sets))
+		if len(sets) != 1 || len(sets[0].Docs) != 4 || sets[0].Docs[c.exp] != nil {
+			t.Errorf("%s: read %d sets, want one of the 4 good documents", c.name, len(sets))
 		}
 	}
 }
@@ -164,7 +170,7 @@ func TestLoadReads(t *testing.T) {
 	check := func(what string) {
 		t.Helper()
 		sets, bad, err := Load(All(), []string{dir})
-		if err != nil || len(bad) > 0 || len(sets) != 1 || len(sets[0].Docs) != 4 {
+		if err != nil || len(bad) > 0 || len(sets) != 1 || len(sets[0].Docs) != 5 {
 			t.Fatalf("%s: %d sets, err %v, refused %v", what, len(sets), err, bad)
 		}
 		if p := Page(All(), sets); !strings.Contains(p.Seeds[1].Verdict, "does not wait for mmap_lock") {
@@ -173,7 +179,7 @@ func TestLoadReads(t *testing.T) {
 	}
 	check("version 3")
 	for _, version := range []int{2, 1} {
-		for _, exp := range []string{"mapslock", "forkstall", "mapscan", "explore"} {
+		for _, exp := range []string{"mapslock", "forkstall", "mapscan", "redzone", "explore"} {
 			b := edited(t, dir, exp, func(d map[string]any) {
 				delete(d, "model_machine")
 				delete(d["machine"].(map[string]any), "features")
@@ -196,7 +202,7 @@ func TestLoadReads(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	good := f.TempDir()
 	goodDocs(f, good)
-	for _, exp := range []string{"mapslock", "forkstall", "mapscan", "explore"} {
+	for _, exp := range []string{"mapslock", "forkstall", "mapscan", "redzone", "explore"} {
 		f.Add(edited(f, good, exp, func(map[string]any) {}))
 	}
 	for _, c := range badDocs {
