@@ -98,6 +98,8 @@ var badDocs = []badDoc{
 		`results[0].hold_ms: wrong type: got true, want a number of 0 or more`},
 	{"a list of bools with a number", "mapslock", func(d map[string]any) { results(d)["returned_first_runs"] = []any{true, 1} }, report.ErrType,
 		`results[0].returned_first_runs[1]: wrong type: got 1, want true or false`},
+	{"a time null", "mapslock", func(d map[string]any) { results(d)["hold_ms"] = nil }, report.ErrType,
+		"results[0].hold_ms: wrong type: got null, want a number of 0 or more"},
 	{"no machine", "mapslock", func(d map[string]any) { delete(d, "machine") }, report.ErrMissing,
 		"machine: missing: want an object"},
 	{"no params", "mapslock", func(d map[string]any) { d["params"] = nil }, report.ErrMissing,
