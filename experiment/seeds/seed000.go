@@ -37,8 +37,8 @@ var forkModeTitles = map[string]string{
 }
 
 // exploreStep is the explorer's step, whose documents are also those of
-// `mmlab explore --json`: their params are a search's or a replay's,
-// each told by the key only it has.
+// `mmlab explore --json`: their params are the experiment's options, or a
+// search's ("scenario") or a replay's ("replay"), told by those keys.
 func exploreStep() Step {
 	st := step(explorer.Def)
 	st.read = func(b []byte) error {
