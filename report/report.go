@@ -22,7 +22,14 @@
 // Each result carries "target" ("model" or "live"), "variant" ("before"/"after",
 // "srcu"/"tasks-trace", or "kernel" for live), the key fields its experiment
 // names, and metrics whose names end in a unit suffix (_ms, _us, _bytes, mops).
-// Per-run lists are named <metric>_runs.
+// Per-run lists are named <metric>_runs. Every number is a count, a size,
+// a time, a rate or a ratio: none is negative but a difference (a float
+// field tagged `report:"signed"`), and a count is a whole number (an
+// integer field, or a float one tagged `report:"count"`).
+//
+// Read is the reader: it refuses a document of a newer schema_version, and
+// one whose fields do not have the types, the presence or the domain its
+// experiment's Document[P, R] gives them, naming the field.
 package report
 
 import (

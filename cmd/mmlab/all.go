@@ -22,7 +22,7 @@ func init() {
 	})
 	register(&command{
 		name:    "report",
-		summary: "rebuild the report from saved results; several hosts' results add a comparison: mmlab report DIR|FILE... [-o DIR]",
+		summary: "rebuild the report from saved results; several hosts' results add a comparison: mmlab report DIR|FILE... [-o DIR] [--skip-bad]",
 		run:     runReport,
 	})
 }
@@ -167,7 +167,7 @@ func findExperiment(name string) experiment.Experiment {
 	return nil
 }
 
-const reportUsage = `usage: mmlab report DIR|FILE... [-o DIR]
+const reportUsage = `usage: mmlab report DIR|FILE... [-o DIR] [--skip-bad]
 
 Rebuilds the HTML report (DIR/index.html) from saved results: directories
 written by 'mmlab all' or 'mmlab run ... --out', or single JSON documents
@@ -177,12 +177,20 @@ one host the report starts with a comparison, one row per host with each
 seed's verdict and headline figure, and shows the seed sections of the first
 host. -o defaults to the current directory.
 
+Each document is checked against its experiment's types first: one of a
+newer schema_version, of an experiment this mmlab does not know, or with a
+field of the wrong type, missing or out of its domain (a negative time, a
+count that is not a whole number) is refused with its file, the field and
+what was expected, and no report is written (exit 1); with --skip-bad the
+report is built from the rest. Older schema versions are read.
+
 `
 
 func runReport(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	out := fs.String("o", ".", "directory to write index.html to")
+	skipBad := fs.Bool("skip-bad", false, "build the report from the documents read, leaving out those refused (each is still named)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), reportUsage); fs.PrintDefaults() }
 	paths, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -192,12 +200,24 @@ func runReport(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "mmlab report: no results given (a directory or JSON file)")
 		return experiment.ExitUsage
 	}
-	sets, err := seeds.Load(paths)
+	all := seeds.All()
+	sets, bad, err := seeds.Load(all, paths)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mmlab report: %v\n", err)
 		return experiment.ExitFailed
 	}
-	page := seeds.Page(seeds.All(), sets)
+	for _, err := range bad {
+		fmt.Fprintf(os.Stderr, "mmlab report: %v\n", err)
+	}
+	switch {
+	case len(bad) > 0 && !*skipBad:
+		fmt.Fprintf(os.Stderr, "mmlab report: %d document(s) refused, no report written (--skip-bad builds it from the rest)\n", len(bad))
+		return experiment.ExitFailed
+	case len(sets) == 0:
+		fmt.Fprintln(os.Stderr, "mmlab report: every document was refused, no report written")
+		return experiment.ExitFailed
+	}
+	page := seeds.Page(all, sets)
 	page.Generated = time.Now().Format(time.RFC3339)
 	page.Command = "mmlab report " + strings.Join(args, " ")
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -209,6 +229,10 @@ func runReport(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "mmlab report: %v\n", err)
 		return experiment.ExitFailed
 	}
-	fmt.Printf("report: %s (%d host(s))\n", path, len(sets))
+	skipped := ""
+	if len(bad) > 0 {
+		skipped = fmt.Sprintf(", %d refused document(s) left out", len(bad))
+	}
+	fmt.Printf("report: %s (%d host(s)%s)\n", path, len(sets), skipped)
 	return experiment.ExitOK
 }

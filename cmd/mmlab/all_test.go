@@ -73,6 +73,12 @@ func TestAllEndToEnd(t *testing.T) {
 			t.Errorf("no saved document of %s: %v", name.Name(), err)
 		}
 	}
+	// mmlab report reads every document mmlab all wrote.
+	rebuilt := t.TempDir()
+	report := exec.Command(bin, "report", dir, "-o", rebuilt)
+	if out, err := report.CombinedOutput(); err != nil {
+		t.Errorf("mmlab report of mmlab all's results: %v\n%s", err, out)
+	}
 	index := filepath.Join(dir, "index.html")
 	b, err := os.ReadFile(index)
 	if err != nil {

@@ -150,7 +150,7 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		}
 	}
 	if *asJSON {
-		doc := report.NewDocument[searchParams, explorer.Result]("explore", mach, searchParams{name, d.String(), *strategy, *schedules, *seed})
+		doc := report.NewDocument[explorer.SearchParams, explorer.Result]("explore", mach, explorer.SearchParams{Scenario: name, Design: d.String(), Strategy: *strategy, Schedules: *schedules, Seed: *seed})
 		doc.Results = append(doc.Results, res)
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)
@@ -165,21 +165,6 @@ func exploreMain(ctx context.Context, args []string, out, errw io.Writer) int {
 		return experiment.ExitFailed
 	}
 	return experiment.ExitOK
-}
-
-// searchParams are the params of a search's document (`mmlab explore
-// --json`).
-type searchParams struct {
-	Scenario  string `json:"scenario"`
-	Design    string `json:"design"`
-	Strategy  string `json:"strategy"`
-	Schedules int    `json:"schedules"`
-	Seed      uint64 `json:"seed"`
-}
-
-// replayParams are the params of a replay's document.
-type replayParams struct {
-	Replay string `json:"replay"`
 }
 
 func scenarioNames() []string {
@@ -219,7 +204,7 @@ func replayExplore(path, name string, asJSON bool, out, errw io.Writer) int {
 		rep.Failure = &explore.Failure{Violation: o.Violation, Found: len(p.Deviations), Deviations: o.Deviations, Outcome: o}
 	}
 	if asJSON {
-		doc := report.NewDocument[replayParams, explorer.Result]("explore", mach, replayParams{path})
+		doc := report.NewDocument[explorer.ReplayParams, explorer.Result]("explore", mach, explorer.ReplayParams{Replay: path})
 		doc.Results = append(doc.Results, explorer.ResultOf(rep))
 		if err := doc.WriteJSON(out); err != nil {
 			fmt.Fprintf(errw, "mmlab explore: %v\n", err)

@@ -121,11 +121,11 @@ func TestExploreJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	var doc report.Document[searchParams, explorer.Result]
+	var doc report.Document[explorer.SearchParams, explorer.Result]
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Experiment != "explore" || len(doc.Results) != 1 || doc.Params != (searchParams{"reg-vs-fork", "after", "random", 50, 1}) {
+	if doc.Experiment != "explore" || len(doc.Results) != 1 || doc.Params != (explorer.SearchParams{Scenario: "reg-vs-fork", Design: "after", Strategy: "random", Schedules: 50, Seed: 1}) {
 		t.Fatalf("document %+v", doc)
 	}
 	r := doc.Results[0]

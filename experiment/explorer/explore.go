@@ -28,6 +28,22 @@ type Options struct {
 	Seed      uint64   `json:"seed"`
 }
 
+// SearchParams are the params of the document of one scenario's search
+// in one design (`mmlab explore SCENARIO --json`).
+type SearchParams struct {
+	Scenario  string `json:"scenario"`
+	Design    string `json:"design"`
+	Strategy  string `json:"strategy"`
+	Schedules int    `json:"schedules"`
+	Seed      uint64 `json:"seed"`
+}
+
+// ReplayParams are the params of the document of a replay (`mmlab explore
+// --replay FILE --json`).
+type ReplayParams struct {
+	Replay string `json:"replay"`
+}
+
 // MaxSchedules bounds --schedules.
 const MaxSchedules = 10_000_000
 

@@ -224,8 +224,10 @@ type Result struct {
 	DetachMsRuns   []float64 `json:"detach_ms_runs"`
 	BaselineMs     float64   `json:"baseline_ms"`
 	BaselineMsRuns []float64 `json:"baseline_ms_runs"`
-	Forks          float64   `json:"forks"`
-	ForksRuns      []float64 `json:"forks_runs"`
+	// Forks and the other float figures tagged count are medians of
+	// per-run counts: whole numbers, which report.Read checks.
+	Forks     float64   `json:"forks" report:"count"`
+	ForksRuns []float64 `json:"forks_runs" report:"count"`
 
 	// Verdict is a live result's Judge: "stalls" or "ok".
 	Verdict string `json:"verdict,omitempty"`
@@ -248,10 +250,10 @@ type ModelFigures struct {
 	AttachSemMsRuns  []float64 `json:"attach_blocked_dup_mmap_sem_ms_runs"`
 	AttachMmapMs     float64   `json:"attach_blocked_mmap_lock_ms"`
 	AttachMmapMsRuns []float64 `json:"attach_blocked_mmap_lock_ms_runs"`
-	Passes           float64   `json:"passes"`
-	PassesRuns       []float64 `json:"passes_runs"`
-	GCs              float64   `json:"gc_in_windows"`
-	GCsRuns          []float64 `json:"gc_in_windows_runs"`
+	Passes           float64   `json:"passes" report:"count"`
+	PassesRuns       []float64 `json:"passes_runs" report:"count"`
+	GCs              float64   `json:"gc_in_windows" report:"count"`
+	GCsRuns          []float64 `json:"gc_in_windows_runs" report:"count"`
 	BusyHoldMs       float64   `json:"busy_hold_ms"`
 	BusyHoldMsRuns   []float64 `json:"busy_hold_ms_runs"`
 }

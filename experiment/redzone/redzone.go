@@ -99,7 +99,7 @@ type Result struct {
 	// kernel without the uprobe; live: the no-probe result's mean). The
 	// model's target alone costs it as much as a hit, which the rates
 	// blur and this does not.
-	HitNs       float64 `json:"hit_ns"`
+	HitNs       float64 `json:"hit_ns" report:"signed"` // a difference: below 0 when noise outweighs the hit
 	HitNsStddev float64 `json:"hit_ns_stddev"`
 	// VsInt3 is the rate over the int3 baseline's: on the model the off
 	// design's (paired samples, taken in turn); live the nop site's of
@@ -112,7 +112,7 @@ type Result struct {
 type VsInt3 struct {
 	Ratio            float64 `json:"ratio_vs_int3"`
 	RatioStddev      float64 `json:"ratio_vs_int3_stddev"`
-	HitNsRatio       float64 `json:"hit_ns_ratio_vs_int3"`
+	HitNsRatio       float64 `json:"hit_ns_ratio_vs_int3" report:"signed"` // of two differences
 	HitNsRatioStddev float64 `json:"hit_ns_ratio_vs_int3_stddev"`
 }
 

@@ -2,6 +2,7 @@ package seeds
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,68 +21,111 @@ type Set struct {
 }
 
 // Load reads results from directories and JSON files and groups them by
-// host (hostname and kernel), in the order first seen.
-func Load(paths []string) ([]*Set, error) {
-	var sets []*Set
-	add := func(name string, b []byte) error {
-		var head struct {
-			Experiment   string               `json:"experiment"`
-			Machine      report.Machine       `json:"machine"`
-			ModelMachine *report.ModelMachine `json:"model_machine"`
-			Interrupted  bool                 `json:"interrupted"`
-		}
-		if err := json.Unmarshal(b, &head); err != nil || head.Experiment == "" {
-			return fmt.Errorf("%s: not a result document of mmlab", name)
-		}
-		i := slices.IndexFunc(sets, func(s *Set) bool {
-			return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
-		})
-		if i < 0 {
-			label := head.Machine.Hostname
-			if label == "" {
-				label = name
-			}
-			sets = append(sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
-			i = len(sets) - 1
-		}
-		// The model machines of the host's documents, each once.
-		h := &sets[i].Host
-		if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
-			h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
-		}
-		if _, dup := sets[i].Docs[head.Experiment]; dup {
-			return fmt.Errorf("%s: a second %s document of host %s", name, head.Experiment, sets[i].Host.Name)
-		}
-		sets[i].Docs[head.Experiment] = b
-		sets[i].Interrupted = sets[i].Interrupted || head.Interrupted
-		return nil
-	}
+// host (hostname and kernel), in the order first seen. It reads only the
+// documents of the experiments of all's steps, each checked against its
+// experiment's types (report.Read); it leaves out each document it refuses
+// and returns, in bad, an error naming the file and what is wrong, which
+// wraps report's ErrNotDocument, ErrNewerSchema, ErrUnknownExperiment,
+// ErrType, ErrMissing or ErrDomain, or ErrDuplicate. err is for a path
+// that cannot be read or holds no documents.
+func Load(all []*Seed, paths []string) (sets []*Set, bad []error, err error) {
+	l := newLoader(all)
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		files := []string{p}
 		if fi.IsDir() {
 			if files, err = filepath.Glob(filepath.Join(p, "*.json")); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if len(files) == 0 {
-				return nil, fmt.Errorf("%s: no result documents (*.json)", p)
+				return nil, nil, fmt.Errorf("%s: no result documents (*.json)", p)
 			}
 		}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			if err := add(f, b); err != nil {
-				return nil, err
+			if err := l.add(f, b); err != nil {
+				bad = append(bad, fmt.Errorf("%s: %w", f, err))
 			}
 		}
 	}
-	return sets, nil
+	return l.sets, bad, nil
 }
+
+// loader is Load's state: the checks of the experiments it reads and the
+// sets read so far.
+type loader struct {
+	reads map[string]func([]byte) error
+	names []string // the experiments, in the seeds' order
+	sets  []*Set
+}
+
+func newLoader(all []*Seed) *loader {
+	l := &loader{reads: map[string]func([]byte) error{}}
+	for _, s := range all {
+		for _, st := range s.Steps {
+			l.reads[st.Experiment] = st.read
+			l.names = append(l.names, st.Experiment)
+		}
+	}
+	return l
+}
+
+// add reads the document b of the file name into the set of its host, or
+// says why it refuses it.
+func (l *loader) add(name string, b []byte) error {
+	exp, err := report.Head(b)
+	if err != nil {
+		return err
+	}
+	read, ok := l.reads[exp]
+	if !ok {
+		return fmt.Errorf("experiment: %w: got %q, want one of %s", report.ErrUnknownExperiment, exp, strings.Join(l.names, ", "))
+	}
+	if err := read(b); err != nil {
+		return err
+	}
+	var head struct {
+		Machine      report.Machine       `json:"machine"`
+		ModelMachine *report.ModelMachine `json:"model_machine"`
+		Interrupted  bool                 `json:"interrupted"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return err // read decoded the whole document
+	}
+	i := slices.IndexFunc(l.sets, func(s *Set) bool {
+		return s.Host.Machine.Hostname == head.Machine.Hostname && s.Host.Machine.Kernel == head.Machine.Kernel
+	})
+	if i >= 0 {
+		if _, dup := l.sets[i].Docs[exp]; dup {
+			return fmt.Errorf("%w: a second %s document of host %s", ErrDuplicate, exp, l.sets[i].Host.Name)
+		}
+	} else {
+		label := head.Machine.Hostname
+		if label == "" {
+			label = name
+		}
+		l.sets = append(l.sets, &Set{Host: report.Host{Name: label, Machine: head.Machine}, Docs: Docs{}})
+		i = len(l.sets) - 1
+	}
+	// The model machines of the host's documents, each once.
+	h := &l.sets[i].Host
+	if model := report.ModelLabel(head.ModelMachine); !slices.Contains(strings.Split(h.Model, "; "), model) {
+		h.Model = strings.TrimPrefix(h.Model+"; "+model, "; ")
+	}
+	l.sets[i].Docs[exp] = b
+	l.sets[i].Interrupted = l.sets[i].Interrupted || head.Interrupted
+	return nil
+}
+
+// ErrDuplicate is Load's refusal of a second document of one experiment
+// from one host.
+var ErrDuplicate = errors.New("duplicate")
 
 // Page builds the report of sets: the seed sections of the first host and,
 // with several hosts, the comparison of every host's verdicts and headlines.

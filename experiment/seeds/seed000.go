@@ -1,6 +1,7 @@
 package seeds
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 func seed000() *Seed {
 	return &Seed{
 		ID:      "000",
-		Steps:   []Step{step(forkstall.Def), step(redzone.Def), step(explorer.Def)},
+		Steps:   []Step{step(forkstall.Def), step(redzone.Def), exploreStep()},
 		section: section000,
 	}
 }
@@ -33,6 +34,27 @@ var forkModeTitles = map[string]string{
 	forkstall.ModeMulti1: "uprobe_multi, 1 uprobe",
 	forkstall.ModeMulti4: "uprobe_multi, 4 uprobes",
 	forkstall.ModePerf4:  "perf_event, 4 uprobes",
+}
+
+// exploreStep is the explorer's step, whose documents are also those of
+// `mmlab explore --json`: their params are the experiment's options, or a
+// search's ("scenario") or a replay's ("replay"), told by those keys.
+func exploreStep() Step {
+	st := step(explorer.Def)
+	st.read = func(b []byte) error {
+		var head struct {
+			Params map[string]any `json:"params"`
+		}
+		json.Unmarshal(b, &head) // a document that does not decode is refused by read
+		switch {
+		case head.Params["replay"] != nil:
+			return read[explorer.ReplayParams, explorer.Result](b)
+		case head.Params["scenario"] != nil:
+			return read[explorer.SearchParams, explorer.Result](b)
+		}
+		return read[*explorer.Options, explorer.Result](b)
+	}
+	return st
 }
 
 // explorePart is the explorer's table: each seed-000 scenario's schedules

@@ -91,11 +91,20 @@ type PubTrigger struct {
 type Step struct {
 	Experiment string
 	experiment.Settings
+	// read checks a document of the experiment (report.Read with its
+	// types): `mmlab report` reads the experiments of the seeds' steps.
+	read func(b []byte) error
 }
 
 // step is the step of the experiment d.
 func step[O experiment.Options, R experiment.Result](d experiment.Def[O, R]) Step {
-	return Step{d.Name, d.Settings()}
+	return Step{d.Name, d.Settings(), read[O, R]}
+}
+
+// read checks the document b against the params P and the results R.
+func read[P, R any](b []byte) error {
+	_, err := report.Read[P, R](b)
+	return err
 }
 
 // Seed is one patch series.

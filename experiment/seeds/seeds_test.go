@@ -2,6 +2,7 @@ package seeds
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func TestPublished(t *testing.T) {
 
 // saveLock writes a mapslock document of host with the given share of
 // runs in which a query of the unrelated VMA returned during the hold.
-func saveLock(t *testing.T, dir, host, kernel string, other, same float64) {
+func saveLock(t testing.TB, dir, host, kernel string, other, same float64) {
 	doc := report.NewDocument[*mapslock.Options, mapslock.Result]("mapslock", machine.MustNamed("x86-64"), &mapslock.Options{Runs: 4, Size: 1 << 30})
 	doc.Machine = report.Machine{Hostname: host, Kernel: kernel, CPUs: 4}
 	for _, c := range []struct {
@@ -51,9 +52,9 @@ func TestReportComparesHosts(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	saveLock(t, a, "node-a", "linux 6.18.44", 1, 0)
 	saveLock(t, b, "node-b", "linux 6.12.1", 0, 0)
-	sets, err := Load([]string{a, filepath.Join(b, "mapslock.json")})
-	if err != nil {
-		t.Fatal(err)
+	sets, bad, err := Load(All(), []string{a, filepath.Join(b, "mapslock.json")})
+	if err != nil || len(bad) > 0 {
+		t.Fatal(err, bad)
 	}
 	p := Page(All(), sets)
 	if p.Comparison == nil || len(p.Comparison.Rows) != 2 || len(p.Hosts) != 2 {
@@ -73,12 +74,12 @@ func TestReportComparesHosts(t *testing.T) {
 	}
 	// The same experiment twice for one host is an error, and so is a
 	// file that is not a result.
-	if _, err := Load([]string{a, a}); err == nil {
+	if _, bad, _ := Load(All(), []string{a, a}); len(bad) != 1 || !errors.Is(bad[0], ErrDuplicate) {
 		t.Error("a host's document given twice was accepted")
 	}
 	junk := filepath.Join(t.TempDir(), "x.json")
 	os.WriteFile(junk, []byte(`{"a":1}`), 0o644)
-	if _, err := Load([]string{junk}); err == nil {
+	if _, bad, _ := Load(All(), []string{junk}); len(bad) != 1 || !errors.Is(bad[0], report.ErrNotDocument) {
 		t.Error("a JSON file that is no result was accepted")
 	}
 }
@@ -105,9 +106,9 @@ func TestReportReadsVersion2(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(path, b, 0o644)
-	sets, err := Load([]string{dir})
-	if err != nil {
-		t.Fatal(err)
+	sets, bad, err := Load(All(), []string{dir})
+	if err != nil || len(bad) > 0 {
+		t.Fatal(err, bad)
 	}
 	p := Page(All(), sets)
 	if len(sets) != 1 || sets[0].Host.Machine.Features != nil || len(p.Seeds) != 3 || !strings.Contains(p.Seeds[1].Verdict, "does not wait for mmap_lock") {
@@ -122,8 +123,8 @@ func TestReportReadsVersion2(t *testing.T) {
 	if err := rz.Save(dir); err != nil {
 		t.Fatal(err)
 	}
-	if sets, err = Load([]string{dir}); err != nil || len(sets) != 1 {
-		t.Fatalf("%d sets, %v", len(sets), err)
+	if sets, bad, err = Load(All(), []string{dir}); err != nil || len(bad) > 0 || len(sets) != 1 {
+		t.Fatalf("%d sets, %v, %v", len(sets), err, bad)
 	}
 	// In the order of the files: mapslock.json, then redzone.json.
 	want := "host (features not recorded: schema 2); x86-64-pku: ospke, mmap_min_addr 65536, CAP_SYS_RAWIO"
