@@ -73,7 +73,8 @@ var Def = experiment.Def[*Options, Result]{
 	Verdict: Verdict,
 }
 
-const help = `usage: mmlab run schedwait [--target model|live|both] [--duration D] [--seed N] [--cpu N] [--json] [--out DIR]
+const help = `usage: mmlab run schedwait [--target model|live|both] [--duration D] [--seed N] [--cpu N]
+                           [--group-nice N] [--json] [--out DIR]
 
 On one CPU, a nice-0 task spins 2 ms of CPU time and sleeps 1 ms, and a
 nice-15 task runs 100 µs of CPU time and sleeps a seeded 0.5-4.5 ms. The
@@ -85,9 +86,14 @@ from a private ftrace instance's sched_wakeup and sched_switch events on
 this host, for --duration. "zero wait" is the share of wake-ups that ran at
 once: in sim a wait of 0; live, the wake-up found the CPU idle or set
 need-resched (the trace's flags) and the task was the next to run. "preempt"
-is the share of those that preempted the nice-0 task. Live, "others" is the
+is the share of those that preempted the nice-0 task; "after sleep" and
+"after preempt" the shares whose wait ended when the nice-0 task slept, or
+was preempted (at a tick). Live, "others" is the
 share of wake-ups whose wait saw another task run on the CPU (the host's
-load), and "clean p50" the median of the rest. The verdict is the ratio of
+load), and "clean p50" the median of the rest. The live helper runs in a
+session, so an autogroup, of its own; --group-nice sets that group's nice
+against the host's other sessions (-20 takes most of their load out of the
+comparison, for a few seconds of one CPU). The verdict is the ratio of
 the medians (sim / live); a ratio outside 1.5x is the answer, not a failed
 check (exit 1 only when a side has no wake-ups). Live needs Linux and root.
 `
@@ -97,6 +103,13 @@ type Options struct {
 	Duration experiment.Duration `json:"duration"` // of the live trace, and of the sim run in virtual time
 	Seed     uint64              `json:"seed"`     // the nice-15 task's sleeps, and the sim's ties
 	CPU      int                 `json:"cpu"`      // live: the host CPU (-1: the last one this process may use)
+	// GroupNice is, live, the nice level of the helper's autogroup: the
+	// helper runs in a session of its own, whose autogroup (a task group
+	// of its own at the root of the CPU's run queue) competes with the
+	// other sessions' at this nice (autogroup_nice). The sim has no groups
+	// and no other tasks; a negative level takes the host's other load
+	// out of the comparison.
+	GroupNice int `json:"group_nice"`
 }
 
 // Flags registers the options on fs.
@@ -104,12 +117,16 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	experiment.Var(fs, &o.Duration, "duration", "how long both tasks run (live: traced; sim: virtual time)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the nice-15 task's sleeps (and of the sim's ties)")
 	fs.IntVar(&o.CPU, "cpu", o.CPU, "live: the CPU both tasks are pinned to (-1: the last CPU this process may use)")
+	fs.IntVar(&o.GroupNice, "group-nice", o.GroupNice, "live: the nice level of the helper's autogroup against the host's other sessions, -20 to 19")
 }
 
 // Validate checks every flag.
 func (o *Options) Validate() error {
 	if o.Duration < experiment.Duration(100*time.Millisecond) || o.Duration > experiment.Duration(10*time.Minute) {
 		return fmt.Errorf("--duration %v: want 100ms to 10m", o.Duration)
+	}
+	if o.GroupNice < -20 || o.GroupNice > 19 {
+		return fmt.Errorf("--group-nice %d: want -20 to 19", o.GroupNice)
 	}
 	if o.CPU < -1 || o.CPU >= 1024 {
 		return fmt.Errorf("--cpu %d: want -1 (the last usable CPU) or a CPU number", o.CPU)
@@ -123,7 +140,18 @@ type Wake struct {
 	AtOnce  bool          // it ran at its wake-up (sim: wait 0; live: idle CPU or need-resched set, next to run)
 	Preempt bool          // AtOnce and it preempted the nice-0 task
 	Others  bool          // live: another task ran on the CPU during the wait
+	// After says what ended a wait that did not end at once: AfterSleep
+	// (the nice-0 task slept), AfterPreempt (it was preempted: at a tick,
+	// its slice over), AfterOther (another task, live), or "".
+	After string
 }
+
+// What ends a wait (Wake.After).
+const (
+	AfterSleep   = "sleep"
+	AfterPreempt = "preempt"
+	AfterOther   = "other"
+)
 
 // Result is one target's distribution of the nice-15 task's waits.
 type Result struct {
@@ -131,7 +159,11 @@ type Result struct {
 	CPU          int     `json:"cpu"` // the CPU both ran on (sim: 0)
 	Wakeups      int     `json:"wakeups"`
 	ZeroShare    float64 `json:"zero_wait_share"` // AtOnce wake-ups / all
-	PreemptShare float64 `json:"preempt_share"`   // wake-ups that preempted the nice-0 task / all
+	PreemptShare float64 `json:"preempt_share"`
+	// Of the waits that did not end at once, the shares of all wake-ups
+	// that ended when the nice-0 task slept, and when it was preempted.
+	AfterSleepShare   float64 `json:"after_sleep_share"`
+	AfterPreemptShare float64 `json:"after_preempt_share"`   // wake-ups that preempted the nice-0 task / all
 	P50US        float64 `json:"p50_us"`
 	P90US        float64 `json:"p90_us"`
 	P99US        float64 `json:"p99_us"`
@@ -159,6 +191,7 @@ type Live struct {
 	CleanP50US  float64 `json:"clean_p50_us"` // their median wait (0: none)
 	LostEvents  int     `json:"lost_events"`
 	HogLoops    int     `json:"hog_loops"` // the nice-0 task's spin/sleep rounds
+	Autogroup   string  `json:"autogroup"` // the helper's, as /proc/PID/autogroup names it ("" without autogroups)
 }
 
 // Summarize returns the distribution of ws, with the row.
@@ -178,10 +211,18 @@ func Summarize(row experiment.Row, ws []Wake) Result {
 		if w.Preempt {
 			r.PreemptShare++
 		}
+		switch w.After {
+		case AfterSleep:
+			r.AfterSleepShare++
+		case AfterPreempt:
+			r.AfterPreemptShare++
+		}
 	}
 	n := float64(len(ws))
 	r.ZeroShare /= n
 	r.PreemptShare /= n
+	r.AfterSleepShare /= n
+	r.AfterPreemptShare /= n
 	slices.Sort(waits)
 	r.P50US, r.P90US, r.P99US = Quantile(waits, .5), Quantile(waits, .9), Quantile(waits, .99)
 	r.MaxUS = us(waits[len(waits)-1])
@@ -246,7 +287,7 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 func Table(w io.Writer, o *Options, rs []Result) {
 	fmt.Fprintf(w, "\nschedwait: the nice-15 task's wait from wake-up to running (µs), %v\n", o.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tCPU\twake-ups\tzero wait\tpreempt\tp50\tp90\tp99\tmax\tmean\tothers\tclean p50")
+	fmt.Fprintln(tw, "target\tCPU\twake-ups\tzero wait\tpreempt\tafter sleep\tafter preempt\tp50\tp90\tp99\tmax\tmean\tothers\tclean p50")
 	for _, r := range rs {
 		name := string(r.Target)
 		if r.Target == experiment.Model {
@@ -260,10 +301,11 @@ func Table(w io.Writer, o *Options, rs []Result) {
 			}
 		}
 		if r.Wakeups == 0 {
-			fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t-\t-\t-\t%s\t%s\n", name, r.CPU, others, clean)
+			fmt.Fprintf(tw, "%s\t%d\t0\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t%s\n", name, r.CPU, others, clean)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.CPU, r.Wakeups, pct(r.ZeroShare), pct(r.PreemptShare),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.CPU, r.Wakeups, pct(r.ZeroShare), pct(r.PreemptShare),
+			pct(r.AfterSleepShare), pct(r.AfterPreemptShare),
 			num(r.P50US), num(r.P90US), num(r.P99US), num(r.MaxUS), num(r.MeanUS), others, clean)
 	}
 	tw.Flush()
@@ -274,7 +316,7 @@ func Table(w io.Writer, o *Options, rs []Result) {
 				r.Machine, r.Release, r.HZ, r.Preempt, r.CPUs, r.BaseSliceUS))
 		}
 		if r.Live != nil {
-			notes = append(notes, fmt.Sprintf("live: CPU %d, %d rounds of the nice-0 task, %d trace events lost", r.CPU, r.HogLoops, r.LostEvents))
+			notes = append(notes, fmt.Sprintf("live: CPU %d, %d rounds of the nice-0 task, %d trace events lost, autogroup %q", r.CPU, r.HogLoops, r.LostEvents, r.Autogroup))
 		}
 	}
 	if ratio, ok := Ratio(rs); ok {

@@ -109,6 +109,13 @@ func SimWaits(cfg *sched.SimConfig, ncpu int, seed uint64) ([]Wake, error) {
 			w := Wake{Wait: sched.Since(due)}
 			w.AtOnce = w.Wait == 0
 			w.Preempt = w.AtOnce && !hogAsleep
+			switch {
+			case w.AtOnce:
+			case hogAsleep:
+				w.After = AfterSleep
+			default:
+				w.After = AfterPreempt
+			}
 			ws = append(ws, w)
 		}
 	})

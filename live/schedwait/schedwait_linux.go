@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
+	"unsafe" // and for go:linkname
 
 	"golang.org/x/sys/unix"
 
@@ -57,6 +57,10 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 		return err
 	}
 	defer h.kill()
+	group, err := setGroupNice(h.cmd.Process.Pid, o.GroupNice)
+	if err != nil {
+		return err
+	}
 	tr, err := startTrace(cpu, h.hog, h.nice15, o.Duration.D())
 	if err != nil {
 		return err
@@ -101,7 +105,7 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	r := schedwait.Summarize(experiment.LiveRow, ws)
 	r.CPU = cpu
 	r.Live = liveFigures(ws)
-	r.LostEvents, r.HogLoops = lost, hogLoops
+	r.LostEvents, r.HogLoops, r.Autogroup = lost, hogLoops, group
 	emit(r)
 	return nil
 }
@@ -153,6 +157,25 @@ func startTrace(cpu, hog, nice15 int, d time.Duration) (*tracefs.Instance, error
 	return tr, nil
 }
 
+// setGroupNice sets the nice level of pid's autogroup (/proc/PID/autogroup,
+// proc_sched_autogroup_set_nice) and returns the group as the file names
+// it; "" where the kernel has no autogroups, which only nice 0 accepts.
+func setGroupNice(pid, nice int) (string, error) {
+	file := fmt.Sprintf("/proc/%d/autogroup", pid)
+	on, _ := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
+	if _, err := os.Stat(file); err != nil || strings.TrimSpace(string(on)) != "1" {
+		if nice != 0 {
+			return "", live.Unsupported("--group-nice %d: the kernel schedules no autogroups (CONFIG_SCHED_AUTOGROUP, kernel.sched_autogroup_enabled)", nice)
+		}
+		return "", nil
+	}
+	if err := os.WriteFile(file, []byte(strconv.Itoa(nice)), 0); err != nil {
+		return "", fmt.Errorf("schedwait: --group-nice %d: %w", nice, err)
+	}
+	b, err := os.ReadFile(file)
+	return strings.TrimSpace(string(b)), err
+}
+
 // pair is the helper process.
 type pair struct {
 	cmd         *exec.Cmd
@@ -175,6 +198,7 @@ func startPair(ctx context.Context, cpu int) (*pair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schedwait: %w", err)
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // an autogroup of its own (ksys_setsid → sched_autogroup_create_attach)
 	in, out, err := live.StartPiped(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("schedwait: starting the helper: %w", err)
@@ -282,7 +306,7 @@ func pairMain() int {
 	for range durNS/int64(schedwait.Nice15Run+schedwait.SleepMin) + 1 {
 		sleeps = append(sleeps, int64(next()))
 	}
-	from = monoNow() + int64(10*time.Millisecond)
+	from = nanotime() + int64(10*time.Millisecond)
 	to = from + durNS
 	close(start)
 	for range ws {
@@ -329,57 +353,67 @@ func pinOthers(cpu int, keep ...int) {
 // park the locked thread on a futex and wake it again: sleeps and
 // wake-ups that are not the workload's.
 
-// hogLoop sleeps until from, then spins HogSpin of thread CPU time and
-// sleeps HogSleep until to; it returns the rounds.
+// hogLoop sleeps until from, then spins HogSpin and sleeps HogSleep until
+// to; it returns the rounds.
 func hogLoop(from, to int64) int {
 	sleepUntil(from)
 	n := 0
 	for {
 		spin(int64(schedwait.HogSpin))
-		if monoNow() >= to {
+		if nanotime() >= to {
 			return n
 		}
-		sleepUntil(monoNow() + int64(schedwait.HogSleep))
+		sleepUntil(nanotime() + int64(schedwait.HogSleep))
 		n++
 	}
 }
 
-// nice15Loop sleeps until from, then runs Nice15Run of thread CPU time and
-// sleeps the next of sleeps until to; it returns the rounds.
+// nice15Loop sleeps until from, then runs Nice15Run and sleeps the next of
+// sleeps until to; it returns the rounds.
 func nice15Loop(from, to int64, sleeps []int64) int {
 	sleepUntil(from)
 	n := 0
 	for n < len(sleeps) {
 		spin(int64(schedwait.Nice15Run))
-		if monoNow() >= to {
+		if nanotime() >= to {
 			break
 		}
-		sleepUntil(monoNow() + sleeps[n])
+		sleepUntil(nanotime() + sleeps[n])
 		n++
 	}
 	return n
 }
 
-// spin runs until the thread's CPU time has advanced d ns.
+// offCPU is the step between two clock reads of spin beyond which the
+// thread was not running in between (preempted, interrupted, or its vCPU
+// not running): one read takes some tens of ns.
+const offCPU = 10 * time.Microsecond
+
+// spin runs d ns on the CPU in user mode, as the sim's ChargeUser: it
+// sums the steps of the vDSO's CLOCK_MONOTONIC below offCPU. It makes no
+// system call: clock_gettime(CLOCK_THREAD_CPUTIME_ID) would, and its
+// task_sched_runtime() calls update_curr() each time, a check of the
+// slice (and reschedule) at every read where the kernel, like the sim,
+// checks a user-mode spinner's only at the tick.
 //
 //go:nosplit
 func spin(d int64) {
-	end := clockNS(unix.CLOCK_THREAD_CPUTIME_ID) + d
-	for clockNS(unix.CLOCK_THREAD_CPUTIME_ID) < end {
+	var ran int64
+	last := nanotime()
+	for ran < d {
+		now := nanotime()
+		if step := now - last; step < int64(offCPU) {
+			ran += step
+		}
+		last = now
 	}
 }
 
-//go:nosplit
-func monoNow() int64 { return clockNS(unix.CLOCK_MONOTONIC) }
-
-// clockNS is clock_gettime(clock) in ns, by a raw system call.
+// nanotime is the runtime's CLOCK_MONOTONIC in ns, read through the vDSO
+// (runtime.nanotime1), nosplit: the trace clock "mono".
 //
-//go:nosplit
-func clockNS(clock uintptr) int64 {
-	var ts unix.Timespec
-	syscall.RawSyscall(unix.SYS_CLOCK_GETTIME, clock, uintptr(unsafe.Pointer(&ts)), 0)
-	return ts.Sec*1e9 + ts.Nsec
-}
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // sleepUntil is clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to ns,
 // again after a signal; a relative sleep is one to now plus its length, as

@@ -60,7 +60,9 @@ func needResched(flags string) bool {
 // after check_preempt_wakeup_fair, which decided to preempt: ttwu_do_activate
 // calls wakeup_preempt before ttwu_do_wakeup's trace_sched_wakeup), and it was
 // the next task switched in; it preempted the nice-0 task when that was
-// the task it found running. Others: a task other than the two and idle
+// the task it found running. Otherwise the switch that ran it says what
+// ended the wait: the nice-0 task preempted (prev_state R), or asleep (it
+// switched out asleep, to the wakee or to idle), or another task. Others: a task other than the two and idle
 // ran on the CPU during the wait. A wake-up whose run falls after the
 // window's end is left out.
 func Waits(evs []tracefs.Event, tr Trace) []schedwait.Wake {
@@ -108,6 +110,17 @@ func Waits(evs []tracefs.Event, tr Trace) []schedwait.Wake {
 			w := schedwait.Wake{Wait: time.Duration(e.TimeNS - p.at), Others: p.others}
 			w.AtOnce = p.switches == 0 && (p.idle || p.resched)
 			w.Preempt = w.AtOnce && p.onHog
+			if !w.AtOnce {
+				prev := intField(e.Args, "prev_pid")
+				switch state := field(e.Args, "prev_state"); {
+				case prev == tr.Hog && strings.HasPrefix(state, "R"):
+					w.After = schedwait.AfterPreempt
+				case prev == tr.Hog || prev == 0 && !p.others:
+					w.After = schedwait.AfterSleep // the hog slept, the CPU idled
+				default:
+					w.After = schedwait.AfterOther
+				}
+			}
 			ws = append(ws, w)
 			p = nil
 		}

@@ -49,8 +49,8 @@ func TestWaits(t *testing.T) {
 	want := []schedwait.Wake{
 		{Wait: 4 * us, AtOnce: true, Preempt: true},
 		{Wait: 3 * us, AtOnce: true},
-		{Wait: 500 * us},
-		{Wait: 300 * us, Others: true},
+		{Wait: 500 * us, After: schedwait.AfterSleep},
+		{Wait: 300 * us, Others: true, After: schedwait.AfterOther},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("wake-ups %+v, want %+v", got, want)
