@@ -163,12 +163,12 @@ type Result struct {
 	// Of the waits that did not end at once, the shares of all wake-ups
 	// that ended when the nice-0 task slept, and when it was preempted.
 	AfterSleepShare   float64 `json:"after_sleep_share"`
-	AfterPreemptShare float64 `json:"after_preempt_share"`   // wake-ups that preempted the nice-0 task / all
-	P50US        float64 `json:"p50_us"`
-	P90US        float64 `json:"p90_us"`
-	P99US        float64 `json:"p99_us"`
-	MaxUS        float64 `json:"max_us"`
-	MeanUS       float64 `json:"mean_us"`
+	AfterPreemptShare float64 `json:"after_preempt_share"` // wake-ups that preempted the nice-0 task / all
+	P50US             float64 `json:"p50_us"`
+	P90US             float64 `json:"p90_us"`
+	P99US             float64 `json:"p99_us"`
+	MaxUS             float64 `json:"max_us"`
+	MeanUS            float64 `json:"mean_us"`
 
 	*Sim  `json:"sim,omitempty"`  // nil in live results
 	*Live `json:"live,omitempty"` // nil in sim results
