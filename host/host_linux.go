@@ -59,6 +59,17 @@ func setAttr(attr unix.SchedAttr, what string, n int) error {
 	return nil
 }
 
+// SetTimerSlack sets the calling OS thread's timer slack, how late the
+// kernel may let its sleeps end to batch timer interrupts
+// (prctl(PR_SET_TIMERSLACK); 50 µs by default for SCHED_NORMAL threads),
+// to d, at least 1 ns (0 would restore the default).
+func SetTimerSlack(d time.Duration) error {
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(max(d, 1)), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_TIMERSLACK %v: %w", d, err)
+	}
+	return nil
+}
+
 // Nanosleep sleeps d in one nanosleep(2) of the calling OS thread, as
 // mapper.c and busywait.c of proc-mmap_sem-test sleep: d plus the thread's
 // timer slack, where Go's time.Sleep rounds sleeps under a millisecond up

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,5 +114,25 @@ func TestClocks(t *testing.T) {
 	var none *RunDelay
 	if _, ok := none.Read(); ok || none.Close() != nil {
 		t.Error("a nil RunDelay reads or fails to close")
+	}
+}
+
+// SetTimerSlack sets the thread's slack, which prctl(PR_GET_TIMERSLACK)
+// reads back; 0 asks for the least, 1 ns.
+func TestSetTimerSlack(t *testing.T) {
+	var got [2]int
+	var errs [2]error
+	onThread(func() {
+		for i, d := range []int{1000, 0} {
+			errs[i] = SetTimerSlack(time.Duration(d))
+			n, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+			if err != nil {
+				t.Errorf("PR_GET_TIMERSLACK: %v", err)
+			}
+			got[i] = n
+		}
+	})
+	if errs[0] != nil || errs[1] != nil || got != [2]int{1000, 1} {
+		t.Errorf("SetTimerSlack(1µs), (0): %v, thread has %v ns; want 1000, 1", errs, got)
 	}
 }

@@ -26,6 +26,9 @@ func SetFIFO(int) error { return errNotLinux }
 // SetNice returns an error off Linux.
 func SetNice(int) error { return errNotLinux }
 
+// SetTimerSlack returns an error off Linux.
+func SetTimerSlack(time.Duration) error { return errNotLinux }
+
 // Nanosleep is time.Sleep off Linux.
 func Nanosleep(d time.Duration) { time.Sleep(d) }
 

@@ -69,6 +69,9 @@ func TestAllEndToEnd(t *testing.T) {
 		t.Error("seed sections out of order")
 	}
 	for _, name := range boundExperiments {
+		if name.Seed() == "" {
+			continue // of no seed: not a step of mmlab all
+		}
 		if _, err := os.Stat(filepath.Join(dir, name.Name()+".json")); err != nil {
 			t.Errorf("no saved document of %s: %v", name.Name(), err)
 		}

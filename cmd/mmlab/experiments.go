@@ -12,6 +12,7 @@ import (
 	"mmlab/experiment/mapslock"
 	"mmlab/experiment/maptear"
 	"mmlab/experiment/redzone"
+	"mmlab/experiment/schedwait"
 	"mmlab/experiment/trigger"
 	liveattach "mmlab/live/attach"
 	liveforkstall "mmlab/live/forkstall"
@@ -20,6 +21,7 @@ import (
 	livemaptear "mmlab/live/maptear"
 	liveredzone "mmlab/live/redzone"
 	livereplay "mmlab/live/replay"
+	liveschedwait "mmlab/live/schedwait"
 	livetrigger "mmlab/live/trigger"
 	"mmlab/machine"
 	"mmlab/replay"
@@ -27,8 +29,8 @@ import (
 )
 
 // boundExperiments pairs each experiment's definition (experiment/<name>)
-// with its live runner (live/<name>), in seed order. It is the only place
-// that imports both halves.
+// with its live runner (live/<name>), in seed order, then the checks of
+// no seed. It is the only place that imports both halves.
 var boundExperiments = []experiment.Experiment{
 	experiment.Bind(forkstall.Def, liveforkstall.Run),
 	experiment.Bind(redzone.Def, liveredzone.Run),
@@ -38,6 +40,7 @@ var boundExperiments = []experiment.Experiment{
 	experiment.Bind(maptear.Def, livemaptear.Run),
 	experiment.Bind(trigger.Def, livetrigger.Run),
 	experiment.Bind(attach.Def, liveattach.Run),
+	experiment.Bind(schedwait.Def, liveschedwait.Run), // of no seed: the simulated scheduler against the kernel's
 }
 
 // replayTargets are the two runners of `mmlab replay`: the model runs on

@@ -18,9 +18,13 @@ func init() {
 // to results (experiment.Experiment.Main).
 func runExperiment(ctx context.Context, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(os.Stderr, "usage: mmlab run EXPERIMENT [FLAGS]\n\nexperiments, in seed order:\n")
+		fmt.Fprintf(os.Stderr, "usage: mmlab run EXPERIMENT [FLAGS]\n\nexperiments, in seed order, then those of no seed:\n")
 		for _, e := range boundExperiments {
-			fmt.Fprintf(os.Stderr, "  %-10s seed %s: %s\n", e.Name(), e.Seed(), e.Summary())
+			seed := "seed " + e.Seed()
+			if e.Seed() == "" {
+				seed = "no seed"
+			}
+			fmt.Fprintf(os.Stderr, "  %-10s %s: %s\n", e.Name(), seed, e.Summary())
 		}
 		fmt.Fprintf(os.Stderr, "\n'mmlab run EXPERIMENT --help' lists its flags.\n")
 		if len(args) == 0 {

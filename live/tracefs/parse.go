@@ -15,9 +15,13 @@ import (
 // stacktrace trigger) "...: <stack trace>" and one line " => FUNCTION"
 // per frame, innermost first.
 type Event struct {
-	Comm   string
-	TID    int   // the task's pid, the thread id
-	CPU    int   // the CPU it ran on
+	Comm string
+	TID  int // the task's pid, the thread id
+	CPU  int // the CPU it ran on
+	// Flags is the irq-info field ("d.h1."): irqs-off, need-resched
+	// (trace_output.c:trace_print_lat_fmt: N, n, B, b, L, l, p, or "."),
+	// hardirq/softirq, preempt depth, migrate-disable.
+	Flags  string
 	TimeNS int64 // the trace clock's time, to the microsecond the text gives
 	Name   string
 	Args   string   // the event's print format applied to its fields
@@ -29,7 +33,7 @@ const StackTrace = "<stack trace>"
 
 // lineRE matches an event line; a comm may itself contain "-" and spaces,
 // so the tid is the digits after the last "-" before the CPU field.
-var lineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+\S+\s+(\d+)\.(\d{6}): (\w+|<stack trace>):? ?(.*)$`)
+var lineRE = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(\S+)\s+(\d+)\.(\d{6}): (\w+|<stack trace>):? ?(.*)$`)
 
 // entriesRE matches the header line that counts the events the buffer
 // holds and those written to it; fewer held than written means some were
@@ -78,12 +82,12 @@ func Parse(r io.Reader) (evs []Event, lost int, err error) {
 		}
 		tid, _ := strconv.Atoi(m[2])
 		cpu, _ := strconv.Atoi(m[3])
-		sec, err1 := strconv.ParseInt(m[4], 10, 64)
-		usec, err2 := strconv.ParseInt(m[5], 10, 64)
+		sec, err1 := strconv.ParseInt(m[5], 10, 64)
+		usec, err2 := strconv.ParseInt(m[6], 10, 64)
 		if err1 != nil || err2 != nil {
 			return evs, lost, fmt.Errorf("tracefs: bad timestamp in %q", line)
 		}
-		evs = append(evs, Event{Comm: m[1], TID: tid, CPU: cpu, TimeNS: sec*1e9 + usec*1e3, Name: m[6], Args: m[7]})
+		evs = append(evs, Event{Comm: m[1], TID: tid, CPU: cpu, Flags: m[4], TimeNS: sec*1e9 + usec*1e3, Name: m[7], Args: m[8]})
 	}
 	return evs, lost, sc.Err()
 }

@@ -34,7 +34,7 @@ func TestParseCaptured(t *testing.T) {
 	if len(evs) != want || lost != 0 {
 		t.Fatalf("%d events, %d lost; want %d, 0", len(evs), lost, want)
 	}
-	first := Event{Comm: "<idle>", TID: 0, CPU: 0, TimeNS: 18810_360028_000, Name: "contention_end", Args: "00000000e468a37a (ret=0)"}
+	first := Event{Comm: "<idle>", TID: 0, CPU: 0, Flags: "d.s3.", TimeNS: 18810_360028_000, Name: "contention_end", Args: "00000000e468a37a (ret=0)"}
 	if !reflect.DeepEqual(evs[0], first) {
 		t.Errorf("first event %+v, want %+v", evs[0], first)
 	}

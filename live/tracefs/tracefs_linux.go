@@ -164,6 +164,10 @@ func (in *Instance) SetOption(name string, on bool) error {
 	return in.write(filepath.Join("options", name), v)
 }
 
+// SetBufferKB sets the ring buffer's size per CPU in KiB (buffer_size_kb),
+// for a trace that must hold a whole run's events.
+func (in *Instance) SetBufferKB(kb int) error { return in.write("buffer_size_kb", strconv.Itoa(kb)) }
+
 // Start and Stop switch recording on and off (tracing_on).
 func (in *Instance) Start() error { return in.write("tracing_on", "1") }
 func (in *Instance) Stop() error  { return in.write("tracing_on", "0") }
