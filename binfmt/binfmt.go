@@ -117,6 +117,25 @@ func NewKernel(d machine.Description, cpus int, c uprobes.Config) (*Kernel, erro
 	return &Kernel{Machine: mach, Uprobes: u}, nil
 }
 
+// NewSimKernel is NewKernel on a simulated machine of cpus virtual CPUs
+// (kernel.NewSimMachine): its tasks run in the machine's one run, which
+// Main starts.
+func NewSimKernel(d machine.Description, cpus int, sim kernel.Sim, c uprobes.Config) (*Kernel, error) {
+	mach, err := kernel.NewSimMachine(d, cpus, sim)
+	if err != nil {
+		return nil, err
+	}
+	u, err := uprobes.New(mach, c)
+	if err != nil {
+		mach.Stop()
+		return nil, err
+	}
+	return &Kernel{Machine: mach, Uprobes: u}, nil
+}
+
+// Main runs body as the machine's main part (kernel.Machine.Main).
+func (k *Kernel) Main(name string, body func() error) error { return k.Machine.Main(name, body) }
+
 // Stop ends the kernel's machine.
 func (k *Kernel) Stop() { k.Machine.Stop() }
 

@@ -30,9 +30,27 @@ import (
 type Target string
 
 const (
-	Model Target = "model" // the Go model, in this process
+	Model Target = "model" // the Go model, in this process, in real time
 	Live  Target = "live"  // the running kernel (Linux, root)
+	// Sim is the Go model on a simulated machine (--machine NAME): one
+	// model thread at a time on virtual CPUs, in virtual time, scheduled
+	// as Linux schedules, each kernel entry charged what the machine's
+	// description says it costs. The same machine and seed give the same
+	// results.
+	Sim Target = "sim"
 )
+
+// IsModel reports whether t runs the model: Model or Sim.
+func (t Target) IsModel() bool { return t == Model || t == Sim }
+
+// SimRun is how a sim target's simulated machines run.
+type SimRun struct {
+	// Seed breaks the ties of the simulated scheduler (--sim-seed).
+	Seed uint64
+	// Until bounds each simulated machine's run in virtual time
+	// (--sim-until): a run that reaches it before its work is done fails.
+	Until time.Duration
+}
 
 // VariantKernel is the variant of every live result: the running kernel.
 const VariantKernel = "kernel"
@@ -69,6 +87,13 @@ type Options interface {
 
 // Env is what a runner gets besides its options.
 type Env struct {
+	// Target is where the runner runs: Model or Sim for a model runner,
+	// Live for a live one. Every result's Row says it (Row).
+	Target Target
+	// Sim is how a Sim target's machines run; nil on the other targets.
+	// A model runner builds its kernels on simulated machines when it is
+	// set (binfmt.NewSimKernel) and never reads the host's clock.
+	Sim *SimRun
 	// Variants are the model variants to run, in order (model runners
 	// only); live runners run VariantKernel.
 	Variants []string
@@ -81,6 +106,9 @@ type Env struct {
 	// that no flag sets: they are the document's params.)
 	Progress func(format string, args ...any)
 }
+
+// Row is the Row of a result of variant on the runner's target.
+func (e Env) Row(variant string) Row { return Row{Target: e.Target, Variant: variant} }
 
 // Runner runs an experiment on one target and emits each result when it is
 // complete, so that an interrupted run keeps what finished.
