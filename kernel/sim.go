@@ -39,7 +39,8 @@ func NewSimMachine(d machine.Description, ncpu int, sim Sim) (*Machine, error) {
 // PREEMPT_NONE); v6.19's SCHED_FEAT set for every release (fair.V6_19:
 // the one sched/fair has). Each cost is rounded to the nanosecond but an
 // instruction's, which is kept in picoseconds (one cycle at 2 GHz is 0.5
-// ns).
+// ns). User code runs up to SimLookahead ahead of the other CPUs
+// (sched.SimConfig.Lookahead), a choice of the simulation.
 func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.SimConfig, error) {
 	if err := d.Costs.Validate(); err != nil {
 		return nil, fmt.Errorf("machine %s: %w", d.Name, err)
@@ -57,13 +58,21 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	ns := func(c machine.Cost) time.Duration { return time.Duration(math.Round(c.NS)) }
 	k := d.Costs
 	return &sched.SimConfig{
-		Until: until, HZ: d.Kernel.HZ, Preempt: preempt,
+		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead,
 		NormalizedSlice: normalizedSlice(d.Kernel.Release),
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),
 			PopulatePage: ns(k.PopulatePage), IPI: ns(k.IPI), ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup)},
 	}, nil
 }
+
+// SimLookahead is how far user code of one simulated CPU may run ahead of
+// the others' clocks: 2,000 instructions at 2 GHz, so that two CPUs busy
+// in user mode hand off every microsecond instead of every instruction;
+// the model's user code shares no memory between CPUs that a microsecond
+// of skew would reorder observably for an experiment's figures (the
+// trigger loops share none).
+const SimLookahead = time.Microsecond
 
 func parsePreempt(s string) (sched.Preempt, error) {
 	for _, p := range []sched.Preempt{sched.PreemptNone, sched.PreemptVoluntary, sched.PreemptFull, sched.PreemptLazy} {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"time"
@@ -63,6 +64,14 @@ type SimConfig struct {
 	// Costs are the fixed costs of the events model code charges
 	// (ChargeCost) and of the scheduler's own work; zero: free.
 	Costs SimCosts
+	// Lookahead is how far in virtual time a thread at its Points (user
+	// mode) may run ahead of the other busy CPUs' clocks without a
+	// hand-off (0: not at all); timers, ticks and kernel code keep the
+	// strict rule. A model choice that trades causal order for speed:
+	// with two CPUs busy in user mode the strict rule hands off at every
+	// instruction; user memory that threads share may be read up to
+	// Lookahead out of order.
+	Lookahead time.Duration
 }
 
 // SimCosts are the fixed costs of a sim run's events, as a machine
@@ -120,6 +129,10 @@ type simRun struct {
 	seq     uint64
 	pending []*Thread // spawned before Run, activated when it starts
 	horizon int64     // the running CPU runs on while its clock is below this
+	// userHorizon is horizon for Points: the earliest timer, or the
+	// other busy CPUs' earliest clock plus lookahead.
+	userHorizon int64
+	lookahead   int64 // SimConfig.Lookahead
 	ties    []*simCPU // earliest's buffer
 }
 
@@ -177,7 +190,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	}
 	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
 		point: int64(c.PointCost), relax: int64(c.RelaxCost), pointPS: c.InstructionPS,
-		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup)}
+		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0)}
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI)}
 	if s.point <= 0 {
@@ -315,6 +328,7 @@ func (s *simRun) activate(t *Thread, when int64, fork, woken bool) {
 	if idle {
 		s.schedule(c, true)
 		s.horizon = min(s.horizon, c.clock)
+		s.userHorizon = min(s.userHorizon, c.clock+s.lookahead)
 		return
 	}
 	s.wakeupPreempt(c, t, fork)
@@ -549,11 +563,16 @@ func (s *simRun) dispatch(t *Thread) (handed bool) {
 			r.fail(t, nil)
 			return false
 		}
-		s.horizon = s.firstTimer()
+		timer, others := s.firstTimer(), int64(math.MaxInt64)
 		for _, o := range s.cpus {
 			if o != c && o.curr != nil {
-				s.horizon = min(s.horizon, o.clock)
+				others = min(others, o.clock)
 			}
+		}
+		s.horizon = min(timer, others)
+		s.userHorizon = timer
+		if others < math.MaxInt64 {
+			s.userHorizon = min(timer, others+s.lookahead)
 		}
 		next := c.curr
 		if next == t {
@@ -739,7 +758,7 @@ func (s *simRun) userPoint(t *Thread) {
 		st.ps += s.pointPS
 		d, st.ps = st.ps/1000, st.ps%1000
 	}
-	if n := c.clock + d; n < c.nextTick && n < s.horizon && !c.resched && !c.lazy {
+	if n := c.clock + d; n < c.nextTick && n < s.userHorizon && !c.resched && !c.lazy {
 		c.clock = n
 		return
 	}
