@@ -133,8 +133,48 @@ func NewSimKernel(d machine.Description, cpus int, sim kernel.Sim, c uprobes.Con
 	return &Kernel{Machine: mach, Uprobes: u}, nil
 }
 
+// NewKernelFor is NewKernel, or NewSimKernel if sim is set.
+func NewKernelFor(d machine.Description, cpus int, sim *kernel.Sim, c uprobes.Config) (*Kernel, error) {
+	if sim != nil {
+		return NewSimKernel(d, cpus, *sim, c)
+	}
+	return NewKernel(d, cpus, c)
+}
+
 // Main runs body as the machine's main part (kernel.Machine.Main).
 func (k *Kernel) Main(name string, body func() error) error { return k.Machine.Main(name, body) }
+
+// InTurn runs step(k, i) for each step i < n of each kernel k of ks. In
+// real time the kernels take turns step by step, so that the host's noise
+// falls on all of them alike; on simulated machines, where nothing of the
+// host comes between them, each kernel runs its steps in its one run
+// (Main), one kernel after the other. It stops at the first error.
+func InTurn(ks []*Kernel, n int, step func(k, i int) error) error {
+	if len(ks) > 0 && ks[0].Machine.Sys.Sim() {
+		for k := range ks {
+			err := ks[k].Main("main", func() error {
+				for i := range n {
+					if err := step(k, i); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range n {
+		for k := range ks {
+			if err := step(k, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // Stop ends the kernel's machine.
 func (k *Kernel) Stop() { k.Machine.Stop() }
