@@ -129,6 +129,12 @@ type Def[O Options, R Result] struct {
 	Settings func() Settings
 	// Model runs the experiment on the model.
 	Model Runner[O, R]
+	// Sim says Model also runs on simulated machines (--target sim):
+	// it builds its kernels with binfmt.NewSimKernel when Env.Sim is set
+	// and reads the model's clock (sched.Now), never the host's. A
+	// runner without it is refused the target, so that no sim result is
+	// timed by the host.
+	Sim bool
 	// Table prints the results in the seed's format.
 	Table func(w io.Writer, o O, rs []R)
 	// Verdict, if set, judges the results in one line ("verdict: ...") and

@@ -133,6 +133,9 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 		return usage(err)
 	}
 	for _, t := range targets {
+		if t == Sim && b.def.Model != nil && !b.def.Sim {
+			return usage(fmt.Errorf("--target sim: %s's model runner does not run on a simulated machine (it times and sleeps on the host's clock)", name))
+		}
 		switch {
 		case t != Live && b.def.Model != nil:
 			inv.jobs = append(inv.jobs, job[O, R]{t, variants, b.def.Model})

@@ -44,6 +44,7 @@ func toyDef(model Runner[*toyOptions, toyResult]) Def[*toyOptions, toyResult] {
 		Variants:   []string{"before", "after"},
 		NewOptions: func() *toyOptions { return &toyOptions{N: 1} },
 		Model:      model,
+		Sim:        true,
 		Table: func(w io.Writer, o *toyOptions, rs []toyResult) {
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s %s %d\n", r.Target, r.Variant, r.Value)
@@ -152,6 +153,12 @@ func TestMainSim(t *testing.T) {
 	}), nil)
 	if code, _, errs := run(t, wrong, context.Background(), "--target", "sim", "--machine", "x86-64"); code != ExitFailed || !strings.Contains(errs, "says target model") {
 		t.Errorf("a sim result saying model: exit %d, stderr %q", code, errs)
+	}
+	// A model runner that does not run on simulated machines is refused.
+	d := toyDef(emitAll)
+	d.Sim = false
+	if code, _, errs := run(t, Bind(d, nil), context.Background(), "--target", "sim", "--machine", "x86-64"); code != ExitUsage || !strings.Contains(errs, "simulated machine") {
+		t.Errorf("sim on a runner without it: exit %d, stderr %q", code, errs)
 	}
 }
 

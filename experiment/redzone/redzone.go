@@ -285,6 +285,7 @@ root.
 		}
 	},
 	Model:   RunModel,
+	Sim:     true,
 	Table:   Table,
 	Verdict: Verdict,
 }

@@ -354,5 +354,6 @@ counted. Live needs Linux and root.
 		}
 	},
 	Model: RunModel,
+	Sim:   true,
 	Table: Table,
 }
