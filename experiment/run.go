@@ -162,9 +162,11 @@ func ParseTargets(value string) ([]Target, error) {
 	if value == "both" {
 		return []Target{Model, Live}, nil
 	}
-	items, err := List("target", value, string(Model), string(Sim), string(Live))
-	if err != nil {
-		return nil, fmt.Errorf("%w (or both: model and live)", err)
+	items := strings.Split(value, ",")
+	for _, it := range items {
+		if !slices.Contains([]string{string(Model), string(Sim), string(Live)}, it) {
+			return nil, fmt.Errorf("--target %q: want model, sim, live, both (model and live) or a comma-separated list of model, sim and live", value)
+		}
 	}
 	var ts []Target
 	for _, t := range []Target{Model, Sim, Live} {
