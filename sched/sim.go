@@ -132,8 +132,8 @@ type simRun struct {
 	// userHorizon is horizon for Points: the earliest timer, or the
 	// other busy CPUs' earliest clock plus lookahead.
 	userHorizon int64
-	lookahead   int64 // SimConfig.Lookahead
-	ties    []*simCPU // earliest's buffer
+	lookahead   int64     // SimConfig.Lookahead
+	ties        []*simCPU // earliest's buffer
 }
 
 type simTimer struct {
