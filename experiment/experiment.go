@@ -88,7 +88,8 @@ type Options interface {
 // Env is what a runner gets besides its options.
 type Env struct {
 	// Target is where the runner runs: Model or Sim for a model runner,
-	// Live for a live one. Every result's Row says it (Row).
+	// Live for a live one ("" is Model). Every result's Row says it
+	// (Row).
 	Target Target
 	// Sim is how a Sim target's machines run; nil on the other targets.
 	// A model runner builds its kernels on simulated machines when it is
@@ -107,8 +108,15 @@ type Env struct {
 	Progress func(format string, args ...any)
 }
 
-// Row is the Row of a result of variant on the runner's target.
-func (e Env) Row(variant string) Row { return Row{Target: e.Target, Variant: variant} }
+// Row is the Row of a result of variant on the runner's target: Model
+// for an Env that names none (a model runner called directly, as tests
+// call one).
+func (e Env) Row(variant string) Row {
+	if e.Target == "" {
+		return Row{Target: Model, Variant: variant}
+	}
+	return Row{Target: e.Target, Variant: variant}
+}
 
 // Runner runs an experiment on one target and emits each result when it is
 // complete, so that an interrupted run keeps what finished.
