@@ -44,6 +44,7 @@ package binfmt
 
 import (
 	"sync/atomic"
+	"time"
 
 	"mmlab/cpu"
 	"mmlab/kernel"
@@ -104,6 +105,20 @@ func Loop(r *kernel.Runner, thread int, entry, n uint64) cpu.Stop {
 type Kernel struct {
 	Machine *kernel.Machine
 	Uprobes *uprobes.Uprobes
+	host    sched.Host // the host its real-time CPUs run on, or nil
+}
+
+// ThreadCPUTime returns the CPU time of the calling model thread and
+// whether there is one: its virtual CPU's on a simulated machine, else its
+// OS thread's as the kernel's host reads it.
+func (k *Kernel) ThreadCPUTime() (time.Duration, bool) {
+	if d, ok := sched.ThreadCPUTime(); ok {
+		return d, true
+	}
+	if k.host != nil {
+		return k.host.ThreadCPUTime()
+	}
+	return 0, false
 }
 
 // NewKernel returns a model kernel of cpus CPUs on the machine d whose
@@ -116,7 +131,67 @@ func NewKernel(d machine.Description, cpus int, h sched.Host, c uprobes.Config) 
 		mach.Stop()
 		return nil, err
 	}
+	return &Kernel{Machine: mach, Uprobes: u, host: h}, nil
+}
+
+// NewSimKernel is NewKernel on a simulated machine of cpus virtual CPUs
+// (kernel.NewSimMachine): its tasks run in the machine's one run, which
+// Main starts.
+func NewSimKernel(d machine.Description, cpus int, sim kernel.Sim, c uprobes.Config) (*Kernel, error) {
+	mach, err := kernel.NewSimMachine(d, cpus, sim)
+	if err != nil {
+		return nil, err
+	}
+	u, err := uprobes.New(mach, c)
+	if err != nil {
+		mach.Stop()
+		return nil, err
+	}
 	return &Kernel{Machine: mach, Uprobes: u}, nil
+}
+
+// NewKernelFor is NewSimKernel if sim is set, else NewKernel with its CPUs
+// pinned by h.
+func NewKernelFor(d machine.Description, cpus int, h sched.Host, sim *kernel.Sim, c uprobes.Config) (*Kernel, error) {
+	if sim != nil {
+		return NewSimKernel(d, cpus, *sim, c)
+	}
+	return NewKernel(d, cpus, h, c)
+}
+
+// Main runs body as the machine's main part (kernel.Machine.Main).
+func (k *Kernel) Main(name string, body func() error) error { return k.Machine.Main(name, body) }
+
+// InTurn runs step(k, i) for each step i < n of each kernel k of ks. In
+// real time the kernels take turns step by step, so that the host's noise
+// falls on all of them alike; on simulated machines, where nothing of the
+// host comes between them, each kernel runs its steps in its one run
+// (Main), one kernel after the other. It stops at the first error.
+func InTurn(ks []*Kernel, n int, step func(k, i int) error) error {
+	if len(ks) > 0 && ks[0].Machine.Sys.Sim() {
+		for k := range ks {
+			err := ks[k].Main("main", func() error {
+				for i := range n {
+					if err := step(k, i); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range n {
+		for k := range ks {
+			if err := step(k, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Stop ends the kernel's machine.

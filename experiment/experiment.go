@@ -30,9 +30,27 @@ import (
 type Target string
 
 const (
-	Model Target = "model" // the Go model, in this process
+	Model Target = "model" // the Go model, in this process, in real time
 	Live  Target = "live"  // the running kernel (Linux, root)
+	// Sim is the Go model on a simulated machine (--machine NAME): one
+	// model thread at a time on virtual CPUs, in virtual time, scheduled
+	// as Linux schedules, each kernel entry charged what the machine's
+	// description says it costs. The same machine and seed give the same
+	// results.
+	Sim Target = "sim"
 )
+
+// IsModel reports whether t runs the model: Model or Sim.
+func (t Target) IsModel() bool { return t == Model || t == Sim }
+
+// SimRun is how a sim target's simulated machines run.
+type SimRun struct {
+	// Seed breaks the ties of the simulated scheduler (--sim-seed).
+	Seed uint64
+	// Until bounds each simulated machine's run in virtual time
+	// (--sim-until): a run that reaches it before its work is done fails.
+	Until time.Duration
+}
 
 // VariantKernel is the variant of every live result: the running kernel.
 const VariantKernel = "kernel"
@@ -69,6 +87,14 @@ type Options interface {
 
 // Env is what a runner gets besides its options.
 type Env struct {
+	// Target is where the runner runs: Model or Sim for a model runner,
+	// Live for a live one ("" is Model). Every result's Row says it
+	// (Row).
+	Target Target
+	// Sim is how a Sim target's machines run; nil on the other targets.
+	// A model runner builds its kernels on simulated machines when it is
+	// set (binfmt.NewSimKernel) and never reads the host's clock.
+	Sim *SimRun
 	// Variants are the model variants to run, in order (model runners
 	// only); live runners run VariantKernel.
 	Variants []string
@@ -80,6 +106,16 @@ type Env struct {
 	// chooses itself, a calibrated size, it records in its options' fields
 	// that no flag sets: they are the document's params.)
 	Progress func(format string, args ...any)
+}
+
+// Row is the Row of a result of variant on the runner's target: Model
+// for an Env that names none (a model runner called directly, as tests
+// call one).
+func (e Env) Row(variant string) Row {
+	if e.Target == "" {
+		return Row{Target: Model, Variant: variant}
+	}
+	return Row{Target: e.Target, Variant: variant}
 }
 
 // Runner runs an experiment on one target and emits each result when it is
@@ -101,6 +137,12 @@ type Def[O Options, R Result] struct {
 	Settings func() Settings
 	// Model runs the experiment on the model.
 	Model Runner[O, R]
+	// Sim says Model also runs on simulated machines (--target sim):
+	// it builds its kernels with binfmt.NewSimKernel when Env.Sim is set
+	// and reads the model's clock (sched.Now), never the host's. A
+	// runner without it is refused the target, so that no sim result is
+	// timed by the host.
+	Sim bool
 	// Table prints the results in the seed's format.
 	Table func(w io.Writer, o O, rs []R)
 	// Verdict, if set, judges the results in one line ("verdict: ...") and

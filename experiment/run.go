@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
 
 	"mmlab/machine"
 	"mmlab/report"
@@ -62,6 +64,7 @@ type invocation[O Options, R Result] struct {
 	o       O
 	target  string
 	machine machine.Description // the model's, from --machine
+	sim     *SimRun             // --seed and --sim-until of a sim job
 	jobs    []job[O, R]
 	json    bool
 	out     string
@@ -77,11 +80,14 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	inv := &invocation[O, R]{o: b.def.NewOptions()}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned; --help prints to stderr
-	fs.StringVar(&inv.target, "target", "both", "model, live or both")
+	fs.StringVar(&inv.target, "target", "both", "where to run: model (real time), sim (a simulated machine, --machine NAME), live, both (model and live), or a comma-separated list of model, sim and live")
 	variant := fs.String("variant", "", "model variants, comma-separated: "+strings.Join(b.def.Variants, ", ")+" (default: all)")
 	fs.BoolVar(&inv.json, "json", false, "print one JSON document in the common schema instead of the table")
 	fs.StringVar(&inv.out, "out", "", "also save the JSON document as DIR/"+name+".json")
-	machineName := fs.String("machine", "host", MachineUsage)
+	machineName := fs.String("machine", "host", MachineUsage+"; --target sim runs on the description's CPUs, clock and costs (host: this host's as mmlab calibrate measured them)")
+	sim := SimRun{Seed: 1, Until: DefaultSimUntil}
+	fs.Uint64Var(&sim.Seed, "sim-seed", sim.Seed, "sim: seed of the simulated scheduler's ties (the same machine and seed give the same output)")
+	Var(fs, (*Duration)(&sim.Until), "sim-until", "sim: bound of each simulated machine's run in virtual time")
 	inv.o.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), b.def.Help)
@@ -101,10 +107,10 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected argument %q (mmlab run %s --help lists the flags)", fs.Arg(0), name))
 	}
-	if err := OneOf("target", inv.target, string(Model), string(Live), "both"); err != nil {
+	targets, err := ParseTargets(inv.target)
+	if err != nil {
 		return usage(err)
 	}
-	var err error
 	variants := b.def.Variants
 	if *variant != "" {
 		if variants, err = List("variant", *variant, b.def.Variants...); err != nil {
@@ -114,25 +120,80 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	if inv.machine, err = ParseMachine(*machineName); err != nil {
 		return usage(err)
 	}
+	if slices.Contains(targets, Sim) {
+		if inv.machine, err = ParseSimMachine(*machineName); err != nil {
+			return usage(err)
+		}
+		if sim.Until <= 0 {
+			return usage(fmt.Errorf("--sim-until %v: want a positive duration", sim.Until))
+		}
+		inv.sim = &sim
+	}
 	if err := inv.o.Validate(); err != nil {
 		return usage(err)
 	}
-	if inv.target != string(Live) && b.def.Model != nil {
-		inv.jobs = append(inv.jobs, job[O, R]{Model, variants, b.def.Model})
-	}
-	if inv.target != string(Model) {
-		if b.live == nil {
-			if inv.target == string(Live) {
-				return usage(fmt.Errorf("--target live: %s has no live side", name))
-			}
-		} else {
+	for _, t := range targets {
+		if t == Sim && b.def.Model != nil && !b.def.Sim {
+			return usage(fmt.Errorf("--target sim: %s's model runner does not run on a simulated machine (it times and sleeps on the host's clock)", name))
+		}
+		switch {
+		case t != Live && b.def.Model != nil:
+			inv.jobs = append(inv.jobs, job[O, R]{t, variants, b.def.Model})
+		case t == Live && b.live != nil:
 			inv.jobs = append(inv.jobs, job[O, R]{Live, []string{VariantKernel}, b.live})
 			if err := HostOnly(inv.machine); err != nil {
 				return usage(err)
 			}
+		case len(targets) == 1:
+			return usage(fmt.Errorf("--target %s: %s has no %s side", t, name, t))
 		}
 	}
 	return inv, nil
+}
+
+// DefaultSimUntil is --sim-until's default: a bound that no run of the
+// settings of mmlab all reaches.
+const DefaultSimUntil = time.Hour
+
+// ParseTargets parses --target: "both" (model and live), or a
+// comma-separated list of model, sim and live, each at most once. The
+// targets run in the order model, sim, live.
+func ParseTargets(value string) ([]Target, error) {
+	if value == "both" {
+		return []Target{Model, Live}, nil
+	}
+	items := strings.Split(value, ",")
+	for _, it := range items {
+		if !slices.Contains([]string{string(Model), string(Sim), string(Live)}, it) {
+			return nil, fmt.Errorf("--target %q: want model, sim, live, both (model and live) or a comma-separated list of model, sim and live", value)
+		}
+	}
+	var ts []Target
+	for _, t := range []Target{Model, Sim, Live} {
+		switch n := slices.Index(items, string(t)); {
+		case n < 0:
+		case slices.Index(items[n+1:], string(t)) >= 0:
+			return nil, fmt.Errorf("--target %s: %s given twice", value, t)
+		default:
+			ts = append(ts, t)
+		}
+	}
+	return ts, nil
+}
+
+// ParseSimMachine returns the description a sim run takes from --machine
+// (machine.Simulated): a named description, or for host the one mmlab
+// calibrate wrote; without it the error wraps machine.ErrNotCalibrated and
+// names mmlab calibrate.
+func ParseSimMachine(value string) (machine.Description, error) {
+	d, err := machine.Simulated(value)
+	switch {
+	case errors.Is(err, machine.ErrUnknown):
+		return d, fmt.Errorf("--machine %q: %w: want one of %s (mmlab machines describes them)", value, machine.ErrUnknown, strings.Join(machine.Names(), ", "))
+	case err != nil:
+		return d, fmt.Errorf("--target sim --machine %s: %w", value, err)
+	}
+	return d, nil
 }
 
 func (b *bound[O, R]) Check(args []string) error {
@@ -153,7 +214,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "mmlab run %s: %s\n", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "))
 		return ExitUsage
 	}
-	o, jobs, asJSON, out, target := inv.o, inv.jobs, &inv.json, &inv.out, &inv.target
+	o, jobs, asJSON, out := inv.o, inv.jobs, &inv.json, &inv.out
 	doc := report.NewDocument[O, R](name, inv.machine, o)
 	status := ExitOK
 	for _, j := range jobs {
@@ -161,6 +222,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 			break
 		}
 		env := Env{
+			Target:   j.target,
 			Variants: j.variants,
 			Machine:  inv.machine,
 			Progress: func(format string, a ...any) {
@@ -168,16 +230,26 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 			},
 		}
 		env.Progress("started (%s)", strings.Join(j.variants, ", "))
+		if j.target == Sim {
+			env.Sim = inv.sim
+		}
 		n := 0
+		var wrongRow error
 		err := j.run(ctx, o, env, func(r R) {
+			if w := r.Where(); w.Target != j.target && wrongRow == nil {
+				wrongRow = fmt.Errorf("a result of the %s runner says target %s", j.target, w.Target)
+			}
 			doc.Results = append(doc.Results, r)
 			n++
 			env.Progress("result %d done", n)
 		})
+		if err == nil {
+			err = wrongRow
+		}
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-		case isNotSupported(err) && *target == "both":
+		case isNotSupported(err) && len(jobs) > 1:
 			fmt.Fprintf(stderr, "mmlab run %s: %s part skipped: %v\n", name, j.target, err)
 			doc.Skipped = append(doc.Skipped, fmt.Sprintf("%s: %v", j.target, err))
 		default:

@@ -44,6 +44,7 @@ func toyDef(model Runner[*toyOptions, toyResult]) Def[*toyOptions, toyResult] {
 		Variants:   []string{"before", "after"},
 		NewOptions: func() *toyOptions { return &toyOptions{N: 1} },
 		Model:      model,
+		Sim:        true,
 		Table: func(w io.Writer, o *toyOptions, rs []toyResult) {
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s %s %d\n", r.Target, r.Variant, r.Value)
@@ -58,7 +59,7 @@ func toyDef(model Runner[*toyOptions, toyResult]) Def[*toyOptions, toyResult] {
 func emitAll(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
 	for _, v := range env.Variants {
 		for i := range o.N {
-			emit(toyResult{Row{Model, v}, i})
+			emit(toyResult{env.Row(v), i})
 		}
 	}
 	return nil
@@ -106,6 +107,73 @@ func TestMainUsageErrors(t *testing.T) {
 	}
 	if code, _, _ := run(t, e, context.Background(), "--help"); code != ExitOK {
 		t.Errorf("--help exits %d", code)
+	}
+}
+
+// --target sim runs the model runner on a simulated machine's
+// description, with the run's seed and bound, its results saying sim.
+func TestMainSim(t *testing.T) {
+	t.Setenv(machine.HostFileEnv, filepath.Join(t.TempDir(), "none.json"))
+	var envs []Env
+	model := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		envs = append(envs, env)
+		return emitAll(ctx, o, env, emit)
+	}
+	live := func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		emit(toyResult{LiveRow, 7})
+		return nil
+	}
+	e := Bind(toyDef(model), live)
+	code, out, errs := run(t, e, context.Background(), "--target", "sim,model", "--machine", "x86-64", "--sim-seed", "7", "--variant", "after")
+	if want := "model after 0\nsim after 0\nverdict: 2 results\n"; code != ExitOK || out != want {
+		t.Fatalf("code %d, out\n%s\nwant\n%s\nstderr %s", code, out, want, errs)
+	}
+	if len(envs) != 2 || envs[0].Target != Model || envs[0].Sim != nil || envs[1].Target != Sim ||
+		*envs[1].Sim != (SimRun{Seed: 7, Until: DefaultSimUntil}) || envs[1].Machine.Costs.Int3.NS == 0 {
+		t.Errorf("envs %+v", envs)
+	}
+	for _, args := range [][]string{
+		{"--target", "sim"}, // host, not calibrated
+		{"--target", "sim,sim", "--machine", "x86-64"},
+		{"--target", "sim,live", "--machine", "x86-64"},
+		{"--target", "sim", "--machine", "x86-64", "--sim-until", "0s"},
+	} {
+		code, out, errs := run(t, e, context.Background(), args...)
+		if code != ExitUsage || out != "" || errs == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, a message and no output", args, code, out, errs)
+		}
+		if len(args) == 2 && !strings.Contains(errs, "mmlab calibrate") {
+			t.Errorf("%v: %q does not name mmlab calibrate", args, errs)
+		}
+	}
+	// A runner whose results do not say the target they ran on fails.
+	wrong := Bind(toyDef(func(ctx context.Context, o *toyOptions, env Env, emit func(toyResult)) error {
+		emit(toyResult{Row{Model, "after"}, 0})
+		return nil
+	}), nil)
+	if code, _, errs := run(t, wrong, context.Background(), "--target", "sim", "--machine", "x86-64"); code != ExitFailed || !strings.Contains(errs, "says target model") {
+		t.Errorf("a sim result saying model: exit %d, stderr %q", code, errs)
+	}
+	// A model runner that does not run on simulated machines is refused.
+	d := toyDef(emitAll)
+	d.Sim = false
+	if code, _, errs := run(t, Bind(d, nil), context.Background(), "--target", "sim", "--machine", "x86-64"); code != ExitUsage || !strings.Contains(errs, "simulated machine") {
+		t.Errorf("sim on a runner without it: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestParseTargets(t *testing.T) {
+	for in, want := range map[string][]Target{
+		"both": {Model, Live}, "model": {Model}, "live,sim": {Sim, Live}, "sim,live,model": {Model, Sim, Live},
+	} {
+		if got, err := ParseTargets(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseTargets(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "mars", "model,model", "both,sim"} {
+		if _, err := ParseTargets(in); err == nil {
+			t.Errorf("ParseTargets(%q): no error", in)
+		}
 	}
 }
 

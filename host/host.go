@@ -12,6 +12,8 @@
 // ThreadCPUTime reports no clock and Nanosleep is time.Sleep.
 package host
 
+import "time"
+
 // Threads is this host as sched.Config.Host takes it: it pins a model
 // CPU's OS threads to a host CPU and gives them host priorities.
 type Threads struct{}
@@ -27,3 +29,6 @@ func (Threads) SetFIFO(prio int) error { return SetFIFO(prio) }
 
 // SetNice is SetNice.
 func (Threads) SetNice(nice int) error { return SetNice(nice) }
+
+// ThreadCPUTime is ThreadCPUTime.
+func (Threads) ThreadCPUTime() (time.Duration, bool) { return ThreadCPUTime() }

@@ -199,7 +199,11 @@ func (r *Runner) Poll() bool {
 }
 
 // Int3 runs Traps.Int3; SIGTRAP if nobody claims the trap (cpu.Hooks).
+// A simulated machine charges the exception's entry and IRET here
+// (arch/x86/kernel/traps.c:exc_int3() → do_int3_user() → the DIE_INT3
+// notifier, uprobes' handle_swbp; then the IRET of the return to user).
 func (r *Runner) Int3(*cpu.Regs) bool {
+	sched.ChargeCost(sched.CostInt3, 1)
 	sig := SIGTRAP
 	if r.m.Traps != nil {
 		sig = r.m.Traps.Int3(r)
@@ -229,8 +233,15 @@ func (r *Runner) SingleStep(*cpu.Regs) bool {
 // Syscall offers the system call to Traps (the uprobe syscalls); any other
 // stops Run with cpu.StopSyscall: the model has no other system calls for
 // user code, the Runner's caller sees the stop and may serve one
-// (cpu.Hooks).
+// (cpu.Hooks). A simulated machine charges the syscall's entry and exit
+// here (arch/x86/entry/entry_64.S:entry_SYSCALL_64 → do_syscall_64, and
+// the SYSRET or IRET back), the one place where user code the model runs
+// enters the kernel by a syscall instruction. A model choice: the calls
+// that model runners make straight into the kernel's Go code (mm's Mmap,
+// Task.Fork) stand for syscalls too but are not charged an entry; their
+// work (faults, populated pages, sleeps) is.
 func (r *Runner) Syscall(*cpu.Regs) bool {
+	sched.ChargeCost(sched.CostSyscall, 1)
 	if r.m.Traps == nil {
 		return false
 	}
@@ -307,6 +318,10 @@ func (r *Runner) Page(addr uint64, acc cpu.Access) (cpu.Page, error) {
 		if ok && (acc != cpu.Write || pte.Write) {
 			return pte.Page, nil
 		}
+		// arch/x86/mm/fault.c:exc_page_fault(): a simulated machine
+		// charges the exception's entry and exit; the handler's work
+		// (handle_mm_fault) is the model's own.
+		sched.ChargeCost(sched.CostPageFault, 1)
 		if err := m.Fault(r, addr, code); err != nil {
 			return nil, err
 		}
@@ -374,9 +389,21 @@ func (m *Machine) TextPokeSyncs() int64 { return m.textPokeSyncs.Load() }
 // on the interpreter of that Runner (if it still runs there).
 func (m *Machine) onEachCPU(mmp *mm.MM, w locking.Waiter, fn func(*cpu.CPU)) {
 	send := func() {
+		self := -1
+		if t := sched.Current(); t != nil {
+			self = t.CPU()
+		}
 		for i := range m.percpu {
 			if r := m.percpu[i].curr.Load(); mmp != nil && (r == nil || r.mm != mmp) {
 				continue
+			}
+			if i != self {
+				// smp_call_function_many_cond() waits for each
+				// remote CPU's handler: a simulated machine charges
+				// the sender an IPI per remote CPU (a model choice:
+				// the handler runs at once on the sender and its CPU
+				// pays nothing).
+				sched.ChargeCost(sched.CostIPI, 1)
 			}
 			m.Sys.CPU(i).IPI(func(running *sched.Thread) {
 				if running == nil {

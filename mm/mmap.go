@@ -4,6 +4,7 @@ import (
 	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 func pageAlign(n uint64) uint64 { return (n + pgtable.PageSize - 1) &^ (pgtable.PageSize - 1) }
@@ -274,8 +275,12 @@ func (m *MM) mmPopulate(w locking.Waiter, start, length uint64) {
 
 // populateVMA faults in [s, e) of v. Private anonymous memory takes the bulk
 // path (pgtable.PopulateAnon: every PTE and page installed); the rest faults page
-// by page and stops at the first failure (a page past EOF).
+// by page and stops at the first failure (a page past EOF). A simulated
+// machine charges each page of the range its cost (populate_vma_page_range
+// → __get_user_pages → handle_mm_fault, a page's allocation, zeroing and
+// mapping), under the read lock as the kernel pays it.
 func (m *MM) populateVMA(v *VMA, s, e uint64, write bool) {
+	sched.ChargeCost(sched.CostPopulatePage, int((e-s)>>pgtable.PageShift))
 	if write && v.IsAnonymous() {
 		m.anonVMAPrepare(v)
 		m.PT.PopulateAnon(s, e, v.Pgoff+(s-v.Start)>>pgtable.PageShift, true)

@@ -771,7 +771,7 @@ func (r *detRun) wake(t *Thread) {
 	t.det.waitOn = [2]<-chan struct{}{}
 	t.det.state = detRunnable
 	if r.sim != nil {
-		r.sim.activate(t, int64(r.sim.now(r.cur)), false)
+		r.sim.activate(t, int64(r.sim.now(r.cur)), false, true)
 		return
 	}
 	r.addRunnable(t)

@@ -141,9 +141,15 @@
 // idle CPU, so runs with one CPU overloaded while another is idle and
 // nobody wakes differ from Linux's); wake-up placement simplified
 // (selectCPU); no ticks on an idle CPU (NO_HZ idle), every CPU's ticks at
-// multiples of TICK_NSEC; a context switch costs nothing until machine
-// descriptions give its cost; IPIs and CallFunc run at once on the sender,
-// as in deterministic mode.
+// multiples of TICK_NSEC; a context switch and a wake-up cost what
+// SimConfig.Costs says (SimCosts: the switch charged to the incoming
+// thread, the wake-up as latency before a wakee on an idle CPU runs);
+// IPIs and CallFunc run at once on the sender, as in deterministic mode,
+// which pays what model code charges for them (ChargeCost(CostIPI)).
+//
+// Model code charges events of fixed cost with ChargeCost (an int3, a
+// syscall, a page fault, a populated page, an IPI: SimCosts), and an
+// instruction costs SimConfig.InstructionPS (or PointCost) at its Point.
 //
 // Lock order (each line starts with a lock class of package
 // mmlab/locking/lockrank, whose Order its tests check this tree against;
@@ -174,6 +180,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Bits of CPU.flags.
@@ -282,6 +289,9 @@ type Host interface {
 	SetFIFO(prio int) error
 	// SetNice makes the thread SCHED_NORMAL at nice nice.
 	SetNice(nice int) error
+	// ThreadCPUTime returns the CPU time of the calling OS thread, and
+	// whether the host gives it.
+	ThreadCPUTime() (time.Duration, bool)
 }
 
 // NewSystem returns a real-time System of ncpu model CPUs whose threads

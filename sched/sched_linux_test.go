@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,8 @@ func newFakeHost(cpus ...int) *fakeHost {
 }
 
 func (h *fakeHost) CPUs() ([]int, error) { return h.cpus, nil }
+
+func (h *fakeHost) ThreadCPUTime() (time.Duration, bool) { return 0, false }
 
 func (h *fakeHost) Pin(cpus ...int) error {
 	h.mu.Lock()

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"time"
@@ -56,7 +57,53 @@ type SimConfig struct {
 	// PAUSE's 140 cycles at 1 GHz): model choices until machine
 	// descriptions give these costs.
 	PointCost, RelaxCost time.Duration
+	// InstructionPS, if positive, replaces PointCost: a Point's cost in
+	// picoseconds, summed per thread so that an instruction shorter than
+	// a nanosecond (one cycle at 2 GHz) adds up to whole nanoseconds.
+	InstructionPS int64
+	// Costs are the fixed costs of the events model code charges
+	// (ChargeCost) and of the scheduler's own work; zero: free.
+	Costs SimCosts
+	// Lookahead is how far in virtual time a thread at its Points (user
+	// mode) may run ahead of the other busy CPUs' clocks without a
+	// hand-off (0: not at all); timers, ticks and kernel code keep the
+	// strict rule. A model choice that trades causal order for speed:
+	// with two CPUs busy in user mode the strict rule hands off at every
+	// instruction; user memory that threads share may be read up to
+	// Lookahead out of order.
+	Lookahead time.Duration
 }
+
+// SimCosts are the fixed costs of a sim run's events, as a machine
+// description gives them.
+type SimCosts struct {
+	// Int3, Syscall, PageFault, PopulatePage and IPI are ChargeCost's
+	// events: CostInt3 and the others.
+	Int3, Syscall, PageFault, PopulatePage, IPI time.Duration
+	// ContextSwitch is charged to the incoming thread of every switch
+	// from one thread to another on a CPU (context_switch(): switch_mm,
+	// switch_to); a CPU that leaves or enters idle pays none of it.
+	ContextSwitch time.Duration
+	// Wakeup is the latency a wake-up by another thread (try_to_wake_up()
+	// from Notify or Close) adds before the wakee runs when it lands on an
+	// idle CPU: the IPI to it and its exit from idle. The waker pays
+	// nothing and a wakee queued behind a running thread waits for its
+	// turn instead (model choices; a timer's wake-up is the idle CPU's own
+	// interrupt and pays none).
+	Wakeup time.Duration
+}
+
+// Cost is an event with a fixed cost in a sim run (SimCosts).
+type Cost uint8
+
+// The events of ChargeCost.
+const (
+	CostInt3         Cost = iota // an int3 exception's entry and IRET (exc_int3)
+	CostSyscall                  // a syscall's entry and exit (entry_SYSCALL_64)
+	CostPageFault                // a page fault's exception entry and exit (exc_page_fault)
+	CostPopulatePage             // populating one page (__mm_populate)
+	CostIPI                      // one IPI sent and handled (smp_call_function_single)
+)
 
 // Contexts of a preemption check in sim mode.
 const (
@@ -72,13 +119,21 @@ type simRun struct {
 	tick    int64 // TICK_NSEC
 	until   int64
 	point   int64
+	pointPS int64 // InstructionPS; 0: point
 	relax   int64
+	costs   [CostIPI + 1]int64
+	cswitch int64 // SimCosts.ContextSwitch
+	wakeup  int64 // SimCosts.Wakeup
 	cpus    []*simCPU
 	timers  []simTimer // sleeping threads, by deadline then sequence
 	seq     uint64
 	pending []*Thread // spawned before Run, activated when it starts
 	horizon int64     // the running CPU runs on while its clock is below this
-	ties    []*simCPU // earliest's buffer
+	// userHorizon is horizon for Points: the earliest timer, or the
+	// other busy CPUs' earliest clock plus lookahead.
+	userHorizon int64
+	lookahead   int64     // SimConfig.Lookahead
+	ties        []*simCPU // earliest's buffer
 }
 
 type simTimer struct {
@@ -108,6 +163,7 @@ type simThread struct {
 	tail    bool  // requeue at the tail of its RT priority (yield, RR expiry)
 	mask    [MaxSimCPUs / 64]uint64
 	started bool
+	ps      int64 // picoseconds of Points not yet charged (InstructionPS)
 }
 
 func (st *simThread) allowed(cpu int) bool { return st.mask[cpu/64]&(1<<(cpu%64)) != 0 }
@@ -133,7 +189,10 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 		norm = fair.NormalizedBaseSlice
 	}
 	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
-		point: int64(c.PointCost), relax: int64(c.RelaxCost)}
+		point: int64(c.PointCost), relax: int64(c.RelaxCost), pointPS: c.InstructionPS,
+		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0)}
+	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
+		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI)}
 	if s.point <= 0 {
 		s.point = 1
 	}
@@ -159,7 +218,7 @@ func (s *simRun) spawn(t *Thread) {
 	st.mask[t.cpu.ID/64] |= 1 << (t.cpu.ID % 64)
 	t.det.sim = st
 	if cur := s.r.cur; cur != nil {
-		s.activate(t, s.cpuOf(cur).clock, true)
+		s.activate(t, s.cpuOf(cur).clock, true, false)
 		return
 	}
 	s.pending = append(s.pending, t)
@@ -234,8 +293,9 @@ func (s *simRun) selectCPU(t *Thread) int {
 // activate wakes t at virtual time when (try_to_wake_up(), or
 // wake_up_new_task() if fork): a delayed fair entity is requeued where it
 // is queued (ttwu_runnable()); otherwise t is placed (selectCPU), enqueued
-// and checked for wake-up preemption, and an idle CPU starts running it.
-func (s *simRun) activate(t *Thread, when int64, fork bool) {
+// and checked for wake-up preemption, and an idle CPU starts running it,
+// SimCosts.Wakeup after when if another thread woke t (woken).
+func (s *simRun) activate(t *Thread, when int64, fork, woken bool) {
 	st := t.det.sim
 	st.started = true
 	if st.policy == PolicyNormal && st.se.OnRQ && st.se.Delayed {
@@ -255,6 +315,9 @@ func (s *simRun) activate(t *Thread, when int64, fork bool) {
 	c := s.cpuOf(t)
 	idle := c.curr == nil
 	if idle {
+		if woken {
+			when += s.wakeup
+		}
 		c.clock = max(c.clock, when)
 	}
 	if st.policy == PolicyNormal {
@@ -265,6 +328,7 @@ func (s *simRun) activate(t *Thread, when int64, fork bool) {
 	if idle {
 		s.schedule(c, true)
 		s.horizon = min(s.horizon, c.clock)
+		s.userHorizon = min(s.userHorizon, c.clock+s.lookahead)
 		return
 	}
 	s.wakeupPreempt(c, t, fork)
@@ -356,6 +420,14 @@ func (s *simRun) schedule(c *simCPU, voluntary bool) {
 	c.curr = next
 	if prev == nil && next != nil {
 		c.nextTick = (now/s.tick + 1) * s.tick // NO_HZ idle: no ticks while idle
+	}
+	if prev != nil && next != nil && prev != next && s.cswitch > 0 {
+		// context_switch(), charged to next; a tick that falls due
+		// inside it is taken at its end.
+		c.clock += s.cswitch
+		for c.clock >= c.nextTick {
+			s.tickCPU(c)
+		}
 	}
 	if prev != nil && prev != next {
 		if voluntary {
@@ -471,7 +543,7 @@ func (s *simRun) dispatch(t *Thread) (handed bool) {
 			tm := s.timers[0]
 			s.timers = s.timers[1:]
 			tm.t.det.state = detRunnable
-			s.activate(tm.t, tm.when, false)
+			s.activate(tm.t, tm.when, false, false)
 			continue
 		}
 		if c == nil && len(s.timers) == 0 {
@@ -491,11 +563,16 @@ func (s *simRun) dispatch(t *Thread) (handed bool) {
 			r.fail(t, nil)
 			return false
 		}
-		s.horizon = s.firstTimer()
+		timer, others := s.firstTimer(), int64(math.MaxInt64)
 		for _, o := range s.cpus {
 			if o != c && o.curr != nil {
-				s.horizon = min(s.horizon, o.clock)
+				others = min(others, o.clock)
 			}
+		}
+		s.horizon = min(timer, others)
+		s.userHorizon = timer
+		if others < math.MaxInt64 {
+			s.userHorizon = min(timer, others+s.lookahead)
 		}
 		next := c.curr
 		if next == t {
@@ -551,7 +628,7 @@ func (s *simRun) decide(t *Thread, op string) bool {
 	if t == nil { // Run starts
 		for _, p := range s.pending {
 			if p.det.state == detRunnable {
-				s.activate(p, 0, true)
+				s.activate(p, 0, true, false)
 			}
 		}
 		s.pending = nil
@@ -635,6 +712,18 @@ func Charge(d time.Duration) {
 	}
 }
 
+// ChargeCost is n events of kind c by the running thread of a sim run,
+// charged as Charge charges kernel work, at the cost SimConfig.Costs gives
+// the event. A no-op outside sim mode.
+func ChargeCost(c Cost, n int) {
+	if t := running(); t != nil && t.det.sim != nil {
+		s := t.sys().det.sim
+		if d := s.costs[c] * int64(n); d > 0 {
+			s.charge(t, d, ctxIRQ)
+		}
+	}
+}
+
 // ChargeUser is d of user-mode execution by the running thread of a sim
 // run: as Charge, but every model preempts it at a tick or wake-up inside
 // (return to user). A no-op outside sim mode.
@@ -664,9 +753,15 @@ func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).
 // mode, without leaving the thread when nothing falls due.
 func (s *simRun) userPoint(t *Thread) {
 	c := s.cpuOf(t)
-	if n := c.clock + s.point; n < c.nextTick && n < s.horizon && !c.resched && !c.lazy {
+	d := s.point
+	if s.pointPS > 0 {
+		st := t.det.sim
+		st.ps += s.pointPS
+		d, st.ps = st.ps/1000, st.ps%1000
+	}
+	if n := c.clock + d; n < c.nextTick && n < s.userHorizon && !c.resched && !c.lazy {
 		c.clock = n
 		return
 	}
-	s.charge(t, s.point, ctxUser)
+	s.charge(t, d, ctxUser)
 }

@@ -383,3 +383,40 @@ func TestSimManyCPUs(t *testing.T) {
 		t.Errorf("CPU %d never ran a thread", i)
 	}
 }
+
+// The costs of SimConfig: ChargeCost's events, instructions in
+// picoseconds, a context switch charged to the incoming thread, and a
+// wake-up's latency onto an idle CPU.
+func TestSimCosts(t *testing.T) {
+	costs := sched.SimCosts{Int3: 300, Syscall: 100, ContextSwitch: 1000, Wakeup: 5000}
+	sys := sched.New(sched.Config{CPUs: 2, Seed: 1, Sim: &sched.SimConfig{Until: ms, HZ: 250, InstructionPS: 400, Costs: costs}})
+	var got []string
+	note := func(format string, args ...any) { got = append(got, fmt.Sprintf(format, args...)) }
+	ch := make(chan struct{}, 1)
+	var a *sched.Thread
+	a = sys.SpawnNamed("a", 0, 0, func(*sched.Thread) {
+		sched.ChargeCost(sched.CostInt3, 2)
+		note("a after two int3 at %v", sched.Since(sched.Epoch))
+		for range 5 {
+			a.Point() // 5 x 400 ps: 2 ns
+		}
+		note("a after five instructions at %v", sched.Since(sched.Epoch))
+		sched.Notify(ch)
+		a.Yield() // to b: b pays the switch
+		note("a again at %v", sched.Since(sched.Epoch))
+	})
+	sys.SpawnNamed("b", 0, 0, func(*sched.Thread) {
+		note("b first at %v", sched.Since(sched.Epoch))
+	})
+	sys.SpawnNamed("c", 1, 0, func(*sched.Thread) {
+		sched.Wait(nil, "ch", ch, nil)
+		note("c woken at %v", sched.Since(sched.Epoch))
+	})
+	if _, err := sys.Run(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a after two int3 at 600ns", "a after five instructions at 602ns", "b first at 1.602µs", "a again at 2.602µs", "c woken at 5.602µs"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

@@ -25,7 +25,7 @@ var modeTitles = map[string]string{
 // Table prints the seed's table: for each target, the longest fork, the
 // attach and the detach time per variant (live: and the quiet fork).
 func Table(w io.Writer, o *Options, rs []Result) {
-	for _, target := range []experiment.Target{experiment.Model, experiment.Live} {
+	for _, target := range []experiment.Target{experiment.Model, experiment.Sim, experiment.Live} {
 		var variants []string
 		for _, r := range rs {
 			if r.Target == target && !slices.Contains(variants, r.Variant) {

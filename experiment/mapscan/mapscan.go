@@ -306,7 +306,7 @@ func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 		{&r.OpMeanUS, &r.OpMeanUSRuns, func(s Stats) float64 { return s.OpMeanUS }, false},
 		{&r.OpMaxUS, &r.OpMaxUSRuns, func(s Stats) float64 { return s.OpMaxUS }, true},
 	}
-	if row.Target == experiment.Model || r.LockTraceNote == "" {
+	if row.Target.IsModel() || r.LockTraceNote == "" {
 		r.LockWaitMeanUS, r.LockWaitMaxUS = new(float64), new(float64)
 		ms = append(ms,
 			metric{r.LockWaitMeanUS, &r.LockWaitMeanUSRuns, func(s Stats) float64 { return s.LockWaitMeanUS }, false},
@@ -500,7 +500,7 @@ func Attribution(r Result) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s: slowest call %.1f us", r.Target, r.Variant, r.Scanners, r.OpMaxUS)
-	if r.Target != experiment.Model && r.LockTraceNote != "" {
+	if !r.Target.IsModel() && r.LockTraceNote != "" {
 		fmt.Fprintf(&b, "; %s", r.LockTraceNote)
 		return b.String()
 	}
@@ -522,7 +522,7 @@ func Attribution(r Result) string {
 		b.WriteString("; scanners slept on")
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
 			hs := r.ScannerSlept[lock]
-			if r.Target == experiment.Model {
+			if r.Target.IsModel() {
 				fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
 			} else {
 				fmt.Fprintf(&b, " %s %d times (longest %.1f us)", lock, hs.Count, hs.MaxUS)
@@ -535,7 +535,7 @@ func Attribution(r Result) string {
 	if r.NoHostPriority {
 		b.WriteString("; the model's threads had no host priorities (CAP_SYS_NICE), so a busy-waiter's host wake-up could wait behind the other scanner CPU's thread")
 	}
-	if r.Target != experiment.Model {
+	if !r.Target.IsModel() {
 		b.WriteString(" (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)")
 	}
 	return b.String()
@@ -547,7 +547,7 @@ func Attribution(r Result) string {
 func Ratios(rs []Result) []string {
 	find := func(variant string) *Result {
 		for i, r := range rs {
-			if r.Target == experiment.Model && r.Variant == variant && r.Scanners == "text" && !r.Insufficient() {
+			if r.Target.IsModel() && r.Variant == variant && r.Scanners == "text" && !r.Insufficient() {
 				return &rs[i]
 			}
 		}

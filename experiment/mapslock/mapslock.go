@@ -210,7 +210,7 @@ func table(w io.Writer, o *Options, rs []Result) {
 	seen := map[string]bool{}
 	for _, r := range rs {
 		// The live line is the verdict, printed after the table.
-		if k := string(r.Target) + r.Variant; r.Target == experiment.Model && !seen[k] {
+		if k := string(r.Target) + r.Variant; r.Target.IsModel() && !seen[k] {
 			seen[k] = true
 			if l := Line(rs, r.Target, r.Variant); l != "" {
 				fmt.Fprintln(w, l)

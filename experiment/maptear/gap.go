@@ -147,7 +147,7 @@ func TextMiss(text []byte, lo, hi uint64) uint64 {
 // table marks (the text's in far and adjacent, the query's also in split).
 func gapExpected(r Result, query bool) bool {
 	l := gapLayout(r.Case)
-	if r.Target == experiment.Model && r.Variant == "before" {
+	if r.Target.IsModel() && r.Variant == "before" {
 		return false
 	}
 	if query {
@@ -184,8 +184,11 @@ func GapLine(rs []Result, t experiment.Target) string {
 		return ""
 	}
 	who := "this kernel"
-	if t == experiment.Model {
+	switch t {
+	case experiment.Model:
 		who = "the model (after)"
+	case experiment.Sim:
+		who = "the model on the simulated machine (after)"
 	}
 	if enoent+misses == 0 {
 		return fmt.Sprintf("%s does not expose a gap during mremap onto a mapped range (%d queries, %d text reads)", who, queries, reads)

@@ -246,7 +246,7 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 		}
 	}
 	var gap []string
-	for _, t := range []experiment.Target{experiment.Live, experiment.Model} {
+	for _, t := range []experiment.Target{experiment.Live, experiment.Model, experiment.Sim} {
 		if l := GapLine(rs, t); l != "" {
 			gap = append(gap, l)
 		}

@@ -28,8 +28,8 @@ type designKernel struct {
 
 // newDesignKernel returns the kernel of design opt on the machine d, with
 // the uprobe unless bare (the no-probe baseline).
-func newDesignKernel(d machine.Description, opt uprobes.Optimize, bare bool) (*designKernel, error) {
-	mk, err := binfmt.NewKernel(d, 1, host.Threads{}, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
+func newDesignKernel(d machine.Description, sim *kernel.Sim, opt uprobes.Optimize, bare bool) (*designKernel, error) {
+	mk, err := binfmt.NewKernelFor(d, 1, host.Threads{}, sim, uprobes.Config{Flavor: uprobes.TasksTrace, Design: kernel.DesignBefore, HitPath: uprobes.HitPathToday, Optimize: opt})
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +61,10 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 	var regs cpu.Regs
 	var el time.Duration
 	r := k.Machine.Start(k.task, 0, 0, func(r *kernel.Runner) {
-		el = elapsed(func() { stop = binfmt.Loop(r, 0, k.entry, uint64(n)) })
+		el = k.elapsed(func() { stop = binfmt.Loop(r, 0, k.entry, uint64(n)) })
 		regs = r.Regs
 	})
-	<-r.Done()
+	r.Wait()
 	if stop.Reason != cpu.StopHalt {
 		return 0, fmt.Errorf("redzone %v: %v, regs %v, signals %v", k.opt, stop, &regs, k.task.PendingSignals())
 	}
@@ -81,41 +81,49 @@ func (k *designKernel) run(n int) (time.Duration, error) {
 // result per design, with its ratios to off's when off ran.
 func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	o.ModelClock = clockName()
+	if env.Sim != nil {
+		o.ModelClock = "virtual"
+	}
 	var ks []*designKernel
+	var mks []*binfmt.Kernel
 	for i, v := range append([]string{uprobes.OptimizeOff.String()}, env.Variants...) {
 		opt, err := uprobes.Optimizations.Parse(v)
 		if err != nil {
 			return err
 		}
-		k, err := newDesignKernel(env.Machine, opt, i == 0)
+		k, err := newDesignKernel(env.Machine, (*kernel.Sim)(env.Sim), opt, i == 0)
 		if err != nil {
 			return err
 		}
 		defer k.Stop()
 		ks = append(ks, k)
-		if _, err := k.run(o.Calls); err != nil {
+		mks = append(mks, k.Kernel)
+	}
+	// Step 0 is the warm-up; then a sample per step, the kernels in turn.
+	els := make([][]time.Duration, len(ks))
+	hits := make([][]uint64, len(ks))
+	err := binfmt.InTurn(mks, 1+o.Samples, func(i, s int) error {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		k := ks[i]
+		h0 := k.hits.Hits()
+		el, err := k.run(o.Calls)
+		if s > 0 {
+			els[i] = append(els[i], el)
+			hits[i] = append(hits[i], k.hits.Hits()-h0)
+		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	rates := make([][]float64, len(ks))
 	hitNs := make([][]float64, len(ks))
-	for range o.Samples {
-		var base time.Duration
-		for i, k := range ks {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			h0 := k.hits.Hits()
-			el, err := k.run(o.Calls)
-			if err != nil {
-				return err
-			}
-			if i == 0 {
-				base = el
-				continue
-			}
-			rates[i] = append(rates[i], float64(k.hits.Hits()-h0)/el.Seconds())
-			hitNs[i] = append(hitNs[i], float64(el-base)/float64(o.Calls))
+	for i := 1; i < len(ks); i++ {
+		for s, el := range els[i] {
+			rates[i] = append(rates[i], float64(hits[i][s])/el.Seconds())
+			hitNs[i] = append(hitNs[i], float64(el-els[0][s])/float64(o.Calls))
 		}
 	}
 	off := -1
@@ -129,7 +137,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		if h := k.hits.Hits(); h != k.calls {
 			return fmt.Errorf("redzone %v: %d hits for %d calls", k.opt, h, k.calls)
 		}
-		r := NewResult(experiment.Row{Target: experiment.Model, Variant: k.opt.String()}, AttachModel, SiteNop5,
+		r := NewResult(env.Row(k.opt.String()), AttachModel, SiteNop5,
 			rates[i], k.calls, k.hits.Hits(), k.corrupted, k.mask)
 		r.SetHitNsRuns(hitNs[i])
 		if off >= 0 && i != off {
@@ -143,11 +151,11 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 
 // elapsed runs fn and returns the calling thread's CPU time it took, or
 // the wall time where the OS gives no thread clock.
-func elapsed(fn func()) time.Duration {
-	c0, ok := host.ThreadCPUTime()
+func (k *designKernel) elapsed(fn func()) time.Duration {
+	c0, ok := k.ThreadCPUTime()
 	t0 := time.Now()
 	fn()
-	if c1, _ := host.ThreadCPUTime(); ok {
+	if c1, _ := k.ThreadCPUTime(); ok {
 		return c1 - c0
 	}
 	return time.Since(t0)

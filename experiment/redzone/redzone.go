@@ -180,7 +180,7 @@ func Slots(mask uint64) string {
 
 // Design names a result's row: the model's design, or the live site.
 func (r Result) Design() string {
-	if r.Target == experiment.Model {
+	if r.Target.IsModel() {
 		return r.Variant
 	}
 	switch r.Site {
@@ -245,7 +245,7 @@ func Judge(rs []Result) (line string, corrupts, found bool) {
 // jmp-slot designs must leave the red zone alone (a failed check otherwise).
 func Verdict(_ *Options, rs []Result) (string, bool) {
 	for _, r := range rs {
-		if r.Target == experiment.Model && r.Variant != uprobes.OptimizeCall.String() && r.Corrupted > 0 {
+		if r.Target.IsModel() && r.Variant != uprobes.OptimizeCall.String() && r.Corrupted > 0 {
 			return experiment.VerdictLine(fmt.Sprintf("model error: the %s design corrupted the red zone (%s)", r.Variant, Slots(r.Mask))), true
 		}
 	}
@@ -286,6 +286,7 @@ root.
 		}
 	},
 	Model:   RunModel,
+	Sim:     true,
 	Table:   Table,
 	Verdict: Verdict,
 }

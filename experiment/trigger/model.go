@@ -14,6 +14,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/report"
+	"mmlab/sched"
 	"mmlab/uprobes"
 )
 
@@ -21,7 +22,9 @@ import (
 type modelConfig struct {
 	// Machine is the machine the model kernels run on.
 	Machine machine.Description
-	Case    Case
+	// Sim, if set, makes every kernel a simulated machine's.
+	Sim  *kernel.Sim
+	Case Case
 	// CPUs producers, producer i a thread of one process on model CPU i.
 	CPUs int
 	// Variants are measured in turn, sample by sample, each on its own
@@ -73,7 +76,7 @@ func triggerProg(a *cpu.Asm) {
 }
 
 func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) {
-	mk, err := binfmt.NewKernel(c.Machine, c.CPUs, host.Threads{}, v.Config)
+	mk, err := binfmt.NewKernelFor(c.Machine, c.CPUs, host.Threads{}, c.Sim, v.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -120,37 +123,38 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 
 // sample runs the producers for d (each at least one batch), or until ctx
 // is done, and returns calls, hits, the wall time and the producers' summed
-// thread CPU time (0 if unknown).
+// thread CPU time (0 if unknown): on the model's clock (sched.Now), the
+// host's in real time and the virtual one on a simulated machine.
 func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hits uint64, elapsed, cpuTime time.Duration, err error) {
 	var total, cpuNs atomic.Int64
 	errs := make(chan error, len(k.tasks))
 	h0 := k.totalHits()
-	start := time.Now()
+	start := sched.Now()
 	deadline := start.Add(d)
 	var runners []*kernel.Runner
 	for i, t := range k.tasks {
 		runners = append(runners, k.Machine.Start(t, i, 0, func(r *kernel.Runner) {
 			n := int64(0)
-			t0, ok := host.ThreadCPUTime()
+			t0, ok := k.ThreadCPUTime()
 			// At least one batch, so that a producer started late on a
 			// busy host still gives the sample a rate.
-			for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
+			for first := true; first || sched.Now().Before(deadline) && ctx.Err() == nil; first = false {
 				if s := binfmt.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
 					errs <- fmt.Errorf("%v: %v, regs %v, signals %v", r, s, &r.Regs, r.Task.PendingSignals())
 					break
 				}
 				n += triggerBatch
 			}
-			if t1, _ := host.ThreadCPUTime(); ok {
+			if t1, _ := k.ThreadCPUTime(); ok {
 				cpuNs.Add(int64(t1 - t0))
 			}
 			total.Add(n)
 		}))
 	}
 	for _, r := range runners {
-		<-r.Done()
+		r.Wait()
 	}
-	elapsed = time.Since(start)
+	elapsed = sched.Since(start)
 	select {
 	case err = <-errs:
 	default:
@@ -168,8 +172,13 @@ func (k *triggerKernel) totalHits() uint64 {
 
 // measure runs the model trigger benchmark: c.CPUs threads of one process,
 // each on its own model CPU, call a target in a tight loop; a consumer
-// counts hits. The flavours are sampled in turn.
+// counts hits. The flavours are sampled in turn; on simulated machines
+// each kernel takes its samples in its own run (Machine.Main) instead, one
+// kernel after the other, as nothing of the host comes between them.
 func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
+	if c.Sim != nil {
+		return measureSim(ctx, c)
+	}
 	var ks []*triggerKernel
 	res := make([]modelResult, len(c.Variants))
 	for i, v := range c.Variants {
@@ -189,22 +198,67 @@ func measure(ctx context.Context, c modelConfig) ([]modelResult, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			calls, hits, el, cpuTime, err := k.sample(ctx, c.Interval)
-			if err != nil {
+			if err := k.addSample(ctx, c, &res[i]); err != nil {
 				return nil, err
 			}
-			n := hits
-			if !c.Case.Probed {
-				n = calls
-			}
-			res[i].Samples = append(res[i].Samples, float64(n)/el.Seconds())
-			if cpuTime > 0 {
-				res[i].CPUSamples = append(res[i].CPUSamples, float64(n)*float64(c.CPUs)/cpuTime.Seconds())
-			}
-			res[i].Calls += calls
-			res[i].Hits += hits
 		}
 	}
+	return checked(ctx, c, res)
+}
+
+// measureSim is measure on simulated machines.
+func measureSim(ctx context.Context, c modelConfig) ([]modelResult, error) {
+	res := make([]modelResult, len(c.Variants))
+	for i, v := range c.Variants {
+		k, err := newTriggerKernel(c, v)
+		if err != nil {
+			return nil, err
+		}
+		res[i].Variant, res[i].Optimize = v.Name, v.Config.Optimize
+		err = k.Main("bench", func() error {
+			if _, _, _, _, err := k.sample(ctx, c.Warmup); err != nil {
+				return err
+			}
+			for range c.Samples {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := k.addSample(ctx, c, &res[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		k.Stop()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return checked(ctx, c, res)
+}
+
+// addSample takes one sample of c.Interval into r.
+func (k *triggerKernel) addSample(ctx context.Context, c modelConfig, r *modelResult) error {
+	calls, hits, el, cpuTime, err := k.sample(ctx, c.Interval)
+	if err != nil {
+		return err
+	}
+	n := hits
+	if !c.Case.Probed {
+		n = calls
+	}
+	r.Samples = append(r.Samples, float64(n)/el.Seconds())
+	if cpuTime > 0 {
+		r.CPUSamples = append(r.CPUSamples, float64(n)*float64(c.CPUs)/cpuTime.Seconds())
+	}
+	r.Calls += calls
+	r.Hits += hits
+	return nil
+}
+
+// checked ends a measurement: ctx's error, or a probed case's hits that
+// do not match its calls.
+func checked(ctx context.Context, c modelConfig, res []modelResult) ([]modelResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -254,8 +308,12 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, name := range o.Cases {
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
-			res, err := measure(ctx, modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
-				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples()})
+			mc := modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
+				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples()}
+			if env.Sim != nil {
+				mc.Sim = &kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until}
+			}
+			res, err := measure(ctx, mc)
 			if err != nil {
 				return fmt.Errorf("%s %d cpus: %w", name, n, err)
 			}
@@ -274,7 +332,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 						srcu = s
 					}
 				}
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: mr.Variant}, AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
+				r := NewResult(env.Row(mr.Variant), AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
 				r.Optimize = mr.Optimize.String()
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
@@ -297,6 +355,8 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			}
 		}
 	}
-	NoteLoad(o, env)
+	if env.Sim == nil { // a simulated run reads nothing of the host
+		NoteLoad(o, env)
+	}
 	return nil
 }

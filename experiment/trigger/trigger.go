@@ -215,17 +215,23 @@ func FormatLine(c string, cpus int, mops, sd float64) string {
 // rates and ratios, case by case, then a header and the seed's lines for
 // each run of results with the same target, variant and attach.
 func Table(w io.Writer, o *Options, rs []Result) {
-	if n, cpus := slices.Max(append([]int{0}, o.CPUs...)), runtime.NumCPU(); n > cpus {
-		fmt.Fprintf(w, "warning: up to %d producers on %d CPUs: producers share CPUs, so \"( N cpus)\" counts producers, not CPUs\n", n, cpus)
-	}
 	var model []Result
+	onHost, sim := false, false
 	for _, r := range rs {
-		if r.Target == experiment.Model {
+		if r.Target.IsModel() {
 			model = append(model, r)
 		}
+		onHost = onHost || r.Target != experiment.Sim
+		sim = sim || r.Target == experiment.Sim
 	}
-	if len(model) > 0 {
+	if n, cpus := slices.Max(append([]int{0}, o.CPUs...)), runtime.NumCPU(); n > cpus && onHost {
+		fmt.Fprintf(w, "warning: up to %d producers on %d CPUs: producers share CPUs, so \"( N cpus)\" counts producers, not CPUs\n", n, cpus)
+	}
+	if len(model) > 0 && onHost {
 		fmt.Fprintln(w, "model: the flavours alternate sample by sample; per CPU-second = hits per producer CPU-second x CPUs (what producers with a core each would do)")
+	}
+	if sim {
+		fmt.Fprintln(w, "sim: each flavour's samples in a run of its own simulated machine, in virtual time; per CPU-second as for the model")
 	}
 	for _, c := range o.Cases {
 		for _, n := range o.CPUs {
@@ -234,10 +240,10 @@ func Table(w io.Writer, o *Options, rs []Result) {
 					continue
 				}
 				if r.PerCPU != nil {
-					fmt.Fprintf(w, "  %-11s per CPU-second: %s\n", modelName(o, r), FormatLine(c, n, r.MopsCPU, r.MopsCPUStddev))
+					fmt.Fprintf(w, "  %-11s per CPU-second: %s\n", rowName(o, r), FormatLine(c, n, r.MopsCPU, r.MopsCPUStddev))
 				}
 				if r.VsSRCU != nil {
-					line := fmt.Sprintf("  %s/srcu ratio: wall %.3f ± %.3f", modelName(o, r), r.RatioVsSRCU, r.RatioVsSRCUStddev)
+					line := fmt.Sprintf("  %s/srcu ratio: wall %.3f ± %.3f", rowName(o, r), r.RatioVsSRCU, r.RatioVsSRCUStddev)
 					if r.CPUVsSRCU != nil {
 						line += fmt.Sprintf(", per CPU-second %.3f ± %.3f", r.RatioCPUVsSRCU, r.RatioCPUVsSRCUStddev)
 					}
@@ -261,6 +267,14 @@ func Table(w io.Writer, o *Options, rs []Result) {
 		}
 		fmt.Fprintln(w, FormatLine(r.Case, r.CPUs, r.Mops, r.MopsStddev))
 	}
+}
+
+// rowName is modelName, after "sim" for a sim result.
+func rowName(o *Options, r Result) string {
+	if r.Target == experiment.Sim {
+		return "sim " + modelName(o, r)
+	}
+	return modelName(o, r)
 }
 
 // modelName is a model result's variant, with its nop5 optimization
@@ -341,5 +355,6 @@ counted. Live needs Linux and root.
 		}
 	},
 	Model: RunModel,
+	Sim:   true,
 	Table: Table,
 }
