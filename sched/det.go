@@ -453,6 +453,10 @@ func (s *System) Run() (*Record, error) {
 	detMu.Lock()
 	defer detMu.Unlock()
 	r.started = true
+	if r.sim != nil {
+		SimRunning.Store(true)
+		defer SimRunning.Store(false)
+	}
 	if len(r.runnable) > 0 || r.sim != nil {
 		if r.decide(nil, "start", "") { // the baton went to a thread
 			<-r.ctl

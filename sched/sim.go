@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"mmlab/machine"
 	"mmlab/sched/fair"
 )
 
@@ -56,6 +57,10 @@ type SimConfig struct {
 	// PAUSE's 140 cycles at 1 GHz): model choices until machine
 	// descriptions give these costs.
 	PointCost, RelaxCost time.Duration
+	// Machine, if set, is the machine whose topology and cache-line
+	// costs package mmlab/smp charges for the run's shared words (nil:
+	// they cost nothing). Its Topology must have at least CPUs CPUs.
+	Machine *machine.Description
 }
 
 // Contexts of a preemption check in sim mode.
@@ -79,6 +84,8 @@ type simRun struct {
 	pending []*Thread // spawned before Run, activated when it starts
 	horizon int64     // the running CPU runs on while its clock is below this
 	ties    []*simCPU // earliest's buffer
+	machine *machine.Description
+	mem     any // package smp's state of the run (SimMemory)
 }
 
 type simTimer struct {
@@ -133,7 +140,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 		norm = fair.NormalizedBaseSlice
 	}
 	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
-		point: int64(c.PointCost), relax: int64(c.RelaxCost)}
+		point: int64(c.PointCost), relax: int64(c.RelaxCost), machine: c.Machine}
 	if s.point <= 0 {
 		s.point = 1
 	}
