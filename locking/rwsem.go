@@ -8,6 +8,7 @@ import (
 	"mmlab/errno"
 	"mmlab/locking/lockrank"
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
 // The count word, as in kernel/locking/rwsem.c on 64-bit: bit 0 writer
@@ -87,7 +88,7 @@ type rwsemWaiter struct {
 //
 // The zero value is an unlocked semaphore named "rwsem".
 type RWSem struct {
-	count        atomic.Int64 // the kernel's sem->count (bits above)
+	count        smp.Int64    // the kernel's sem->count (bits above); a locked RMW or READ_ONCE, its own line
 	acquisitions atomic.Int64 // LockStats.Acquisitions
 	// owner is the ownerReader hint, or 0 (the kernel's sem->owner
 	// flags). It sits on a cache line of its own, away from count, as
@@ -95,8 +96,8 @@ type RWSem struct {
 	// (include/linux/mm_types.h: "its two hot fields 'count' and 'owner'
 	// sit in 2 different cachelines"); other rwsems of the kernel have
 	// them on one line (model choice: one layout for all).
-	_     [64 - 16]byte
-	owner atomic.Uint32
+	_     [64 - 32]byte
+	owner smp.Uint32
 
 	lockName
 
@@ -123,7 +124,18 @@ type RWSem struct {
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
 // BlockRecorder calls.
 func NewRWSem(name string) *RWSem {
-	return &RWSem{lockName: lockName{name: name}}
+	s := &RWSem{}
+	s.SetName(name)
+	return s
+}
+
+// SetName sets the name used in stats and BlockRecorder calls, and names
+// the shared words name.count and name.owner (package smp). Call it
+// before the lock is shared.
+func (s *RWSem) SetName(name string) {
+	s.lockName.SetName(name)
+	s.count.Init(name + ".count")
+	s.owner.Init(name + ".owner")
 }
 
 // Name returns the lock's name, "rwsem" if none was set.
