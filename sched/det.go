@@ -454,8 +454,8 @@ func (s *System) Run() (*Record, error) {
 	defer detMu.Unlock()
 	r.started = true
 	if r.sim != nil {
-		SimRunning.Store(true)
-		defer SimRunning.Store(false)
+		atomic.StoreUint32(&SimRunning, 1)
+		defer atomic.StoreUint32(&SimRunning, 0)
 	}
 	if len(r.runnable) > 0 || r.sim != nil {
 		if r.decide(nil, "start", "") { // the baton went to a thread

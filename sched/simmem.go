@@ -7,15 +7,18 @@ import (
 	"mmlab/machine"
 )
 
-// SimRunning is true while a sim run is active in the process (Run holds
-// detMu, so there is at most one); only Run stores it. Package smp's
-// shared words load it on every access, the one check that real-time and
-// deterministic mode pay (a plain load on x86-64): a variable rather than
-// a function so that their methods stay within the inlining budget.
-var SimRunning atomic.Bool
+// SimRunning is 1 while a sim run is active in the process (Run holds
+// detMu, so there is at most one), else 0; only Run stores it, with
+// atomic.StoreUint32, and everyone else reads it with atomic.LoadUint32.
+// Package smp's shared words load it on every access, the one check that
+// real-time and deterministic mode pay (a plain load on x86-64): a plain
+// variable rather than a function or an atomic.Bool so that the words'
+// methods, and small functions around them, stay within the compiler's
+// inlining budget.
+var SimRunning uint32
 
-// SimActive reports whether a sim run is active: SimRunning.Load().
-func SimActive() bool { return SimRunning.Load() }
+// SimActive reports whether a sim run is active.
+func SimActive() bool { return atomic.LoadUint32(&SimRunning) != 0 }
 
 // SimCPU returns, when the caller is the running thread of the active sim
 // run, its System, the virtual CPU it runs on and that CPU's clock (ns

@@ -3,6 +3,7 @@ package smp
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"mmlab/machine"
@@ -279,7 +280,7 @@ func (m *memory) move(st *lineState, c int, now int64, k kind) int64 {
 // drains the store buffer. In a sim run the running thread waits for its
 // posted stores and pays machine.Costs.LockedRMW.
 func Mb() {
-	if sched.SimActive() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		mb()
 	}
 }

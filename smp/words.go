@@ -23,7 +23,7 @@ func (w *Int64) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE(): a plain load.
 func (w *Int64) Load() int64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -31,7 +31,7 @@ func (w *Int64) Load() int64 {
 
 // Store is WRITE_ONCE(): a plain store.
 func (w *Int64) Store(v int64) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -39,7 +39,7 @@ func (w *Int64) Store(v int64) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Int64) Swap(v int64) int64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -48,7 +48,7 @@ func (w *Int64) Swap(v int64) int64 {
 // CompareAndSwap is cmpxchg(): a locked read-modify-write (one that
 // fails too).
 func (w *Int64) CompareAndSwap(old, new int64) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
@@ -57,7 +57,7 @@ func (w *Int64) CompareAndSwap(old, new int64) bool {
 // Add is atomic_add_return(): a locked read-modify-write (LOCK XADD). It
 // returns the new value.
 func (w *Int64) Add(d int64) int64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Add(d)
@@ -66,7 +66,7 @@ func (w *Int64) Add(d int64) int64 {
 // And is atomic_fetch_and(): a locked read-modify-write. It returns the
 // old value.
 func (w *Int64) And(mask int64) int64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.And(mask)
@@ -75,7 +75,7 @@ func (w *Int64) And(mask int64) int64 {
 // Or is atomic_fetch_or(): a locked read-modify-write. It returns the old
 // value.
 func (w *Int64) Or(mask int64) int64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Or(mask)
@@ -98,7 +98,7 @@ func (w *Uint64) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE(): a plain load.
 func (w *Uint64) Load() uint64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -106,7 +106,7 @@ func (w *Uint64) Load() uint64 {
 
 // Store is WRITE_ONCE(): a plain store.
 func (w *Uint64) Store(v uint64) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -114,7 +114,7 @@ func (w *Uint64) Store(v uint64) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Uint64) Swap(v uint64) uint64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -123,7 +123,7 @@ func (w *Uint64) Swap(v uint64) uint64 {
 // CompareAndSwap is cmpxchg(): a locked read-modify-write (one that
 // fails too).
 func (w *Uint64) CompareAndSwap(old, new uint64) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
@@ -132,7 +132,7 @@ func (w *Uint64) CompareAndSwap(old, new uint64) bool {
 // Add is atomic_add_return(): a locked read-modify-write (LOCK XADD). It
 // returns the new value.
 func (w *Uint64) Add(d uint64) uint64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Add(d)
@@ -141,7 +141,7 @@ func (w *Uint64) Add(d uint64) uint64 {
 // And is atomic_fetch_and(): a locked read-modify-write. It returns the
 // old value.
 func (w *Uint64) And(mask uint64) uint64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.And(mask)
@@ -150,7 +150,7 @@ func (w *Uint64) And(mask uint64) uint64 {
 // Or is atomic_fetch_or(): a locked read-modify-write. It returns the old
 // value.
 func (w *Uint64) Or(mask uint64) uint64 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Or(mask)
@@ -173,7 +173,7 @@ func (w *Int32) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE(): a plain load.
 func (w *Int32) Load() int32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -181,7 +181,7 @@ func (w *Int32) Load() int32 {
 
 // Store is WRITE_ONCE(): a plain store.
 func (w *Int32) Store(v int32) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -189,7 +189,7 @@ func (w *Int32) Store(v int32) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Int32) Swap(v int32) int32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -198,7 +198,7 @@ func (w *Int32) Swap(v int32) int32 {
 // CompareAndSwap is cmpxchg(): a locked read-modify-write (one that
 // fails too).
 func (w *Int32) CompareAndSwap(old, new int32) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
@@ -207,7 +207,7 @@ func (w *Int32) CompareAndSwap(old, new int32) bool {
 // Add is atomic_add_return(): a locked read-modify-write (LOCK XADD). It
 // returns the new value.
 func (w *Int32) Add(d int32) int32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Add(d)
@@ -216,7 +216,7 @@ func (w *Int32) Add(d int32) int32 {
 // And is atomic_fetch_and(): a locked read-modify-write. It returns the
 // old value.
 func (w *Int32) And(mask int32) int32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.And(mask)
@@ -225,7 +225,7 @@ func (w *Int32) And(mask int32) int32 {
 // Or is atomic_fetch_or(): a locked read-modify-write. It returns the old
 // value.
 func (w *Int32) Or(mask int32) int32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Or(mask)
@@ -248,7 +248,7 @@ func (w *Uint32) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE(): a plain load.
 func (w *Uint32) Load() uint32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -256,7 +256,7 @@ func (w *Uint32) Load() uint32 {
 
 // Store is WRITE_ONCE(): a plain store.
 func (w *Uint32) Store(v uint32) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -264,7 +264,7 @@ func (w *Uint32) Store(v uint32) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Uint32) Swap(v uint32) uint32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -273,7 +273,7 @@ func (w *Uint32) Swap(v uint32) uint32 {
 // CompareAndSwap is cmpxchg(): a locked read-modify-write (one that
 // fails too).
 func (w *Uint32) CompareAndSwap(old, new uint32) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
@@ -282,7 +282,7 @@ func (w *Uint32) CompareAndSwap(old, new uint32) bool {
 // Add is atomic_add_return(): a locked read-modify-write (LOCK XADD). It
 // returns the new value.
 func (w *Uint32) Add(d uint32) uint32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Add(d)
@@ -291,7 +291,7 @@ func (w *Uint32) Add(d uint32) uint32 {
 // And is atomic_fetch_and(): a locked read-modify-write. It returns the
 // old value.
 func (w *Uint32) And(mask uint32) uint32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.And(mask)
@@ -300,7 +300,7 @@ func (w *Uint32) And(mask uint32) uint32 {
 // Or is atomic_fetch_or(): a locked read-modify-write. It returns the old
 // value.
 func (w *Uint32) Or(mask uint32) uint32 {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Or(mask)
@@ -320,7 +320,7 @@ func (w *Bool) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE(): a plain load.
 func (w *Bool) Load() bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -328,7 +328,7 @@ func (w *Bool) Load() bool {
 
 // Store is WRITE_ONCE(): a plain store.
 func (w *Bool) Store(v bool) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -336,7 +336,7 @@ func (w *Bool) Store(v bool) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Bool) Swap(v bool) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -344,7 +344,7 @@ func (w *Bool) Swap(v bool) bool {
 
 // CompareAndSwap is cmpxchg(): a locked read-modify-write.
 func (w *Bool) CompareAndSwap(old, new bool) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
@@ -364,7 +364,7 @@ func (w *Pointer[T]) InitOn(l *Line, name string) { w.w.initOn(l, name) }
 
 // Load is READ_ONCE() (rcu_dereference() on x86): a plain load.
 func (w *Pointer[T]) Load() *T {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.loadSim()
 	}
 	return w.v.Load()
@@ -372,7 +372,7 @@ func (w *Pointer[T]) Load() *T {
 
 // Store is WRITE_ONCE() (rcu_assign_pointer() on x86): a plain store.
 func (w *Pointer[T]) Store(v *T) {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.storeSim()
 	}
 	w.v.Store(v)
@@ -380,7 +380,7 @@ func (w *Pointer[T]) Store(v *T) {
 
 // Swap is xchg(): a locked read-modify-write.
 func (w *Pointer[T]) Swap(v *T) *T {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.Swap(v)
@@ -388,7 +388,7 @@ func (w *Pointer[T]) Swap(v *T) *T {
 
 // CompareAndSwap is cmpxchg(): a locked read-modify-write.
 func (w *Pointer[T]) CompareAndSwap(old, new *T) bool {
-	if sched.SimRunning.Load() {
+	if atomic.LoadUint32(&sched.SimRunning) != 0 {
 		w.rmwSim()
 	}
 	return w.v.CompareAndSwap(old, new)
