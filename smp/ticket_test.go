@@ -119,8 +119,8 @@ func peak(v []float64) int {
 // holder's c·k/2), and each arrival's xadd invalidates the waiters' copies
 // too, a second storm of re-reads that the model leaves out.
 func TestTicketLockCollapse(t *testing.T) {
-	if testing.Short() {
-		t.Skip("20 sim runs")
+	if testing.Short() || raceEnabled {
+		t.Skip("40 sim runs")
 	}
 	d := machine.MustNamed("xeon-gold-6138-2s")
 	const (
