@@ -96,6 +96,7 @@ type lineState struct {
 	busy    int64    // virtual ns until which it is in flight
 
 	ops       [][nKinds]int64 // accesses by word slot and kind
+	moves     []int64         // transfers by the word slot whose access made them
 	transfers [NumClasses]int64
 	cost      int64 // ns of transfers
 	wait      int64 // ns requesters queued behind the line in flight
@@ -181,6 +182,13 @@ func (m *memory) state(l *Line) *lineState {
 	return st
 }
 
+func (st *lineState) transfersTotal() (n int64) {
+	for _, x := range st.transfers {
+		n += x
+	}
+	return n
+}
+
 func (st *lineState) holds(c int) bool { return st.owner == c || st.sharers[c/64]&(1<<(c%64)) != 0 }
 
 // access is an access of kind k to word w in the active sim run, by its
@@ -198,9 +206,15 @@ func access(w *word, k kind) {
 	st := m.state(w.line)
 	for int(w.slot) >= len(st.ops) {
 		st.ops = append(st.ops, [nKinds]int64{})
+		st.moves = append(st.moves, 0)
 	}
 	st.ops[w.slot][k]++
-	if d := m.move(st, c, now, k); d > 0 {
+	n := st.transfersTotal()
+	d := m.move(st, c, now, k)
+	if st.transfersTotal() != n {
+		st.moves[w.slot]++
+	}
+	if d > 0 {
 		sched.Stall(time.Duration(d))
 	}
 }

@@ -14,40 +14,49 @@ import (
 // cache lines that moved between CPUs.
 type Profile struct {
 	// Machine is the description the costs come from ("" if none).
-	Machine string
-	CPUs    int
+	Machine string `json:"machine,omitempty"`
+	CPUs    int    `json:"cpus"`
 	// Lines are the lines that moved at least once, most transfers first
 	// (then by name).
-	Lines []LineProfile
+	Lines []LineProfile `json:"lines"`
 	// Transfers and CostNS sum the lines'.
-	Transfers int64
-	CostNS    int64
+	Transfers int64 `json:"transfers"`
+	CostNS    int64 `json:"cost_ns"`
 }
 
 // LineProfile is one line of a Profile.
 type LineProfile struct {
-	Name  string
-	Words []WordProfile
+	Name  string        `json:"name"`
+	Words []WordProfile `json:"words"`
 	// Loads, Stores and RMWs are the accesses by the run's threads, over
 	// every word of the line; Ops their sum.
-	Loads, Stores, RMWs, Ops int64
+	Loads  int64 `json:"loads"`
+	Stores int64 `json:"stores"`
+	RMWs   int64 `json:"rmws"`
+	Ops    int64 `json:"ops"`
 	// Transfers are the times the line moved to another CPU, ByClass by
 	// distance; PerOp is Transfers/Ops.
-	Transfers int64
-	ByClass   [NumClasses]int64
-	PerOp     float64
+	Transfers int64             `json:"transfers"`
+	ByClass   [NumClasses]int64 `json:"by_class"` // smt, llc, socket, remote
+	PerOp     float64           `json:"transfers_per_op"`
 	// CostNS is the transfers' latency, WaitNS the time requesters
 	// queued behind the line in flight.
-	CostNS, WaitNS int64
+	CostNS int64 `json:"cost_ns"`
+	WaitNS int64 `json:"queue_ns"`
 	// From and To count the transfers by the CPU the line left and the
 	// CPU it went to.
-	From, To map[int]int64
+	From map[int]int64 `json:"from_cpus"`
+	To   map[int]int64 `json:"to_cpus"`
 }
 
 // WordProfile is one word of a line: its accesses.
 type WordProfile struct {
-	Name                string
-	Loads, Stores, RMWs int64
+	Name   string `json:"name"`
+	Loads  int64  `json:"loads"`
+	Stores int64  `json:"stores"`
+	RMWs   int64  `json:"rmws"`
+	// Transfers are the line's moves that this word's accesses made.
+	Transfers int64 `json:"transfers"`
 }
 
 // C2C returns the contention profile of sim System s's run so far (an
@@ -77,7 +86,7 @@ func C2C(s *sched.System) *Profile {
 			if i < len(st.line.words) {
 				name = st.line.words[i]
 			}
-			lp.Words = append(lp.Words, WordProfile{Name: name, Loads: ops[kindLoad], Stores: ops[kindStore], RMWs: ops[kindRMW]})
+			lp.Words = append(lp.Words, WordProfile{Name: name, Loads: ops[kindLoad], Stores: ops[kindStore], RMWs: ops[kindRMW], Transfers: st.moves[i]})
 			lp.Loads += ops[kindLoad]
 			lp.Stores += ops[kindStore]
 			lp.RMWs += ops[kindRMW]
@@ -118,10 +127,10 @@ func (p *Profile) Format(w io.Writer) {
 			l.ByClass[ClassSMT], l.ByClass[ClassLLC], l.ByClass[ClassSocket], l.ByClass[ClassRemote],
 			l.CostNS, float64(l.CostNS)/float64(l.Transfers), l.WaitNS, cpuCounts(l.From, 8))
 	}
-	fmt.Fprintf(w, "\n# %5s  %-28s %9s %9s %9s\n", "Index", "Word", "Loads", "Stores", "RMWs")
+	fmt.Fprintf(w, "\n# %5s  %-28s %9s %9s %9s %9s\n", "Index", "Word", "Loads", "Stores", "RMWs", "Xfers")
 	for i, l := range p.Lines {
 		for _, wd := range l.Words {
-			fmt.Fprintf(w, "  %5d  %-28s %9d %9d %9d\n", i, wd.Name, wd.Loads, wd.Stores, wd.RMWs)
+			fmt.Fprintf(w, "  %5d  %-28s %9d %9d %9d %9d\n", i, wd.Name, wd.Loads, wd.Stores, wd.RMWs, wd.Transfers)
 		}
 	}
 }
