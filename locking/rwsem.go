@@ -95,9 +95,11 @@ type RWSem struct {
 	// mmap_lock's two hot fields do in struct mm_struct
 	// (include/linux/mm_types.h: "its two hot fields 'count' and 'owner'
 	// sit in 2 different cachelines"); other rwsems of the kernel have
-	// them on one line (model choice: one layout for all).
-	_     [64 - 32]byte
-	owner smp.Uint32
+	// them on one line (model choice: one layout for all). wait_lock
+	// follows it on its line (ownerLine), as in struct rw_semaphore.
+	_         [64 - 32]byte
+	owner     smp.Uint32
+	ownerLine smp.Line
 
 	lockName
 
@@ -109,7 +111,7 @@ type RWSem struct {
 	// every queued waiter's links and handoffSet, and serialises the
 	// changes of the WAITERS and HANDOFF bits. It is innermost: nothing is
 	// taken while it is held.
-	waitLock   sync.Mutex
+	waitLock   spinLock
 	head, tail *rwsemWaiter
 	nwait      int
 
@@ -135,7 +137,28 @@ func NewRWSem(name string) *RWSem {
 func (s *RWSem) SetName(name string) {
 	s.lockName.SetName(name)
 	s.count.Init(name + ".count")
-	s.owner.Init(name + ".owner")
+	s.ownerLine.SetName(name + ".owner")
+	s.owner.InitOn(&s.ownerLine, "owner")
+	s.waitLock.word.InitOn(&s.ownerLine, "wait_lock")
+}
+
+// spinLock is a raw_spinlock_t as its cache line sees it: a host mutex
+// gives the exclusion (no model thread is preempted while it holds one),
+// and its lock word (package smp) the kernel's accesses:
+// queued_spin_lock()'s cmpxchg, queued_spin_unlock()'s release store.
+type spinLock struct {
+	mu   sync.Mutex
+	word smp.Uint32 // 1 while held; the accesses alone matter
+}
+
+func (l *spinLock) Lock() {
+	l.mu.Lock()
+	l.word.CompareAndSwap(0, 1)
+}
+
+func (l *spinLock) Unlock() {
+	l.word.Store(0)
+	l.mu.Unlock()
 }
 
 // Name returns the lock's name, "rwsem" if none was set.
