@@ -59,7 +59,8 @@ type SimConfig struct {
 	PointCost, RelaxCost time.Duration
 	// Machine, if set, is the machine whose topology and cache-line
 	// costs package mmlab/smp charges for the run's shared words (nil:
-	// they cost nothing). Its Topology must have at least CPUs CPUs.
+	// they cost nothing). Its Topology should have at least CPUs CPUs
+	// (package smp wraps the CPUs beyond).
 	Machine *machine.Description
 }
 

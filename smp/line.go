@@ -140,12 +140,12 @@ func newMemory(s *sched.System) *memory {
 	m := &memory{sys: s, desc: s.SimMachine(), cpus: n, posted: make([]int64, n), place: make([]cpuPlace, n)}
 	if d := m.desc; d != nil {
 		t := d.Topology
-		if n > t.CPUs {
-			panic(fmt.Sprintf("smp: a sim run of %d CPUs on machine %s of %d", n, d.Name, t.CPUs))
-		}
+		// A run of more CPUs than the topology has wraps around (a model
+		// choice: CPU c sits where CPU c mod Topology.CPUs does, as an SMT
+		// sibling of it).
 		perThread := t.Sockets * t.CoresPerSocket
 		for c := range n {
-			rem := c % perThread
+			rem := c % t.CPUs % perThread
 			socket, core := rem/t.CoresPerSocket, rem%t.CoresPerSocket
 			m.place[c] = cpuPlace{socket: socket, core: core, llc: core / t.CoresPerLLC}
 		}
