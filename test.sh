@@ -9,5 +9,5 @@ cd "$(dirname "$0")"
 go test -count=1 ./...
 model_pkgs=$(go list ./mm/... ./procfs/... ./uprobes/... ./kernel/... ./replay/... ./binfmt/... ./explore/...)
 go test -count=1 -tags invariants $model_pkgs
-race_pkgs=$(go list ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... ./binfmt/... ./explore/... ./experiment/...)
+race_pkgs=$(go list ./smp/... ./locking/... ./rcu/... ./sched/... ./cpu/... ./kernel/... ./mm/... ./procfs/... ./uprobes/... ./replay/... ./binfmt/... ./explore/... ./experiment/...)
 go test -count=1 -race $race_pkgs

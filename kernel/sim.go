@@ -58,7 +58,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	ns := func(c machine.Cost) time.Duration { return time.Duration(math.Round(c.NS)) }
 	k := d.Costs
 	return &sched.SimConfig{
-		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead,
+		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead, Machine: &d,
 		NormalizedSlice: normalizedSlice(d.Kernel.Release),
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),

@@ -2,11 +2,13 @@ package locking
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
 // percpuShards is the number of reader counters (the kernel has one per
@@ -19,9 +21,9 @@ const percpuShards = 32
 // shards' counters off each other's cache line (and line pair, which the
 // adjacent-line prefetcher fetches together) whatever the struct's alignment.
 type percpuShard struct {
-	readers      atomic.Int64 // this CPU's read_count; only the sum means anything
+	readers      smp.Int64    // this CPU's read_count (this_cpu_inc/dec, a locked RMW in the model); only the sum means anything
 	acquisitions atomic.Int64 // this CPU's share of LockStats.Acquisitions
-	_            [112]byte
+	_            [128 - 32]byte
 }
 
 // percpuWaiter is a wait_queue_entry of PercpuRWSem.waiters.
@@ -58,11 +60,11 @@ type percpuWaiter struct {
 // rcu_sync.
 type PercpuRWSem struct {
 	shards [percpuShards]percpuShard
-	block  atomic.Int32 // 1 while a writer holds or is taking the lock
+	block  smp.Int32 // 1 while a writer holds or is taking the lock (sem->block; READ_ONCE, xchg)
 
 	// writer is the kernel's rcuwait: the writer waiting for readers to
 	// drain publishes its wake-up channel here.
-	writer atomic.Pointer[chan struct{}]
+	writer smp.Pointer[chan struct{}]
 
 	lockName
 	rss *RCUSync // rcu_sync; nil: none. Set before the lock is shared
@@ -79,7 +81,21 @@ type PercpuRWSem struct {
 // NewPercpuRWSem returns an unlocked per-CPU semaphore; name appears in
 // stats and in BlockRecorder calls.
 func NewPercpuRWSem(name string) *PercpuRWSem {
-	return &PercpuRWSem{lockName: lockName{name: name}}
+	s := &PercpuRWSem{}
+	s.SetName(name)
+	return s
+}
+
+// SetName sets the name used in stats and BlockRecorder calls, and names
+// the shared words (package smp): name.read_count[i], name.block,
+// name.writer. Call it before the lock is shared.
+func (s *PercpuRWSem) SetName(name string) {
+	s.lockName.SetName(name)
+	for i := range s.shards {
+		s.shards[i].readers.Init(name + ".read_count[" + strconv.Itoa(i) + "]")
+	}
+	s.block.Init(name + ".block")
+	s.writer.Init(name + ".writer")
 }
 
 // Name returns the lock's name, "percpu-rwsem" if none was set.

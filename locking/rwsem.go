@@ -8,6 +8,7 @@ import (
 	"mmlab/errno"
 	"mmlab/locking/lockrank"
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
 // The count word, as in kernel/locking/rwsem.c on 64-bit: bit 0 writer
@@ -87,16 +88,18 @@ type rwsemWaiter struct {
 //
 // The zero value is an unlocked semaphore named "rwsem".
 type RWSem struct {
-	count        atomic.Int64 // the kernel's sem->count (bits above)
+	count        smp.Int64    // the kernel's sem->count (bits above); a locked RMW or READ_ONCE, its own line
 	acquisitions atomic.Int64 // LockStats.Acquisitions
 	// owner is the ownerReader hint, or 0 (the kernel's sem->owner
 	// flags). It sits on a cache line of its own, away from count, as
 	// mmap_lock's two hot fields do in struct mm_struct
 	// (include/linux/mm_types.h: "its two hot fields 'count' and 'owner'
 	// sit in 2 different cachelines"); other rwsems of the kernel have
-	// them on one line (model choice: one layout for all).
-	_     [64 - 16]byte
-	owner atomic.Uint32
+	// them on one line (model choice: one layout for all). wait_lock
+	// follows it on its line (ownerLine), as in struct rw_semaphore.
+	_         [64 - 32]byte
+	owner     smp.Uint32
+	ownerLine smp.Line
 
 	lockName
 
@@ -108,7 +111,7 @@ type RWSem struct {
 	// every queued waiter's links and handoffSet, and serialises the
 	// changes of the WAITERS and HANDOFF bits. It is innermost: nothing is
 	// taken while it is held.
-	waitLock   sync.Mutex
+	waitLock   spinLock
 	head, tail *rwsemWaiter
 	nwait      int
 
@@ -127,7 +130,39 @@ type RWSem struct {
 // NewRWSem returns an unlocked semaphore; name appears in stats and in
 // BlockRecorder calls.
 func NewRWSem(name string) *RWSem {
-	return &RWSem{lockName: lockName{name: name}}
+	s := &RWSem{}
+	s.SetName(name)
+	return s
+}
+
+// SetName sets the name used in stats and BlockRecorder calls, and names
+// the shared words name.count and name.owner (package smp). Call it
+// before the lock is shared.
+func (s *RWSem) SetName(name string) {
+	s.lockName.SetName(name)
+	s.count.Init(name + ".count")
+	s.ownerLine.SetName(name + ".owner")
+	s.owner.InitOn(&s.ownerLine, "owner")
+	s.waitLock.word.InitOn(&s.ownerLine, "wait_lock")
+}
+
+// spinLock is a raw_spinlock_t as its cache line sees it: a host mutex
+// gives the exclusion (no model thread is preempted while it holds one),
+// and its lock word (package smp) the kernel's accesses:
+// queued_spin_lock()'s cmpxchg, queued_spin_unlock()'s release store.
+type spinLock struct {
+	mu   sync.Mutex
+	word smp.Uint32 // 1 while held; the accesses alone matter
+}
+
+func (l *spinLock) Lock() {
+	l.mu.Lock()
+	l.word.CompareAndSwap(0, 1)
+}
+
+func (l *spinLock) Unlock() {
+	l.word.Store(0)
+	l.mu.Unlock()
 }
 
 // Name returns the lock's name, "rwsem" if none was set.

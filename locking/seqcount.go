@@ -2,32 +2,43 @@ package locking
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
 // SeqCount is a sequence counter (include/linux/seqlock.h, seqcount_t): odd
 // while a write section is open. Writers must be serialised by a lock of the
 // caller's (for mm_lock_seq, the mmap write lock). The zero value is even.
 type SeqCount struct {
-	seq atomic.Uint64
+	// seq is s->sequence: READ_ONCE by readers; the serialised writers
+	// increment it with a plain load and store (s->sequence++), as the
+	// kernel does.
+	seq smp.Uint64
 }
+
+// SetName names the counter's word (package smp). Call it before the
+// counter is shared.
+func (c *SeqCount) SetName(name string) { c.seq.Init(name) }
 
 // WriteBegin opens a write section: the sequence becomes odd. Mirrors
 // write_seqcount_begin().
 func (c *SeqCount) WriteBegin() {
-	if c.seq.Add(1)&1 == 0 {
+	s := c.seq.Load() + 1
+	if s&1 == 0 {
 		panic("locking: SeqCount.WriteBegin inside a write section")
 	}
+	c.seq.Store(s)
 }
 
 // WriteEnd closes the write section: the sequence becomes even again, with
 // release semantics. Mirrors write_seqcount_end().
 func (c *SeqCount) WriteEnd() {
-	if c.seq.Add(1)&1 != 0 {
+	s := c.seq.Load() + 1
+	if s&1 != 0 {
 		panic("locking: SeqCount.WriteEnd outside a write section")
 	}
+	c.seq.Store(s)
 }
 
 // ReadBegin waits until no write section is open and returns the (even)

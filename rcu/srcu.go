@@ -1,18 +1,25 @@
 package rcu
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
-// srcuData is one CPU's counters (struct srcu_data's srcu_ctrs[2]), on cache
-// lines of its own (128 bytes: x86 prefetches line pairs).
+// srcuData is one CPU's counters (struct srcu_data's srcu_ctrs[2]): one
+// shared line (package smp) per CPU, and in memory on lines of their own
+// (a multiple of 128 bytes: x86 prefetches line pairs). The reader's
+// this_cpu_inc() and smp_mb() are one locked RMW on the CPU's line; the
+// grace period READ_ONCEs every CPU's.
 type srcuData struct {
-	locks   [2]atomic.Uint64
-	unlocks [2]atomic.Uint64
-	_       [128 - 32]byte
+	line    smp.Line
+	locks   [2]smp.Uint64
+	unlocks [2]smp.Uint64
+	_       [256 - unsafe.Sizeof(smp.Line{}) - 4*unsafe.Sizeof(smp.Uint64{})]byte
 }
 
 // SRCU is a sleepable-RCU domain (struct srcu_struct), in the classic
@@ -35,7 +42,7 @@ type srcuData struct {
 type SRCU struct {
 	// ctrIdx selects the slot of new readers: its low bit is the kernel's
 	// srcu_ctrp (a pointer to srcu_ctrs[0] or srcu_ctrs[1]).
-	ctrIdx atomic.Uint32
+	ctrIdx smp.Uint32
 	sda    []srcuData // indexed by model CPU id
 
 	domain // gpMu is srcu_gp_mutex
@@ -48,6 +55,15 @@ type SRCU struct {
 // kernel/rcu/srcutree.c:init_srcu_struct().
 func NewSRCU(sys *sched.System) *SRCU {
 	s := &SRCU{sda: make([]srcuData, sys.NumCPU())}
+	s.ctrIdx.Init("srcu.srcu_ctrp")
+	for i := range s.sda {
+		d := &s.sda[i]
+		d.line.SetName("srcu.srcu_data[" + strconv.Itoa(i) + "]")
+		d.locks[0].InitOn(&d.line, "srcu_ctrs[0].srcu_locks")
+		d.locks[1].InitOn(&d.line, "srcu_ctrs[1].srcu_locks")
+		d.unlocks[0].InitOn(&d.line, "srcu_ctrs[0].srcu_unlocks")
+		d.unlocks[1].InitOn(&d.line, "srcu_ctrs[1].srcu_unlocks")
+	}
 	s.init("srcu", "srcu_gp_mutex", sys, s.Synchronize)
 	return s
 }

@@ -473,6 +473,10 @@ func (s *System) Run() (*Record, error) {
 	detMu.Lock()
 	defer detMu.Unlock()
 	r.started = true
+	if r.sim != nil {
+		atomic.StoreUint32(&SimRunning, 1)
+		defer atomic.StoreUint32(&SimRunning, 0)
+	}
 	if len(r.runnable) > 0 || r.sim != nil {
 		if r.decide(nil, "start", "") { // the baton went to a thread
 			<-r.ctl

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"mmlab/machine"
 	"mmlab/sched/fair"
 )
 
@@ -72,6 +73,11 @@ type SimConfig struct {
 	// instruction; user memory that threads share may be read up to
 	// Lookahead out of order.
 	Lookahead time.Duration
+	// Machine, if set, is the machine whose topology and cache-line
+	// costs package mmlab/smp charges for the run's shared words (nil:
+	// they cost nothing). Its Topology should have at least CPUs CPUs
+	// (package smp wraps the CPUs beyond).
+	Machine *machine.Description
 }
 
 // SimCosts are the fixed costs of a sim run's events, as a machine
@@ -134,6 +140,8 @@ type simRun struct {
 	userHorizon int64
 	lookahead   int64     // SimConfig.Lookahead
 	ties        []*simCPU // earliest's buffer
+	machine     *machine.Description
+	mem         any // package smp's state of the run (SimMemory)
 }
 
 type simTimer struct {
@@ -190,7 +198,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	}
 	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
 		point: int64(c.PointCost), relax: int64(c.RelaxCost), pointPS: c.InstructionPS,
-		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0)}
+		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0), machine: c.Machine}
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI)}
 	if s.point <= 0 {

@@ -3,7 +3,6 @@ package uprobes
 import (
 	"math/bits"
 	"sync"
-	"sync/atomic"
 
 	"mmlab/cpu"
 	"mmlab/errno"
@@ -13,6 +12,7 @@ import (
 	"mmlab/mm/pgtable"
 	"mmlab/rcu"
 	"mmlab/sched"
+	"mmlab/smp"
 )
 
 // x86 uprobe constants (arch/x86/include/asm/uprobes.h, kernel/events).
@@ -66,13 +66,13 @@ type xolArea struct {
 	// reads: the kernel's bitmap is an allocation of its own (kcalloc in
 	// __create_xol_area()).
 	_    [128]byte
-	used atomic.Uint32
+	used smp.Uint32
 	_    [128]byte
 	// mu is the wait queue's lock (xol_area->wq.lock): it protects freed
 	// and the updates of waiters. Taken only when all slots are busy, or to
 	// wake a waiter. A leaf lock.
 	mu      sync.Mutex
-	waiters atomic.Int32  // tasks waiting for a slot (waitqueue_active)
+	waiters smp.Int32     // tasks waiting for a slot (waitqueue_active: READ_ONCE)
 	freed   chan struct{} // closed (and replaced) when a slot is freed with waiters
 }
 
@@ -248,6 +248,8 @@ func (u *Uprobes) getXolArea(r *kernel.Runner, ut *utask) (*xolArea, error) {
 		return nil, err
 	}
 	a := &xolArea{vaddr: addr, page: pgtable.NewAnonPage(), freed: make(chan struct{})}
+	a.used.Init("xol_area.bitmap")
+	a.waiters.Init("xol_area.wq")
 	a.used.Store(1 << trampolineOff)
 	a.page.Bytes()[trampolineOff] = swbp
 	sm := &mm.SpecialMapping{Name: xolAreaName, Pages: []*pgtable.Page{a.page}, Mremap: refuseMremap}

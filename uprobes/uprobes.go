@@ -14,6 +14,7 @@ import (
 	"mmlab/locking/lockrank"
 	"mmlab/mm"
 	"mmlab/rcu"
+	"mmlab/smp"
 )
 
 // Handler return values (include/linux/uprobes.h).
@@ -100,7 +101,7 @@ type Uprobe struct {
 	consumerMu sync.Mutex
 	// consumers is the RCU-read consumer list: an immutable slice,
 	// replaced under consumerMu, read by the hit path without a lock.
-	consumers atomic.Pointer[[]*Consumer]
+	consumers smp.Pointer[[]*Consumer] // rcu_dereference / rcu_assign_pointer
 
 	// ref is the refcount; 0: dying (put_uprobe). A single-stepped hit
 	// writes it twice (pre_ssout()'s try_get_uprobe(), handle_singlestep()'s
@@ -109,7 +110,7 @@ type Uprobe struct {
 	// (consumers, copied, orig, insn): in struct uprobe, ->ref is on the
 	// first line, ->flags and ->arch lines further on.
 	_      [128]byte
-	ref    atomic.Int32 // refcount_t
+	ref    smp.Int32 // refcount_t: locked RMWs
 	_      [128]byte
 	copied atomic.Bool // UPROBE_COPY_INSN: orig and insn are valid
 	freed  atomic.Bool // the free chain (SRCU, then the flavour) ran
@@ -140,11 +141,25 @@ func (up *Uprobe) String() string {
 }
 
 // tryGet mirrors try_get_uprobe(): a reference unless the uprobe is dying.
-func (up *Uprobe) tryGet() bool { return incNotZero(&up.ref) }
+func (up *Uprobe) tryGet() bool { return refIncNotZero(&up.ref) }
 
 // incNotZero mirrors refcount_inc_not_zero() and atomic_inc_not_zero(): it
 // adds one to v unless v is 0, and reports whether it did.
 func incNotZero(v *atomic.Int32) bool {
+	for {
+		n := v.Load()
+		if n == 0 {
+			return false
+		}
+		if v.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// refIncNotZero is incNotZero of a shared word (package smp): a READ_ONCE,
+// then cmpxchg until it succeeds, as refcount_inc_not_zero() does.
+func refIncNotZero(v *smp.Int32) bool {
 	for {
 		n := v.Load()
 		if n == 0 {
@@ -241,7 +256,7 @@ type Uprobes struct {
 	treeSeq  locking.SeqCount
 	// tree is uprobes_tree: the uprobes sorted by (inode, offset), an
 	// immutable slice replaced under treeLock (see the package comment).
-	tree atomic.Pointer[[]*Uprobe]
+	tree smp.Pointer[[]*Uprobe] // rcu_dereference / rcu_assign_pointer (uprobes_tree's root)
 
 	// mmapMutex is uprobes_mmap_mutex[]: it serialises uprobe_mmap per
 	// inode hash. Order: inside the mmap lock, outside consumerMu.
@@ -289,6 +304,8 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 			return nil, fmt.Errorf("uprobes: %w", err)
 		}
 	}
+	u.tree.Init("uprobes_tree")
+	u.treeSeq.SetName("uprobes_seqcount")
 	u.tree.Store(new([]*Uprobe))
 	u.DupMmapSem.SetName("dup_mmap_sem")
 	u.DupMmapSem.SetClass(lockrank.DupMmapSem)
@@ -355,6 +372,8 @@ func (u *Uprobes) noEvents() bool { return len(*u.tree.Load()) == 0 }
 // one in its place is replaced.
 func (u *Uprobes) alloc(in *mm.Inode, off uint64) *Uprobe {
 	nu := &Uprobe{Inode: in, Offset: off, u: u}
+	nu.ref.Init("uprobe.ref")
+	nu.consumers.Init("uprobe.consumers")
 	nu.ref.Store(1)
 	nu.consumers.Store(new([]*Consumer))
 	nu.registerRwsem.SetName("register_rwsem")

@@ -1,0 +1,5 @@
+//go:build !race
+
+package smp_test
+
+const raceEnabled = false
