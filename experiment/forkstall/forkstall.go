@@ -161,8 +161,14 @@ func gcCycles() uint64 {
 }
 
 // gcLimit is the memory limit while collection is off
-// (experiment.QuietRuntime).
-const gcLimit = 6 << 30
+// (experiment.QuietRuntime). Between the forced collections the heap grows
+// with the forker's garbage, about 1.6 KiB a fork (fork then exit of a
+// two-VMA mm) at some 10^5 forks a second, so it is what bounds mmlab's
+// peak resident set on a fast host; a collection it starts inside a window
+// is counted in the run's GCs. At 512 MiB the quick setting's model had at
+// most one in a window per run on a 2-CPU host (256 MiB: up to three, and
+// the after design's longest fork rose several-fold).
+const gcLimit = 512 << 20
 
 // forkRec is one timed fork of the forker.
 type forkRec struct {
