@@ -326,14 +326,13 @@ func (t *Task) BlockedOn(lock string) time.Duration {
 
 // TakeBlocked returns the task's blocked time, by lock name, and resets it,
 // in one step: an experiment calls it before and after one operation (one
-// fork) to get that operation's blocked time.
+// fork) to get that operation's blocked time. A task that was not blocked
+// gets a nil map (it reads as empty), so that a loop of unblocked
+// operations allocates none.
 func (t *Task) TakeBlocked() map[string]BlockStat {
 	t.blockedMu.Lock()
 	defer t.blockedMu.Unlock()
 	m := t.blocked
 	t.blocked = nil
-	if m == nil {
-		m = map[string]BlockStat{}
-	}
 	return m
 }

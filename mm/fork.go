@@ -24,22 +24,27 @@ func vmaNeedsCopy(v *VMA) bool {
 // through Hooks.Exit) in two phases, as v6.19 has them: the page tables of
 // every VMA are zapped under the mmap read lock (unmap_vmas), which maps
 // readers still share; then, under the write lock, the VMAs are detached
-// and freed (vma_mark_detached, remove_vma) and the tree emptied.
+// and freed (vma_mark_detached, remove_vma) and the tree emptied at once
+// (__mt_destroy), not range by range: an erase copies the path of its
+// range (the tree is copy-on-write for its lock-free readers), which for a
+// forked child that exits at once was most of what its fork and exit
+// allocate.
 func (m *MM) Exit() {
 	sched.At("exit_mmap", "")
 	m.MmapReadLock(nil)
-	vmas := m.VMAs()
-	for _, v := range vmas {
+	for _, v := range m.mt.All() {
 		m.PT.Zap(v.Start, v.End, nil)
 	}
 	m.MmapReadUnlock()
 	m.MmapWriteLock(nil)
-	for _, v := range m.VMAs() {
+	for _, v := range m.mt.All() {
 		m.fileHookUnmap(v, v.Start, v.End)
-		m.vmaErase(v)
+		m.vmaStartWrite(v)
+		m.vmaMarkDetached(v)
 		m.mapCount--
 		m.removeVMA(v)
 	}
+	m.mt.Clear()
 	m.exited = true
 	m.MmapWriteUnlock()
 	if m.Hooks != nil {

@@ -263,8 +263,9 @@ func (lc *queryLock) matching(addr, flags uint64) (*mm.VMA, error) {
 }
 
 // queryFields lists the struct's fields by their end offset, so that the
-// copy in and out can honour a caller's shorter struct.
-func queryFields(q *uapi.ProcmapQuery) []struct {
+// copy in and out can honour a caller's shorter struct. It is an array, on
+// the caller's stack: a slice would be allocated on every query.
+func queryFields(q *uapi.ProcmapQuery) [15]struct {
 	end uint64
 	u64 *uint64
 	u32 *uint32
@@ -274,7 +275,7 @@ func queryFields(q *uapi.ProcmapQuery) []struct {
 		u64 *uint64
 		u32 *uint32
 	}
-	return []fld{
+	return [...]fld{
 		{8, &q.Size, nil}, {16, &q.QueryFlags, nil}, {24, &q.QueryAddr, nil},
 		{32, &q.VMAStart, nil}, {40, &q.VMAEnd, nil}, {48, &q.VMAFlags, nil},
 		{56, &q.VMAPageSize, nil}, {64, &q.VMAOffset, nil}, {72, &q.Inode, nil},

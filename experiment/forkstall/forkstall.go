@@ -161,8 +161,14 @@ func gcCycles() uint64 {
 }
 
 // gcLimit is the memory limit while collection is off
-// (experiment.QuietRuntime).
-const gcLimit = 6 << 30
+// (experiment.QuietRuntime). Between the forced collections the heap grows
+// with the forker's garbage, about 1.6 KiB a fork (fork then exit of a
+// two-VMA mm) at some 10^5 forks a second, so it is what bounds mmlab's
+// peak resident set on a fast host; a collection it starts inside a window
+// is counted in the run's GCs. At 512 MiB the quick setting's model had at
+// most one in a window per run on a 2-CPU host (256 MiB: up to three, and
+// the after design's longest fork rose several-fold).
+const gcLimit = 512 << 20
 
 // forkRec is one timed fork of the forker.
 type forkRec struct {
@@ -180,6 +186,15 @@ type recorder struct {
 func (r *recorder) add(f forkRec) {
 	r.mu.Lock()
 	r.recs = append(r.recs, f)
+	r.mu.Unlock()
+}
+
+// reset forgets the forks recorded so far and keeps the slice's room for
+// the next: a run reads only the forks that started in its own windows, and
+// the forker records about 10^5 a second while collection is off.
+func (r *recorder) reset() {
+	r.mu.Lock()
+	r.recs = r.recs[:0]
 	r.mu.Unlock()
 }
 
@@ -366,6 +381,7 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 			return nil, err
 		}
 		runtime.GC() // outside the windows
+		rec.reset()  // the forks before this run's windows
 		if Busy(o.Case) {
 			// Arrive as a populate starts (see the top of the file).
 			select {

@@ -287,8 +287,9 @@ func hostPlacement(ncpu, nhost int) []int {
 	return hosts
 }
 
-// gcLimit is the memory limit while collection is off.
-const gcLimit = 4 << 30
+// gcLimit is the memory limit while collection is off: a bound on the
+// heap, which in the quick setting stays under 40 MiB.
+const gcLimit = 512 << 20
 
 // Held is a scanner's wait accounting: how often it was preempted inside
 // the walk, by the lock it held meanwhile (procfs.MapsFile.Holding), and
