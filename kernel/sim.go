@@ -51,7 +51,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	if until <= 0 {
 		return nil, errors.New("kernel: a simulated machine needs a positive bound in virtual time")
 	}
-	preempt, err := parsePreempt(d.Kernel.Preempt)
+	preempt, err := ParsePreempt(d.Kernel.Preempt)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", d.Name, err)
 	}
@@ -59,7 +59,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	k := d.Costs
 	return &sched.SimConfig{
 		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead, Machine: &d,
-		NormalizedSlice: normalizedSlice(d.Kernel.Release),
+		NormalizedSlice: NormalizedSlice(d.Kernel.Release),
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),
 			PopulatePage: ns(k.PopulatePage), IPI: ns(k.IPI), ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup)},
@@ -74,7 +74,9 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 // trigger loops share none).
 const SimLookahead = time.Microsecond
 
-func parsePreempt(s string) (sched.Preempt, error) {
+// ParsePreempt is a machine.Kernel preemption model as sched's; "" (not
+// known) is none, Kconfig's default (PREEMPT_NONE).
+func ParsePreempt(s string) (sched.Preempt, error) {
 	for _, p := range []sched.Preempt{sched.PreemptNone, sched.PreemptVoluntary, sched.PreemptFull, sched.PreemptLazy} {
 		if s == p.String() {
 			return p, nil
@@ -86,10 +88,10 @@ func parsePreempt(s string) (sched.Preempt, error) {
 	return 0, fmt.Errorf("preemption model %q: want none, voluntary, full or lazy", s)
 }
 
-// normalizedSlice is normalized_sysctl_sched_base_slice of a release:
-// 0.75 ms from v6.6 (EEVDF) to v6.14, 0.70 ms from v6.15; 0.70 ms for a
-// release it cannot read.
-func normalizedSlice(release string) int64 {
+// NormalizedSlice is normalized_sysctl_sched_base_slice of a release:
+// 0.75 ms from v6.6 (EEVDF) to v6.14, 0.70 ms from v6.15 (commit
+// 2ae891b82695); 0.70 ms for a release it cannot read.
+func NormalizedSlice(release string) int64 {
 	major, rest, _ := strings.Cut(release, ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	a, err1 := strconv.Atoi(major)

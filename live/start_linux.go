@@ -2,12 +2,14 @@ package live
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -123,4 +125,42 @@ func StartPiped(cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader, error) {
 		return nil, nil, err
 	}
 	return in, bufio.NewReader(out), nil
+}
+
+// A Helper is a process of a run started by StartHelper, talking to it
+// line by line.
+type Helper struct {
+	Cmd *exec.Cmd
+	In  io.WriteCloser // its stdin
+	Out *bufio.Reader  // its stdout
+}
+
+// StartHelper starts cmd (from Command) as StartPiped does.
+func StartHelper(cmd *exec.Cmd) (*Helper, error) {
+	in, out, err := StartPiped(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &Helper{Cmd: cmd, In: in, Out: out}, nil
+}
+
+// Expect reads one line, which must start with word; it returns the rest.
+func (h *Helper) Expect(word string) (string, error) {
+	line, err := h.Out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("no answer (%w)", err)
+	}
+	line = strings.TrimSuffix(line, "\n")
+	rest, ok := strings.CutPrefix(line, word)
+	if !ok {
+		return "", fmt.Errorf("%q", line)
+	}
+	return strings.TrimSpace(rest), nil
+}
+
+// Kill closes the helper's stdin, kills it and waits for it.
+func (h *Helper) Kill() {
+	h.In.Close()
+	h.Cmd.Process.Kill()
+	h.Cmd.Wait()
 }

@@ -3,11 +3,10 @@ package schedwait
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/sched"
 	"mmlab/sched/fair"
@@ -40,7 +39,7 @@ func RunSim(ctx context.Context, o *Options, env experiment.Env, emit func(Resul
 // base slice that of d's release (NormalizedSlice); the fair class's
 // features v6.19's, the only set sched/fair has.
 func SimConfigOf(d machine.Description, until time.Duration) (*sched.SimConfig, int, error) {
-	p, err := ParsePreempt(d.Kernel.Preempt)
+	p, err := kernel.ParsePreempt(d.Kernel.Preempt)
 	if err != nil {
 		return nil, 0, fmt.Errorf("machine %s: %w", d.Name, err)
 	}
@@ -49,35 +48,7 @@ func SimConfigOf(d machine.Description, until time.Duration) (*sched.SimConfig, 
 		hz = 250
 	}
 	ncpu := min(max(d.Kernel.CPUs, 1), sched.MaxSimCPUs)
-	return &sched.SimConfig{Until: until, HZ: hz, Preempt: p, NormalizedSlice: NormalizedSlice(d.Kernel.Release)}, ncpu, nil
-}
-
-// ParsePreempt is a machine.Kernel preemption model as sched's; "" (not
-// known) is none, Kconfig's default.
-func ParsePreempt(s string) (sched.Preempt, error) {
-	for _, p := range []sched.Preempt{sched.PreemptNone, sched.PreemptVoluntary, sched.PreemptFull, sched.PreemptLazy} {
-		if s == p.String() {
-			return p, nil
-		}
-	}
-	if s == "" {
-		return sched.PreemptNone, nil
-	}
-	return 0, fmt.Errorf("preemption model %q: want none, voluntary, full or lazy", s)
-}
-
-// NormalizedSlice is normalized_sysctl_sched_base_slice of a release:
-// 0.75 ms from v6.6 to v6.14, 0.70 ms from v6.15 (commit 2ae891b82695);
-// 0.70 ms for a release it cannot read.
-func NormalizedSlice(release string) int64 {
-	major, rest, _ := strings.Cut(release, ".")
-	minor, _, _ := strings.Cut(rest, ".")
-	a, err1 := strconv.Atoi(major)
-	b, err2 := strconv.Atoi(minor)
-	if err1 == nil && err2 == nil && a == 6 && b < 15 {
-		return fair.NormalizedBaseSlice66
-	}
-	return fair.NormalizedBaseSlice
+	return &sched.SimConfig{Until: until, HZ: hz, Preempt: p, NormalizedSlice: kernel.NormalizedSlice(d.Kernel.Release)}, ncpu, nil
 }
 
 // SimWaits runs the workload on CPU 0 of a sim System of ncpu CPUs under

@@ -1,12 +1,9 @@
 package mapscan
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -25,9 +22,7 @@ var hooks struct {
 
 // helperProc is one helper process.
 type helperProc struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	*live.Helper
 	tid int // the thread that does its work ("ready TID")
 }
 
@@ -36,40 +31,20 @@ func startHelper(ctx context.Context, role string, env ...string) (*helperProc, 
 	if err != nil {
 		return nil, fmt.Errorf("mapscan: %w", err)
 	}
-	in, out, err := live.StartPiped(cmd)
+	lh, err := live.StartHelper(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("mapscan: starting the %s: %w", role, err)
 	}
-	h := &helperProc{cmd: cmd, in: in, out: out}
-	tid, err := h.expect("ready")
+	h := &helperProc{Helper: lh}
+	tid, err := h.Expect("ready")
 	if err == nil {
 		h.tid, err = strconv.Atoi(tid)
 	}
 	if err != nil {
-		h.kill()
+		h.Kill()
 		return nil, fmt.Errorf("mapscan: the %s did not start: %w", role, err)
 	}
 	return h, nil
-}
-
-// expect reads one line, which must start with word; it returns the rest.
-func (h *helperProc) expect(word string) (string, error) {
-	line, err := h.out.ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("no answer (%w)", err)
-	}
-	line = strings.TrimSuffix(line, "\n")
-	rest, ok := strings.CutPrefix(line, word)
-	if !ok {
-		return "", fmt.Errorf("%q", line)
-	}
-	return strings.TrimSpace(rest), nil
-}
-
-func (h *helperProc) kill() {
-	h.in.Close()
-	h.cmd.Process.Kill()
-	h.cmd.Wait()
 }
 
 // scannerCPUs returns the CPU of each scanner and its busy-waiter on a
@@ -107,7 +82,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	var helpers []*helperProc
 	defer func() {
 		for _, h := range helpers {
-			h.kill()
+			h.Kill()
 		}
 	}()
 	mapper, err := startHelper(ctx, roleMapper)
@@ -120,7 +95,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 		// As proc-vs-map.sh: the scanners first, then their busy-waiters.
 		cpus := scannerCPUs(runtime.NumCPU())
 		for i := range mapscan.NumScanners {
-			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.cmd.Process.Pid), kindEnv+"="+o.Scanners, cpuEnv+"="+strconv.Itoa(cpus[i]))
+			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.Cmd.Process.Pid), kindEnv+"="+o.Scanners, cpuEnv+"="+strconv.Itoa(cpus[i]))
 			if err != nil {
 				return mapscan.Stats{}, err
 			}
@@ -148,7 +123,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	if hooks.traceStarted != nil {
 		hooks.traceStarted()
 	}
-	if _, err := fmt.Fprintf(mapper.in, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
+	if _, err := fmt.Fprintf(mapper.In, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
 	}
 	type answer struct {
@@ -157,7 +132,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		line, err := mapper.expect("stats")
+		line, err := mapper.Expect("stats")
 		done <- answer{line, err}
 	}()
 	var a answer
@@ -182,8 +157,8 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 		st.LockTraceNote = "no lock tracepoints: " + note
 	}
 	for _, s := range scanners {
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		rest, err := s.expect("passes")
+		s.Cmd.Process.Signal(syscall.SIGTERM)
+		rest, err := s.Expect("passes")
 		if err != nil {
 			return st, fmt.Errorf("mapscan: scanner: %w", err)
 		}

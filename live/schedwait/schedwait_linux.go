@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -56,8 +54,8 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	if err != nil {
 		return err
 	}
-	defer h.kill()
-	group, err := setGroupNice(h.cmd.Process.Pid, o.GroupNice)
+	defer h.Kill()
+	group, err := setGroupNice(h.Cmd.Process.Pid, o.GroupNice)
 	if err != nil {
 		return err
 	}
@@ -67,7 +65,7 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	}
 	defer tr.Close()
 	env.Progress("tracing the nice-0 task %d and the nice-15 task %d on CPU %d for %v", h.hog, h.nice15, cpu, o.Duration)
-	if _, err := fmt.Fprintf(h.in, "go %d %d\n", o.Duration.D().Nanoseconds(), o.Seed); err != nil {
+	if _, err := fmt.Fprintf(h.In, "go %d %d\n", o.Duration.D().Nanoseconds(), o.Seed); err != nil {
 		return fmt.Errorf("schedwait: helper: %w", err)
 	}
 	type answer struct {
@@ -76,7 +74,7 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	}
 	done := make(chan answer, 1)
 	go func() {
-		line, err := h.expect("done")
+		line, err := h.Expect("done")
 		done <- answer{line, err}
 	}()
 	var a answer
@@ -178,9 +176,7 @@ func setGroupNice(pid, nice int) (string, error) {
 
 // pair is the helper process.
 type pair struct {
-	cmd         *exec.Cmd
-	in          io.WriteCloser
-	out         *bufio.Reader
+	*live.Helper
 	hog, nice15 int // the threads' ids
 }
 
@@ -199,40 +195,20 @@ func startPair(ctx context.Context, cpu int) (*pair, error) {
 		return nil, fmt.Errorf("schedwait: %w", err)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // an autogroup of its own (ksys_setsid → sched_autogroup_create_attach)
-	in, out, err := live.StartPiped(cmd)
+	h, err := live.StartHelper(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("schedwait: starting the helper: %w", err)
 	}
-	p := &pair{cmd: cmd, in: in, out: out}
-	rest, err := p.expect("ready")
+	p := &pair{Helper: h}
+	rest, err := p.Expect("ready")
 	if err == nil {
 		_, err = fmt.Sscanf(rest, "%d %d", &p.hog, &p.nice15)
 	}
 	if err != nil {
-		p.kill()
+		p.Kill()
 		return nil, fmt.Errorf("schedwait: the helper did not start: %w", err)
 	}
 	return p, nil
-}
-
-// expect reads one line, which must start with word; it returns the rest.
-func (p *pair) expect(word string) (string, error) {
-	line, err := p.out.ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("no answer (%w)", err)
-	}
-	line = strings.TrimSuffix(line, "\n")
-	rest, ok := strings.CutPrefix(line, word)
-	if !ok {
-		return "", fmt.Errorf("%q", line)
-	}
-	return strings.TrimSpace(rest), nil
-}
-
-func (p *pair) kill() {
-	p.in.Close()
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
 }
 
 // worker is one of the helper's two threads.
