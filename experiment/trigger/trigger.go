@@ -374,7 +374,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "trigger",
 	Seed:    "004",
 	Summary: "uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
-	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--optimize call,off] [--cases ...] [--cpus 1,2] [--duration D] [--json]
+	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--optimize call,off] [--cases ...] [--cpus 1,2] [--duration D] [--c2c] [--json]
 
 N producers, each pinned to its own CPU, call a target function in a tight
 loop; a probe on it counts hits. Cases: nop (no probe: the loop's own speed),
@@ -394,6 +394,9 @@ the seed's era and becomes a call to a trampoline in v6.14+ (x86-64 since
 variant a kernel that optimizes it and one that leaves it an int3, sampled
 in turn: what the optimization buys on uprobe-nop5 (jmp-slot is the
 proposed design of the redzone experiment).
+Sim: --c2c adds each kernel's contention profile (the cache lines that
+moved between its CPUs, as perf c2c reports them) after the table, with
+each line's transfers per hit, and to the JSON; another target refuses it.
 Live: the targets are Go-assembly leaves in this binary, the counter a BPF
 program on a uprobe_multi link or a perf-event uprobe; every call must be
 counted. Live needs Linux and root.
