@@ -85,6 +85,14 @@ type Options interface {
 	Validate() error
 }
 
+// TargetsValidator is implemented by Options with an option that only
+// some targets take: ValidateTargets checks the options against the
+// targets of the run (in ParseTargets' order), after Validate. Its errors
+// name the flag and the targets that take it.
+type TargetsValidator interface {
+	ValidateTargets(targets []Target) error
+}
+
 // Env is what a runner gets besides its options.
 type Env struct {
 	// Target is where the runner runs: Model or Sim for a model runner,

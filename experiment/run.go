@@ -132,6 +132,11 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	if err := inv.o.Validate(); err != nil {
 		return usage(err)
 	}
+	if tv, ok := any(inv.o).(TargetsValidator); ok {
+		if err := tv.ValidateTargets(targets); err != nil {
+			return usage(err)
+		}
+	}
 	for _, t := range targets {
 		if t == Sim && b.def.Model != nil && !b.def.Sim {
 			return usage(fmt.Errorf("--target sim: %s's model runner does not run on a simulated machine (it times and sleeps on the host's clock)", name))

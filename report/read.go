@@ -44,10 +44,12 @@ func Head(b []byte) (experiment string, err error) {
 // that the type always writes (no omitempty or omitzero) must be there;
 // an embedded pointer's fields are all there or none. Each value has its
 // field's JSON type; null is taken for a list, a map or an omitempty
-// pointer, as encoding/json writes their nil. Every number is a count, a
-// size, a time, a rate or a ratio: none is negative, except in a float
-// field tagged `report:"signed"` (a difference), and one of an integer
-// field, or of a float field tagged `report:"count"`, is a whole number.
+// pointer, as encoding/json writes their nil; a map with integer keys
+// has keys that are whole numbers of its key type, as encoding/json writes
+// them. Every number is a count, a size, a time, a rate or a ratio: none
+// is negative, except in a float field tagged `report:"signed"` (a
+// difference), and one of an integer field, or of a float field tagged
+// `report:"count"`, is a whole number.
 // Keys it does not know are ignored, so that a field a newer mmlab adds
 // within the same schema_version reads (a change that an older reader
 // would misread raises the version, which Head refuses), but not one that
@@ -249,10 +251,16 @@ func check(v any, t reflect.Type, path string, domain string) error {
 		}
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
-		if !ok || t.Key().Kind() != reflect.String {
+		kk := t.Key().Kind()
+		if !ok || kk != reflect.String && !isInteger(kk) {
 			return wrongType()
 		}
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			// encoding/json writes an integer key in decimal (a CPU's
+			// number, say).
+			if isInteger(kk) && !inDomain(key, t.Key(), "") {
+				return fmt.Errorf("%s: %w: got the key %q, want %s", join(path, key), ErrDomain, key, want(t.Key(), ""))
+			}
 			if err := check(obj[key], t.Elem(), join(path, key), domain); err != nil {
 				return err
 			}
@@ -270,6 +278,8 @@ func check(v any, t reflect.Type, path string, domain string) error {
 }
 
 func isNumber(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Float64 }
+
+func isInteger(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Uintptr }
 
 // inDomain says whether the JSON number s is one that the number type t
 // of a field with the report tag domain takes: none is negative but a

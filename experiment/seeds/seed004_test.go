@@ -2,6 +2,9 @@ package seeds
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +13,7 @@ import (
 	"mmlab/experiment/trigger"
 	"mmlab/machine"
 	"mmlab/report"
+	"mmlab/smp"
 )
 
 // Seed 004's trigger part has a column per model variant, the seed-era
@@ -53,5 +57,38 @@ func TestSeed004TriggerPart(t *testing.T) {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
+	}
+}
+
+// A trigger document whose sim results carry contention profiles (--c2c)
+// loads, their transfers by CPU (maps with integer keys) checked as
+// whole numbers; a CPU that is no number is refused.
+func TestLoadTriggerC2C(t *testing.T) {
+	dir := t.TempDir()
+	doc := report.NewDocument[*trigger.Options, trigger.Result]("trigger", machine.MustNamed("x86-64"), trigger.NewOptions())
+	doc.Params.C2C = true
+	r := trigger.NewResult(experiment.Row{Target: experiment.Sim, Variant: "v6.14+"}, trigger.AttachModel, "uprobe-nop", 2, []float64{1e6}, 1, 1)
+	r.C2C = &trigger.C2C{Ops: 1, Profile: &smp.Profile{Machine: "x86-64", CPUs: 2, Transfers: 1, CostNS: 48,
+		Lines: []smp.LineProfile{{Name: "mmap_lock.count", Words: []smp.WordProfile{{Name: "mmap_lock.count", RMWs: 2, Transfers: 1}},
+			RMWs: 2, Ops: 2, Transfers: 1, PerOp: 0.5, CostNS: 48, From: map[int]int64{0: 1}, To: map[int]int64{1: 1}}}}}
+	doc.Results = append(doc.Results, r)
+	if err := doc.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	sets, bad, err := Load(All(), []string{dir})
+	if err != nil || len(bad) > 0 || len(sets) != 1 || sets[0].Docs["trigger"] == nil {
+		t.Fatalf("%d sets, err %v, refused %v", len(sets), err, bad)
+	}
+	b := edited(t, dir, "trigger", func(d map[string]any) {
+		line := results(d)["c2c"].(map[string]any)["profile"].(map[string]any)["lines"].([]any)[0].(map[string]any)
+		line["from_cpus"] = map[string]any{"x": 1}
+	})
+	if err := os.WriteFile(filepath.Join(dir, "trigger.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, bad, err = Load(All(), []string{dir})
+	if want := `results[0].c2c.profile.lines[0].from_cpus.x: out of its domain: got the key "x", want a whole number of 0 or more`; err != nil || len(bad) != 1 ||
+		!errors.Is(bad[0], report.ErrDomain) || !strings.HasSuffix(bad[0].Error(), want) {
+		t.Errorf("a CPU key not a number: err %v, refused %v; want %q", err, bad, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"mmlab/machine"
 	"mmlab/report"
 	"mmlab/sched"
+	"mmlab/smp"
 	"mmlab/uprobes"
 )
 
@@ -34,6 +35,8 @@ type modelConfig struct {
 	// samples of Interval per flavour in turn.
 	Warmup, Interval time.Duration
 	Samples          int
+	// C2C takes each sim kernel's contention profile (smp.C2C).
+	C2C bool
 }
 
 // modelResult is one variant's measurement.
@@ -48,6 +51,7 @@ type modelResult struct {
 	CPUSamples []float64
 	Calls      uint64 // calls of the target in the samples
 	Hits       uint64 // handler (or ret_handler) calls in the samples
+	C2C        *C2C   // the sim kernel's contention profile, if asked
 }
 
 // triggerBatch is how many calls a producer makes between two looks at
@@ -60,6 +64,7 @@ type triggerKernel struct {
 	tasks []*kernel.Task // one thread of one process per CPU, leader first
 	entry uint64
 	hits  []paddedCount // per model CPU
+	calls uint64        // of the target, in every sample and warm-up so far
 }
 
 type paddedCount struct {
@@ -155,6 +160,7 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 		r.Wait()
 	}
 	elapsed = sched.Since(start)
+	k.calls += uint64(total.Load())
 	select {
 	case err = <-errs:
 	default:
@@ -229,6 +235,13 @@ func measureSim(ctx context.Context, c modelConfig) ([]modelResult, error) {
 			}
 			return nil
 		})
+		if err == nil && c.C2C {
+			ops := k.totalHits()
+			if !c.Case.Probed {
+				ops = k.calls
+			}
+			res[i].C2C = &C2C{Ops: ops, Profile: smp.C2C(k.Machine.Sys)}
+		}
 		k.Stop()
 		if err != nil {
 			return nil, err
@@ -309,7 +322,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
 			mc := modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
-				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples()}
+				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples(), C2C: o.C2C && env.Sim != nil}
 			if env.Sim != nil {
 				mc.Sim = &kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until}
 			}
@@ -334,6 +347,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 				}
 				r := NewResult(env.Row(mr.Variant), AttachModel, name, n, mr.Samples, mr.Calls, mr.Hits)
 				r.Optimize = mr.Optimize.String()
+				r.C2C = mr.C2C
 				if len(mr.CPUSamples) > 0 {
 					p := &PerCPU{MopsCPURuns: scale(mr.CPUSamples, 1e-6)}
 					p.MopsCPU, p.MopsCPUStddev = report.MeanStddev(p.MopsCPURuns)

@@ -21,6 +21,7 @@ import (
 	"mmlab/experiment"
 	"mmlab/experiment/attach"
 	"mmlab/report"
+	"mmlab/smp"
 	"mmlab/uapi"
 	"mmlab/uprobes"
 )
@@ -90,6 +91,9 @@ type Options struct {
 	Warmup   experiment.Duration `json:"warmup_ms"`
 	Duration experiment.Duration `json:"duration_ms"`
 	Interval experiment.Duration `json:"interval_ms"`
+	// C2C takes, on the sim target, each kernel's contention profile
+	// (smp.C2C) into its result and prints it after the table.
+	C2C bool `json:"c2c,omitempty"`
 
 	// LoadavgEnd is set by the run, not by a flag: the one-minute load
 	// average at its end (NoteLoad).
@@ -120,6 +124,18 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	experiment.Var(fs, &o.Warmup, "warmup", "warm-up before the first sample")
 	experiment.Var(fs, &o.Duration, "duration", "measured time after warm-up: one sample per interval")
 	experiment.Var(fs, &o.Interval, "interval", "sample length")
+	fs.BoolVar(&o.C2C, "c2c", false, "sim only: each kernel's contention profile (the cache lines that moved between CPUs, as perf c2c reports them) after the table and in the JSON")
+}
+
+// ValidateTargets refuses --c2c on a target other than sim: only a
+// simulated machine has cache lines to profile.
+func (o *Options) ValidateTargets(targets []experiment.Target) error {
+	for _, t := range targets {
+		if o.C2C && t != experiment.Sim {
+			return fmt.Errorf("--c2c: the contention profile is of simulated machines only: want --target sim, got %s among the targets", t)
+		}
+	}
+	return nil
 }
 
 // Validate checks every option.
@@ -164,6 +180,17 @@ type Result struct {
 	*PerCPU
 	*VsSRCU
 	*CPUVsSRCU
+	// C2C is the sim kernel's contention profile with --c2c.
+	C2C *C2C `json:"c2c,omitempty"`
+}
+
+// C2C is the contention profile of one sim kernel's run (its warm-up and
+// samples): the cache lines that moved between its CPUs.
+type C2C struct {
+	// Ops are the run's hits (calls for the case without a probe), what
+	// a line's transfers are counted per in the table.
+	Ops     uint64       `json:"ops"`
+	Profile *smp.Profile `json:"profile"`
 }
 
 // PerCPU is the model's rate per producer CPU-second times the producers:
@@ -267,6 +294,33 @@ func Table(w io.Writer, o *Options, rs []Result) {
 		}
 		fmt.Fprintln(w, FormatLine(r.Case, r.CPUs, r.Mops, r.MopsStddev))
 	}
+	for _, r := range rs {
+		if r.C2C != nil {
+			formatC2C(w, o, r)
+		}
+	}
+}
+
+// formatC2C prints r's contention profile headed by its kernel, with each
+// line's transfers per hit (per call without a probe) of the run.
+func formatC2C(w io.Writer, o *Options, r Result) {
+	per := "hit"
+	if c, _ := LookupCase(r.Case); !c.Probed {
+		per = "call"
+	}
+	c := r.C2C
+	fmt.Fprintf(w, "\n%s %s, %s (%d cpus): contention profile of the run (warm-up and samples), %d %ss\n", r.Target, modelName(o, r), r.Case, r.CPUs, c.Ops, per)
+	if c.Profile == nil {
+		return
+	}
+	if c.Ops > 0 {
+		fmt.Fprintf(w, "transfers per %s: %.3f", per, float64(c.Profile.Transfers)/float64(c.Ops))
+		for _, l := range c.Profile.Lines {
+			fmt.Fprintf(w, ", %s %.3f", l.Name, float64(l.Transfers)/float64(c.Ops))
+		}
+		fmt.Fprintln(w)
+	}
+	c.Profile.Format(w)
 }
 
 // rowName is modelName, after "sim" for a sim result.
@@ -320,7 +374,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "trigger",
 	Seed:    "004",
 	Summary: "uprobe hits per second on 1..N CPUs (the kernel's bench trig-*)",
-	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--optimize call,off] [--cases ...] [--cpus 1,2] [--duration D] [--json]
+	Help: `usage: mmlab run trigger [--target model|live|both] [--variant srcu,tasks-trace,v6.14+] [--attach uprobe_multi,perf] [--optimize call,off] [--cases ...] [--cpus 1,2] [--duration D] [--c2c] [--json]
 
 N producers, each pinned to its own CPU, call a target function in a tight
 loop; a probe on it counts hits. Cases: nop (no probe: the loop's own speed),
@@ -340,6 +394,9 @@ the seed's era and becomes a call to a trampoline in v6.14+ (x86-64 since
 variant a kernel that optimizes it and one that leaves it an int3, sampled
 in turn: what the optimization buys on uprobe-nop5 (jmp-slot is the
 proposed design of the redzone experiment).
+Sim: --c2c adds each kernel's contention profile (the cache lines that
+moved between its CPUs, as perf c2c reports them) after the table, with
+each line's transfers per hit, and to the JSON; another target refuses it.
 Live: the targets are Go-assembly leaves in this binary, the counter a BPF
 program on a uprobe_multi link or a perf-event uprobe; every call must be
 counted. Live needs Linux and root.
