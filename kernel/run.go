@@ -52,7 +52,12 @@ type Machine struct {
 
 	percpu        []machineCPU // indexed by model CPU id
 	textPokeSyncs atomic.Int64
-	hooks         testHooks // set only by tests (export_test.go)
+	// ipiGen counts onEachCPU's rounds of IPIs (the model's tlb_gen, for
+	// TLB flushes and core serializations alike): on a simulated machine a
+	// Runner that gave way flushes only if a round went out meanwhile or
+	// another Runner ran on its CPU (resumed).
+	ipiGen atomic.Uint64
+	hooks  testHooks // set only by tests (export_test.go)
 }
 
 // machineCPU is one model CPU's state in the Machine.
@@ -129,6 +134,7 @@ type Runner struct {
 	mm       *mm.MM // the task's mm when the Runner started (mm_cpumask's key)
 	interp   cpu.CPU
 	switched bool   // slept since the interpreter's TLB was last checked
+	ipiGen   uint64 // Machine.ipiGen at the last flush (simulated machines)
 	polls    uint32 // instruction boundaries, to look for stop requests now and then
 	done     chan struct{}
 }
@@ -191,9 +197,7 @@ const pollStopEvery = 64
 func (r *Runner) Poll() bool {
 	th := r.Task.Thread
 	th.Point()
-	if r.switched || th.Resumed() {
-		r.resumed()
-	}
+	r.checkResumed()
 	r.polls++
 	return r.polls%pollStopEvery == 0 && (r.Task.Killed() || th.Stopping())
 }
@@ -263,17 +267,33 @@ func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
 
 // checkResumed calls resumed if the task slept, or, in a deterministic run,
 // gave way to other tasks at a preemption point (whose flush IPIs reach only
-// the running task: sched.Thread.Resumed).
+// the running task: sched.Thread.Resumed). On a simulated machine, where a
+// thread gives way at every hand-off between virtual CPUs without leaving
+// its own, giving way flushes only when a round of IPIs went out meanwhile
+// or another Runner ran on the CPU: as switch_mm_irqs_off() compares the
+// mm's tlb_gen with the CPU's and keeps the TLB of a CPU that ran nothing
+// else. (The deterministic mode keeps flushing at every resume: its seeded
+// schedules, and the explorer's pinned replays, count the lock waits of
+// the refills.)
 func (r *Runner) checkResumed() {
-	if r.switched || r.Task.Thread.Resumed() {
+	if r.switched {
 		r.resumed()
+		return
 	}
+	if !r.Task.Thread.Resumed() {
+		return
+	}
+	if r.m.Sys.Sim() && r.ipiGen == r.m.ipiGen.Load() && r.m.percpu[r.Task.Thread.CPU()].curr.Load() == r {
+		return
+	}
+	r.resumed()
 }
 
 // resumed runs after the task slept: its CPU may have run other tasks and
 // missed flush IPIs, so the TLB is flushed, as switch_mm() does.
 func (r *Runner) resumed() {
 	r.switched = false
+	r.ipiGen = r.m.ipiGen.Load()
 	r.interp.Flush()
 	r.m.percpu[r.Task.Thread.CPU()].curr.Store(r)
 }
@@ -388,6 +408,7 @@ func (m *Machine) TextPokeSyncs() int64 { return m.textPokeSyncs.Load() }
 // task of mmp (every CPU if mmp is nil) and returns when each has run fn
 // on the interpreter of that Runner (if it still runs there).
 func (m *Machine) onEachCPU(mmp *mm.MM, w locking.Waiter, fn func(*cpu.CPU)) {
+	m.ipiGen.Add(1)
 	send := func() {
 		self := -1
 		if t := sched.Current(); t != nil {
