@@ -88,7 +88,9 @@ refscale type), srcu (srcu_read_lock/srcu_read_unlock), rcu-trace
 (rcu_read_lock_trace/rcu_read_unlock_trace), rcu (rcu_read_lock/
 rcu_read_unlock on a non-preemptible kernel: nothing).
 
---target model runs in real time on this host's cores; --target sim on a
+--target model runs in real time on this host's cores (readers beyond its
+CPUs share them, and their figures take in the host's time slices);
+--target sim on a
 simulated machine (--machine), where the figures are virtual time with the
 cache-line costs of package smp, the same for the same machine and seed.
 --target live needs the kernel's refscale module loaded (/sys/module/
