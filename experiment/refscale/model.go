@@ -3,6 +3,7 @@ package refscale
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"mmlab/experiment"
@@ -123,13 +124,14 @@ func (p *point) reader(r *kernel.Runner, i int) {
 }
 
 // measure runs o.Runs experiments of typ with n readers on a machine of
-// its own and returns each run's figure.
-func measure(ctx context.Context, o *Options, env experiment.Env, typ string, n int) ([]float64, error) {
+// its own and returns each run's figure, and on a simulated machine its
+// contention profile (smp.C2C), of the whole run: warm-up and cool-down
+// loops too.
+func measure(ctx context.Context, o *Options, env experiment.Env, typ string, n int) (runs []float64, prof *smp.Profile, err error) {
 	var m *kernel.Machine
 	if env.Sim != nil {
-		var err error
 		if m, err = kernel.NewSimMachine(env.Machine, n, kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		m = kernel.NewMachine(env.Machine, n)
@@ -139,8 +141,7 @@ func measure(ctx context.Context, o *Options, env experiment.Env, typ string, n 
 	p.started.Init("refscale.n_started")
 	p.warmed.Init("refscale.n_warmedup")
 	p.cooled.Init("refscale.n_cooleddown")
-	var runs []float64
-	err := m.Main("main_func", func() error {
+	err = m.Main("main_func", func() error {
 		p.sec = newSection(typ, m)
 		for range o.Runs {
 			ns, err := p.run(ctx)
@@ -151,7 +152,10 @@ func measure(ctx context.Context, o *Options, env experiment.Env, typ string, n 
 		}
 		return nil
 	})
-	return runs, err
+	if env.Sim != nil {
+		prof = smp.C2C(m.Sys)
+	}
+	return runs, prof, err
 }
 
 // RunModel runs every scale type at every reader count, each point on a
@@ -168,13 +172,20 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 	for _, typ := range o.Types {
 		for _, n := range o.Readers {
 			env.Progress("refscale %s, %d readers", typ, n)
-			runs, err := measure(ctx, o, env, typ, n)
+			runs, prof, err := measure(ctx, o, env, typ, n)
 			if err != nil {
 				return fmt.Errorf("%s %d readers: %w", typ, n, err)
 			}
 			r := NewResult(env.Row(VariantModel), typ, n, o.Loops, runs)
 			if env.Sim != nil {
 				r.Machine = env.Machine.Name
+				// The primitive's lines, not the check-in counters'.
+				for _, l := range prof.Lines {
+					if !strings.HasPrefix(l.Name, "refscale.n_") {
+						r.HotLine, r.HotLinePerAccess = l.Name, l.PerOp
+						break
+					}
+				}
 			}
 			emit(r)
 		}

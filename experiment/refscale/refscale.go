@@ -142,6 +142,12 @@ type Result struct {
 	NsRuns        []float64 `json:"ns_runs"`
 	// Machine is the simulated machine's name (sim results only).
 	Machine string `json:"machine,omitempty"`
+	// HotLine is, in a sim result, the cache line that moved between CPUs
+	// most (smp.C2C, over the whole point: warm-up and cool-down too), the
+	// check-in counters left out, and
+	// HotLinePerAccess its transfers per access; "" where none moved.
+	HotLine          string  `json:"hot_line,omitempty"`
+	HotLinePerAccess float64 `json:"hot_line_transfers_per_access,omitempty"`
 }
 
 // NewResult summarises the runs' figures.
@@ -157,13 +163,17 @@ func NewResult(row experiment.Row, typ string, readers, loops int, runs []float6
 // Table prints one row per point, in the order run.
 func Table(w io.Writer, _ *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "type\ttarget\treaders\tloops\tns/op\t±\truns\t")
+	fmt.Fprintln(tw, "type\ttarget\treaders\tloops\tns/op\t±\truns\thot line\ttransfers/access\t")
 	for _, r := range rs {
 		target := string(r.Target)
 		if r.Machine != "" {
 			target += ":" + r.Machine
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%.3f\t%d\t\n", r.Type, target, r.Readers, r.Loops, r.NsPerOp, r.NsPerOpStddev, len(r.NsRuns))
+		hot, per := "-", "-"
+		if r.HotLine != "" {
+			hot, per = r.HotLine, fmt.Sprintf("%.3f", r.HotLinePerAccess)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%.3f\t%d\t%s\t%s\t\n", r.Type, target, r.Readers, r.Loops, r.NsPerOp, r.NsPerOpStddev, len(r.NsRuns), hot, per)
 	}
 	tw.Flush()
 }
