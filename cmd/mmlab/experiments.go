@@ -12,6 +12,7 @@ import (
 	"mmlab/experiment/mapslock"
 	"mmlab/experiment/maptear"
 	"mmlab/experiment/redzone"
+	"mmlab/experiment/refscale"
 	"mmlab/experiment/schedwait"
 	"mmlab/experiment/trigger"
 	liveattach "mmlab/live/attach"
@@ -20,6 +21,7 @@ import (
 	livemapslock "mmlab/live/mapslock"
 	livemaptear "mmlab/live/maptear"
 	liveredzone "mmlab/live/redzone"
+	liverefscale "mmlab/live/refscale"
 	livereplay "mmlab/live/replay"
 	liveschedwait "mmlab/live/schedwait"
 	livetrigger "mmlab/live/trigger"
@@ -41,6 +43,7 @@ var boundExperiments = []experiment.Experiment{
 	experiment.Bind(trigger.Def, livetrigger.Run),
 	experiment.Bind(attach.Def, liveattach.Run),
 	experiment.Bind(schedwait.Def, liveschedwait.Run), // of no seed: the simulated scheduler against the kernel's
+	experiment.Bind(refscale.Def, liverefscale.Run),   // of no seed: the model's read-side primitives, as kernel/rcu/refscale.c times them
 }
 
 // replayTargets are the two runners of `mmlab replay`: the model runs on
