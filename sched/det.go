@@ -557,16 +557,7 @@ func (r *detRun) decide(t *Thread, op, obj string) (handed bool) {
 	}
 	if len(r.runnable) == 0 {
 		r.record(d)
-		if live := r.liveThreads(); len(live) > 0 {
-			r.fail(t, r.deadlock(live))
-			return false
-		}
-		r.cur = nil
-		detCur.Store(nil)
-		if t != nil {
-			r.ctl <- struct{}{} // every thread has exited
-		}
-		return false
+		return r.nothingToRun(t)
 	}
 	var next *Thread
 	if d.N == 1 {
@@ -690,6 +681,22 @@ func (r *detRun) advanceClock() bool {
 		}
 	}
 	return true
+}
+
+// nothingToRun ends the run when no thread can run, as t (nil: Run's
+// goroutine) finds: a deadlock if threads are left, else the end, every
+// thread having exited. It returns false: t keeps no baton.
+func (r *detRun) nothingToRun(t *Thread) bool {
+	if live := r.liveThreads(); len(live) > 0 {
+		r.fail(t, r.deadlock(live))
+		return false
+	}
+	r.cur = nil
+	detCur.Store(nil)
+	if t != nil {
+		r.ctl <- struct{}{} // every thread has exited
+	}
+	return false
 }
 
 func (r *detRun) liveThreads() []*Thread {

@@ -555,16 +555,7 @@ func (s *simRun) dispatch(t *Thread) (handed bool) {
 			continue
 		}
 		if c == nil && len(s.timers) == 0 {
-			if live := r.liveThreads(); len(live) > 0 {
-				r.fail(t, r.deadlock(live))
-				return false
-			}
-			r.cur = nil
-			detCur.Store(nil)
-			if t != nil {
-				r.ctl <- struct{}{} // every thread has exited
-			}
-			return false
+			return r.nothingToRun(t)
 		}
 		if c == nil || c.clock >= s.until {
 			r.rec.TimeLimit = true
