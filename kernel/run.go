@@ -197,7 +197,9 @@ const pollStopEvery = 64
 func (r *Runner) Poll() bool {
 	th := r.Task.Thread
 	th.Point()
-	r.checkResumed()
+	if r.switched || th.Resumed() {
+		r.gaveWay()
+	}
 	r.polls++
 	return r.polls%pollStopEvery == 0 && (r.Task.Killed() || th.Stopping())
 }
@@ -276,14 +278,14 @@ func (r *Runner) Fault(_ *cpu.Regs, f cpu.Fault) bool {
 // schedules, and the explorer's pinned replays, count the lock waits of
 // the refills.)
 func (r *Runner) checkResumed() {
-	if r.switched {
-		r.resumed()
-		return
+	if r.switched || r.Task.Thread.Resumed() {
+		r.gaveWay()
 	}
-	if !r.Task.Thread.Resumed() {
-		return
-	}
-	if r.m.Sys.Sim() && r.ipiGen == r.m.ipiGen.Load() && r.m.percpu[r.Task.Thread.CPU()].curr.Load() == r {
+}
+
+// gaveWay is checkResumed's slow path, after the task slept or gave way.
+func (r *Runner) gaveWay() {
+	if !r.switched && r.m.Sys.Sim() && r.ipiGen == r.m.ipiGen.Load() && r.m.percpu[r.Task.Thread.CPU()].curr.Load() == r {
 		return
 	}
 	r.resumed()
