@@ -27,8 +27,36 @@ type Topology struct {
 	// CPUs is Sockets × CoresPerSocket × ThreadsPerCore: the logical
 	// CPUs.
 	CPUs int `json:"cpus"`
+	// Numbering is the order in which Linux numbers the CPUs, that of
+	// the firmware's ACPI MADT: NumberSocketMajor or NumberInterleaved
+	// (Place).
+	Numbering string `json:"numbering"`
 	// Source says where the figures come from.
 	Source string `json:"source"`
+}
+
+// The CPU numberings of Topology.Numbering.
+const (
+	// NumberSocketMajor numbers the first thread of every core of socket
+	// 0, then of socket 1 and so on, then the second threads in the same
+	// order: CPUs c and c+Sockets×CoresPerSocket are SMT siblings.
+	NumberSocketMajor = "socket-major"
+	// NumberInterleaved numbers the sockets' cores alternately: CPU c
+	// sits on socket c mod Sockets, then as NumberSocketMajor within it.
+	NumberInterleaved = "interleaved"
+)
+
+// Place returns where CPU c of t sits: its socket, its core in the socket
+// and its thread in the core, as t.Numbering orders them. A CPU number of
+// t.CPUs or more wraps around (c mod t.CPUs).
+func (t Topology) Place(c int) (socket, core, thread int) {
+	c %= t.CPUs
+	perThread := t.Sockets * t.CoresPerSocket
+	thread, c = c/perThread, c%perThread
+	if t.Numbering == NumberInterleaved {
+		return c % t.Sockets, c / t.Sockets, thread
+	}
+	return c / t.CoresPerSocket, c % t.CoresPerSocket, thread
 }
 
 // Clock is a CPU's clock.
@@ -189,6 +217,8 @@ func (d *Description) check() error {
 		return fmt.Errorf("topology has %d CPUs (%d×%d×%d), the kernel %d", t.CPUs, t.Sockets, t.CoresPerSocket, t.ThreadsPerCore, d.Kernel.CPUs)
 	case t.Source == "":
 		return errors.New("topology has no source")
+	case t.Numbering != NumberSocketMajor && t.Numbering != NumberInterleaved:
+		return fmt.Errorf("topology numbering %q: want %s or %s", t.Numbering, NumberSocketMajor, NumberInterleaved)
 	case !(d.Clock.GHz > 0) || d.Clock.Source == "":
 		return fmt.Errorf("clock %+v", d.Clock)
 	}

@@ -57,7 +57,7 @@ func TestNamedCostOrder(t *testing.T) {
 // simulated machine needs is refused.
 func TestParseNamedRejects(t *testing.T) {
 	good := `[{"name":"a","source":"s","features":{"ospke":false,"la57":false,"mmap_min_addr":0,"cap_sys_rawio":false},` +
-		`"kernel":{"release":"6.18","cpus":1},"topology":{"sockets":1,"cores_per_socket":1,"threads_per_core":1,"cores_per_llc":1,"numa_nodes":1,"cpus":1,"source":"s"},` +
+		`"kernel":{"release":"6.18","cpus":1},"topology":{"sockets":1,"cores_per_socket":1,"threads_per_core":1,"cores_per_llc":1,"numa_nodes":1,"cpus":1,"numbering":"socket-major","source":"s"},` +
 		`"clock":{"ghz":1,"source":"s"},"costs":COSTS}]`
 	var costs []string
 	var c Costs
@@ -88,7 +88,7 @@ func hostCalibration() Calibration {
 	d := Host()
 	x := MustNamed("xeon-gold-6138-2s")
 	d.Costs, d.Clock = x.Costs, x.Clock
-	d.Topology = Topology{Sockets: 1, CoresPerSocket: d.Kernel.CPUs, ThreadsPerCore: 1, CoresPerLLC: d.Kernel.CPUs, NUMANodes: 1, CPUs: d.Kernel.CPUs, Source: "test"}
+	d.Topology = Topology{Sockets: 1, CoresPerSocket: d.Kernel.CPUs, ThreadsPerCore: 1, CoresPerLLC: d.Kernel.CPUs, NUMANodes: 1, CPUs: d.Kernel.CPUs, Numbering: NumberSocketMajor, Source: "test"}
 	if t, _, err := ReadTopology("/sys"); err == nil {
 		d.Topology = t
 	}
@@ -188,7 +188,7 @@ func TestReadTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Topology{Sockets: 2, CoresPerSocket: 2, ThreadsPerCore: 2, CoresPerLLC: 2, NUMANodes: 2, CPUs: 8, Source: top.Source}
+	want := Topology{Sockets: 2, CoresPerSocket: 2, ThreadsPerCore: 2, CoresPerLLC: 2, NUMANodes: 2, CPUs: 8, Numbering: NumberSocketMajor, Source: top.Source}
 	if top != want {
 		t.Errorf("ReadTopology = %+v, want %+v", top, want)
 	}
@@ -236,5 +236,28 @@ func TestReadClockAndMitigations(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "l1tf"), []byte("Not affected\n"), 0o644)
 	if m := readMitigations(dir); m != "meltdown: Mitigation: PTI ("+dir+")" {
 		t.Errorf("readMitigations = %q", m)
+	}
+}
+
+// TestPlace pins both numberings on seed 004's machine (2 sockets × 20
+// cores × 2 threads): socket-major puts CPUs 0-19 on socket 0 and CPU 40
+// beside CPU 0; interleaved alternates the sockets.
+func TestPlace(t *testing.T) {
+	sm, il := MustNamed("xeon-gold-6138-2s").Topology, MustNamed("xeon-gold-6138-2s-interleaved").Topology
+	type place struct{ socket, core, thread int }
+	for _, c := range []struct {
+		top  Topology
+		cpu  int
+		want place
+	}{
+		{sm, 0, place{0, 0, 0}}, {sm, 1, place{0, 1, 0}}, {sm, 19, place{0, 19, 0}}, {sm, 20, place{1, 0, 0}},
+		{sm, 40, place{0, 0, 1}}, {sm, 79, place{1, 19, 1}}, {sm, 80, place{0, 0, 0}},
+		{il, 0, place{0, 0, 0}}, {il, 1, place{1, 0, 0}}, {il, 2, place{0, 1, 0}}, {il, 39, place{1, 19, 0}},
+		{il, 40, place{0, 0, 1}}, {il, 41, place{1, 0, 1}},
+	} {
+		s, k, th := c.top.Place(c.cpu)
+		if got := (place{s, k, th}); got != c.want {
+			t.Errorf("%s: Place(%d) = %+v, want %+v", c.top.Numbering, c.cpu, got, c.want)
+		}
 	}
 }

@@ -175,6 +175,13 @@ func ReadTopology(sys string) (Topology, map[int]CPULocation, error) {
 	t.ThreadsPerCore = len(cpus) / len(cores)
 	t.CoresPerLLC = len(cores) / len(llcs)
 	t.CPUs = t.Sockets * t.CoresPerSocket * t.ThreadsPerCore
+	// Two sockets numbered alternately put CPU 1 on another package than
+	// CPU 0; otherwise Place's socket-major order is taken (a model choice
+	// where the CPUs are not numbered exactly so).
+	t.Numbering = NumberSocketMajor
+	if l0, l1 := locs[cpus[0]], locs[cpus[min(1, len(cpus)-1)]]; t.Sockets > 1 && l0.Package != l1.Package {
+		t.Numbering = NumberInterleaved
+	}
 	if b, err := os.ReadFile(sys + "/devices/system/node/online"); err == nil {
 		if nodes, err := ParseCPUList(strings.TrimSpace(string(b))); err == nil && len(nodes) > 0 {
 			t.NUMANodes = len(nodes)

@@ -205,7 +205,7 @@ func TestNamedFeatures(t *testing.T) {
 	if x86.OSPKE || x86.LA57 || !pku.OSPKE || pku.LA57 || !la57.OSPKE || !la57.LA57 {
 		t.Errorf("x86-64 %+v, x86-64-pku %+v, x86-64-la57 %+v", x86, pku, la57)
 	}
-	if !slices.Equal(Names(), []string{"host", "x86-64", "x86-64-pku", "x86-64-la57", "epyc-vm-32", "xeon-gold-6138-2s"}) {
+	if !slices.Equal(Names(), []string{"host", "x86-64", "x86-64-pku", "x86-64-la57", "epyc-vm-32", "xeon-gold-6138-2s", "xeon-gold-6138-2s-interleaved", "virtme-ng-4"}) {
 		t.Errorf("Names() = %v", Names())
 	}
 }

@@ -143,10 +143,8 @@ func newMemory(s *sched.System) *memory {
 		// A run of more CPUs than the topology has wraps around (a model
 		// choice: CPU c sits where CPU c mod Topology.CPUs does, as an SMT
 		// sibling of it).
-		perThread := t.Sockets * t.CoresPerSocket
 		for c := range n {
-			rem := c % t.CPUs % perThread
-			socket, core := rem/t.CoresPerSocket, rem%t.CoresPerSocket
+			socket, core, _ := t.Place(c)
 			m.place[c] = cpuPlace{socket: socket, core: core, llc: core / t.CoresPerLLC}
 		}
 		m.cost = [NumClasses]int64{ns(d.Costs.LineSMT), ns(d.Costs.LineLLC), ns(d.Costs.LineSocket), ns(d.Costs.LineRemote)}

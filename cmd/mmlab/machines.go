@@ -115,8 +115,8 @@ func writeHostCosts(w io.Writer) {
 // with its source.
 func writeCosts(w io.Writer, d machine.Description) {
 	t := d.Topology
-	fmt.Fprintf(w, "  topology: sockets × cores × threads %d × %d × %d = %d CPUs, cores per last-level cache %d, NUMA nodes %d (%s)\n",
-		t.Sockets, t.CoresPerSocket, t.ThreadsPerCore, t.CPUs, t.CoresPerLLC, t.NUMANodes, t.Source)
+	fmt.Fprintf(w, "  topology: sockets × cores × threads %d × %d × %d = %d CPUs, cores per last-level cache %d, NUMA nodes %d, numbered %s (%s)\n",
+		t.Sockets, t.CoresPerSocket, t.ThreadsPerCore, t.CPUs, t.CoresPerLLC, t.NUMANodes, t.Numbering, t.Source)
 	fmt.Fprintf(w, "  clock:    %.3f GHz (%s)\n", d.Clock.GHz, d.Clock.Source)
 	fmt.Fprintf(w, "  costs, ns:\n")
 	d.Costs.Each(func(name string, c *machine.Cost) {
