@@ -167,6 +167,27 @@ type Settings struct {
 	// EstQuick and EstFull are the expected run time of both targets,
 	// for the progress line and the full setting's announcement.
 	EstQuick, EstFull time.Duration
+	// Sim, if set, is the experiment's sim step in mmlab all: the seed's
+	// own table on the seed's machine (--target sim).
+	Sim *SimSettings
+}
+
+// SimSettings are an experiment's arguments on a simulated machine in the
+// settings of `mmlab all`: the column "sim, <Machine>" of its seed's table.
+type SimSettings struct {
+	// Machine is the named description the seed's table ran on
+	// (machine.Named).
+	Machine string
+	// Quick, Full and Smoke are the arguments in each setting, without
+	// --target, --machine and --out (mmlab all adds them).
+	Quick, Full, Smoke []string
+	// Points, if set, are Full split into the independent points of a
+	// sweep (each an argument list as Full), run one per index by
+	// `mmlab all --full --point I` (a Kubernetes Indexed Job's completion
+	// index) and merged by `mmlab report`. Nil: Full is one point.
+	Points [][]string
+	// EstQuick and EstFull are the host time each setting takes.
+	EstQuick, EstFull time.Duration
 }
 
 // VerdictLine is a Verdict's line for judgement: "verdict: " and it, or
