@@ -93,6 +93,15 @@ type named struct {
 	name string
 }
 
+// String is the value's; "" for the zero named, which flag.PrintDefaults
+// makes to tell a default from the zero value.
+func (n named) String() string {
+	if n.Value == nil {
+		return ""
+	}
+	return n.Value.String()
+}
+
 func (n named) Set(s string) error {
 	if err := n.Value.Set(s); err != nil {
 		return fmt.Errorf("--%s %s: %w", n.name, s, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,4 +52,17 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// TestExperimentHelp runs every experiment's --help: it exits 0 and prints
+// each flag's default without the flag package's panic report (a flag
+// Value whose zero value cannot print itself).
+func TestExperimentHelp(t *testing.T) {
+	for _, e := range boundExperiments {
+		var out bytes.Buffer
+		code := e.Main(context.Background(), []string{"--help"}, &out, &out)
+		if code != 0 || strings.Contains(out.String(), "panic") || !strings.Contains(out.String(), "-target") {
+			t.Errorf("mmlab run %s --help: exit %d, output:\n%s", e.Name(), code, out.String())
+		}
+	}
 }
