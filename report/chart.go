@@ -156,7 +156,7 @@ func layoutChart(ch *Chart) chartView {
 			switch {
 			case !plottable(p.X) || !plottable(p.Y):
 				nonFinite++
-			case ch.LogY && p.Y <= 0:
+			case ch.LogY && p.Y <= 0, ch.LogX && !categorical && p.X <= 0:
 				nonPositive++
 			case categorical && (p.X != math.Trunc(p.X) || p.X < 0 || int(p.X) >= len(ch.Categories)):
 				offAxis++
@@ -264,7 +264,7 @@ func layoutChart(ch *Chart) chartView {
 			v.XTicks = append(v.XTicks, t)
 		}
 	} else {
-		xsc = numericX(xs)
+		xsc = numericX(xs, ch.LogX)
 		xsc.P0, xsc.P1 = x0, x1
 		for _, t := range xsc.Ticks {
 			x := xsc.pos(t)
@@ -368,7 +368,7 @@ func layoutChart(ch *Chart) chartView {
 
 // numericX is the X scale of a Lines chart: the values themselves when they
 // are a few integers (CPU counts), else nice ticks.
-func numericX(xs []float64) scale {
+func numericX(xs []float64, log bool) scale {
 	if len(xs) == 0 {
 		return linearScale(0, 1, 6, false)
 	}
@@ -377,7 +377,17 @@ func numericX(xs []float64) scale {
 	for _, x := range distinct {
 		integers = integers && x == math.Trunc(x)
 	}
-	if integers && len(distinct) <= 12 {
+	switch {
+	case log && len(distinct) <= 12:
+		// One tick per value, placed logarithmically (1, 2, 4 ... 80).
+		s := scale{Lo: distinct[0], Hi: distinct[len(distinct)-1], Log: true, Ticks: distinct}
+		if s.Hi == s.Lo {
+			s.Hi = 2 * s.Lo
+		}
+		return s
+	case log:
+		return logScale(distinct[0], distinct[len(distinct)-1])
+	case integers && len(distinct) <= 12:
 		return integerScale(distinct)
 	}
 	return linearScale(distinct[0], distinct[len(distinct)-1], 8, false)

@@ -236,3 +236,16 @@ func TestChartPlacesPoints(t *testing.T) {
 		t.Errorf("log axis: 10 at y=%v, want %v", y(lp[1]), mid)
 	}
 }
+
+// A logarithmic X axis places CPU counts that double at equal steps, one
+// tick per count, and leaves out a point at zero with a note.
+func TestLogX(t *testing.T) {
+	v := layoutChart(&Chart{Kind: Lines, LogX: true, Series: []Series{{Name: "s", Points: []Point{{1, 1}, {2, 2}, {4, 3}, {0, 4}}}}})
+	if len(v.XTicks) != 3 || v.Skipped != 1 {
+		t.Fatalf("ticks %+v, skipped %d", v.XTicks, v.Skipped)
+	}
+	x := func(i int) float64 { f, _ := strconv.ParseFloat(v.XTicks[i].X, 64); return f }
+	if d1, d2 := x(1)-x(0), x(2)-x(1); math.Abs(d1-d2) > 0.2 || d1 <= 0 {
+		t.Errorf("ticks at %v, %v, %v: want equal steps", x(0), x(1), x(2))
+	}
+}

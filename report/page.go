@@ -77,6 +77,7 @@ type Chart struct {
 	XLabel     string   // with its unit
 	YLabel     string   // with its unit
 	LogY       bool     // logarithmic Y axis (latencies spanning decades)
+	LogX       bool     // Lines: logarithmic X axis (CPU counts doubling)
 	Categories []string // Dots and Bars: the X categories, in order
 	Series     []Series
 	// Reference lines drawn across the plot (a quiet baseline).

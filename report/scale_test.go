@@ -90,11 +90,11 @@ func TestLogScale(t *testing.T) {
 }
 
 func TestNumericX(t *testing.T) {
-	s := numericX([]float64{4, 1, 2, 2, 8})
+	s := numericX([]float64{4, 1, 2, 2, 8}, false)
 	if !slices.Equal(s.Ticks, []float64{1, 2, 4, 8}) || s.Lo >= 1 || s.Hi <= 8 {
 		t.Errorf("a few CPU counts: ticks %v, domain [%v, %v]", s.Ticks, s.Lo, s.Hi)
 	}
-	if s := numericX([]float64{0.5, 3.7}); s.Ticks[0] > 0.5 || s.Ticks[len(s.Ticks)-1] < 3.7 || len(s.Ticks) < 3 {
+	if s := numericX([]float64{0.5, 3.7}, false); s.Ticks[0] > 0.5 || s.Ticks[len(s.Ticks)-1] < 3.7 || len(s.Ticks) < 3 {
 		t.Errorf("fractions: ticks %v", s.Ticks)
 	}
 }
