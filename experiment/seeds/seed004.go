@@ -2,6 +2,7 @@ package seeds
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ func section004(s *Seed, docs Docs) report.Seed {
 		if h := flavourHint(trig.Machine.Kernel); h != "" {
 			lines = append(lines, h)
 		}
+	}
+	if sim, line := addPart(&sec, docs, simDocName("trigger"), s.simTriggerPart); sim != nil && line != "" {
+		lines = append(lines, line)
 	}
 	var att report.Document[attach.Options, attach.Result]
 	if decode(docs, "attach", &att) {
@@ -255,4 +259,203 @@ func mops(x float64, ok bool) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", x)
+}
+
+// simTriggerPart is seed 004's sweep on its machine (the sim step): the
+// seed's two kernels and today's beside the published rows, one chart per
+// case on logarithmic axes, and the verdict clause (simVerdict004).
+func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Result]) (report.Part, string) {
+	mach := "sim"
+	if doc.ModelMachine != nil {
+		mach = "sim, " + doc.ModelMachine.Name
+	}
+	part := report.Part{Experiment: "trigger", Title: "Seed 004's sweep on its machine (" + mach + "): uprobe hits per second on 1..80 CPUs"}
+	pts := simPoints004(doc.Results)
+	variants := []string{"srcu", "tasks-trace", "v6.14+"}
+	t := report.Table{
+		Title:   fmt.Sprintf("M hits/s. published: %s; %s: %s", s.Published.Setting, mach, simSetting(doc)),
+		Columns: []string{"case", "CPUs", "published srcu", "published tasks-trace", mach + " srcu", mach + " tasks-trace", mach + " v6.14+", "sim/published srcu", "sim/published tasks-trace"},
+	}
+	var cases []string
+	var cpus []int
+	for _, r := range doc.Results {
+		if r.Case != "nop" && !slices.Contains(cases, r.Case) {
+			cases = append(cases, r.Case)
+		}
+		if !slices.Contains(cpus, r.CPUs) {
+			cpus = append(cpus, r.CPUs)
+		}
+	}
+	slices.Sort(cpus)
+	ratio := func(a, b float64, ok bool) string {
+		if !ok || b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	command := "mmlab run trigger --target sim --machine " + strings.TrimPrefix(mach, "sim, ") + " " + strings.Join(experiment.Args(&doc.Params, trigger.NewOptions()), " ")
+	for _, c := range cases {
+		ch := report.Chart{Title: c + ": hits per second, published and " + mach, Kind: report.Lines, XLabel: "CPUs (producers)",
+			YLabel: "M hits/s", LogX: true, LogY: true, Command: command}
+		for _, n := range cpus {
+			ps, okp := s.pubTrigger(c, n, false)
+			pt, okt := s.pubTrigger(c, n, true)
+			row := []string{c, strconv.Itoa(n), mops(ps, okp), mops(pt, okt)}
+			for _, v := range variants {
+				r, ok := pts[simKey{v, c, n}]
+				row = append(row, mops(r.Mops, ok))
+			}
+			rs, oks := pts[simKey{variants[0], c, n}]
+			rt, okt2 := pts[simKey{variants[1], c, n}]
+			row = append(row, ratio(rs.Mops, ps, oks && okp), ratio(rt.Mops, pt, okt2 && okt))
+			t.Rows = append(t.Rows, row)
+		}
+		for _, tt := range []bool{false, true} {
+			se := report.Series{Name: "published " + variants[map[bool]int{false: 0, true: 1}[tt]]}
+			for _, n := range cpus {
+				if x, ok := s.pubTrigger(c, n, tt); ok {
+					se.Points = append(se.Points, report.Point{X: float64(n), Y: x})
+				}
+			}
+			if len(se.Points) > 0 {
+				ch.Series = append(ch.Series, se)
+			}
+		}
+		for _, v := range variants {
+			se := report.Series{Name: mach + " " + v}
+			for _, n := range cpus {
+				if r, ok := pts[simKey{v, c, n}]; ok {
+					se.Points = append(se.Points, report.Point{X: float64(n), Y: r.Mops})
+				}
+			}
+			if len(se.Points) > 0 {
+				ch.Series = append(ch.Series, se)
+			}
+		}
+		part.Charts = append(part.Charts, ch)
+	}
+	part.Tables = append(part.Tables, t)
+	for _, r := range doc.Results {
+		if r.C2C != nil {
+			part.Notes = append(part.Notes, fmt.Sprintf("contention profile, %s %s on %d CPUs: %s", r.Variant, r.Case, r.CPUs, trigger.C2CSummary(r)))
+		}
+	}
+	line := simVerdict004(mach, s.Published.Trigger, pts)
+	return part, line
+}
+
+// simSetting says how a sim document's points were taken.
+func simSetting(doc *report.Document[trigger.Options, trigger.Result]) string {
+	o := doc.Params
+	return fmt.Sprintf("%v warm-up, samples of %v over %v of virtual time per point", o.Warmup, o.Interval, o.Duration)
+}
+
+// simKey names one point of a sim sweep.
+type simKey struct {
+	variant, c string
+	cpus       int
+}
+
+// simPoints004 indexes the sim results of a sweep by variant, case and
+// CPUs (the kernel's own nop5 optimization only).
+func simPoints004(rs []trigger.Result) map[simKey]trigger.Result {
+	m := map[simKey]trigger.Result{}
+	for _, r := range rs {
+		if r.Target == experiment.Sim {
+			k := simKey{r.Variant, r.Case, r.CPUs}
+			if _, dup := m[k]; !dup {
+				m[k] = r
+			}
+		}
+	}
+	return m
+}
+
+// pubTrigger is the seed's rate of case c on cpus CPUs under Tasks Trace
+// (tt) or SRCU.
+func (s *Seed) pubTrigger(c string, cpus int, tt bool) (float64, bool) {
+	i := slices.IndexFunc(s.Published.Trigger, func(p PubTrigger) bool { return p.Case == c && p.CPUs == cpus })
+	if i < 0 {
+		return 0, false
+	}
+	if tt {
+		return s.Published.Trigger[i].TasksTrace, true
+	}
+	return s.Published.Trigger[i].SRCU, true
+}
+
+// simVerdict004 is the clause that says whether the simulated sweep
+// reproduces the seed, by issue 29's tests: tasks-trace at least srcu at
+// every published point (or within the larger of the two points' spreads),
+// its lead on one CPU between +1% and +8%, each kernel's peak at 4, 8 or
+// 16 CPUs with a fall beyond it, and each published point within 1.5x.
+func simVerdict004(mach string, pub []PubTrigger, pts map[simKey]trigger.Result) string {
+	srcu, tt := "srcu", "tasks-trace"
+	var total, near, geN, geOK int
+	leadOK := true
+	worst, worstName := 1.0, ""
+	var leads, peaks []string
+	peak := map[[2]string]int{}
+	best := map[[2]string]float64{}
+	last := map[[2]string]float64{}
+	lastN := map[[2]string]int{}
+	for _, p := range pub {
+		rs, oks := pts[simKey{srcu, p.Case, p.CPUs}]
+		rt, okt := pts[simKey{tt, p.Case, p.CPUs}]
+		if !oks || !okt {
+			continue
+		}
+		geN++
+		if rt.Mops >= rs.Mops-max(rs.MopsStddev, rt.MopsStddev) {
+			geOK++
+		}
+		if p.CPUs == 1 && rs.Mops > 0 {
+			lead := rt.Mops/rs.Mops - 1
+			leads = append(leads, fmt.Sprintf("%s %+.1f%%", p.Case, lead*100))
+			leadOK = leadOK && lead >= 0.01 && lead <= 0.08
+		}
+		for _, k := range []struct {
+			v   string
+			sim float64
+			pub float64
+		}{{srcu, rs.Mops, p.SRCU}, {tt, rt.Mops, p.TasksTrace}} {
+			total++
+			r := k.sim / k.pub
+			if r <= 1.5 && r >= 1/1.5 {
+				near++
+			}
+			if d := math.Abs(math.Log(r)); d > math.Abs(math.Log(worst)) {
+				worst, worstName = r, fmt.Sprintf("%s %s on %d CPUs", k.v, p.Case, p.CPUs)
+			}
+			key := [2]string{k.v, p.Case}
+			if k.sim > best[key] {
+				best[key], peak[key] = k.sim, p.CPUs
+			}
+			if p.CPUs > lastN[key] {
+				last[key], lastN[key] = k.sim, p.CPUs
+			}
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	reproduced := geOK == geN && leadOK && len(leads) > 0
+	for _, c := range []string{"uprobe-nop", "uretprobe-nop"} {
+		for _, v := range []string{srcu, tt} {
+			key := [2]string{v, c}
+			if _, ok := peak[key]; !ok {
+				continue
+			}
+			falls := last[key] < best[key]
+			peaks = append(peaks, fmt.Sprintf("%s %s %d", v, c, peak[key]))
+			reproduced = reproduced && peak[key] >= 4 && peak[key] <= 16 && falls
+		}
+	}
+	reproduced = reproduced && near == total
+	verdict := "does not reproduce the seed"
+	if reproduced {
+		verdict = "reproduces the seed"
+	}
+	return fmt.Sprintf("%s %s: tasks-trace at least srcu at %d of %d points, on 1 CPU %s (the seed +3.7%%, +5.8%%); peaks at %s CPUs (the seed 8); %d of %d published points within 1.5x (furthest %s, %.2fx)",
+		mach, verdict, geOK, geN, strings.Join(leads, ", "), strings.Join(peaks, ", "), near, total, worstName, worst)
 }

@@ -3,6 +3,7 @@ package seeds
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,5 +91,49 @@ func TestLoadTriggerC2C(t *testing.T) {
 	if want := `results[0].c2c.profile.lines[0].from_cpus.x: out of its domain: got the key "x", want a whole number of 0 or more`; err != nil || len(bad) != 1 ||
 		!errors.Is(bad[0], report.ErrDomain) || !strings.HasSuffix(bad[0].Error(), want) {
 		t.Errorf("a CPU key not a number: err %v, refused %v; want %q", err, bad, want)
+	}
+}
+
+// seed004 returns seed 004.
+func seed004Of(t *testing.T) *Seed {
+	for _, s := range All() {
+		if s.ID == "004" {
+			return s
+		}
+	}
+	t.Fatal("no seed 004")
+	return nil
+}
+
+// simVerdict004 judges a sweep: the published rows themselves reproduce
+// the seed; the same rows at twice the rate miss the magnitude test, and
+// Tasks Trace slower than SRCU misses the direction test.
+func TestSimVerdict004(t *testing.T) {
+	s := seed004Of(t)
+	sweep := func(scale, ttScale float64) map[simKey]trigger.Result {
+		pts := map[simKey]trigger.Result{}
+		for _, p := range s.Published.Trigger {
+			pts[simKey{"srcu", p.Case, p.CPUs}] = trigger.Result{Mops: p.SRCU * scale}
+			pts[simKey{"tasks-trace", p.Case, p.CPUs}] = trigger.Result{Mops: p.TasksTrace * scale * ttScale}
+		}
+		return pts
+	}
+	n := 2 * len(s.Published.Trigger)
+	for _, c := range []struct {
+		name        string
+		scale, tt   float64
+		want, count string
+	}{
+		{"published", 1, 1, "sim reproduces the seed", fmt.Sprintf("%d of %d published points within 1.5x", n, n)},
+		{"twice", 2, 1, "sim does not reproduce the seed", fmt.Sprintf("0 of %d published points within 1.5x", n)},
+		{"tasks-trace slow", 1, 0.9, "sim does not reproduce the seed", "tasks-trace at least srcu at 4 of 14 points, on 1 CPU uprobe-nop -6.7%"},
+	} {
+		got := simVerdict004("sim", s.Published.Trigger, sweep(c.scale, c.tt))
+		if !strings.HasPrefix(got, c.want+":") || !strings.Contains(got, c.count) {
+			t.Errorf("%s: %q, want %q and %q", c.name, got, c.want, c.count)
+		}
+	}
+	if got := simVerdict004("sim", s.Published.Trigger, sweep(1, 1)); !strings.Contains(got, "peaks at srcu uprobe-nop 8, tasks-trace uprobe-nop 8, srcu uretprobe-nop 8, tasks-trace uretprobe-nop 8 CPUs") {
+		t.Errorf("peaks: %q", got)
 	}
 }

@@ -123,6 +123,10 @@ func (s *Seed) Section(docs Docs) report.Seed { return s.section(s, docs) }
 // Docs are saved documents by experiment name: the raw JSON of each.
 type Docs map[string][]byte
 
+// simDocName is the key in Docs of experiment name's sim document (the
+// seed's table on the seed's machine).
+func simDocName(name string) string { return "sim/" + name }
+
 // ReadDocs reads every <experiment>.json in dir.
 func ReadDocs(dir string) (Docs, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))

@@ -322,7 +322,7 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		c, _ := LookupCase(name)
 		for _, n := range o.CPUs {
 			mc := modelConfig{Machine: env.Machine, Case: c, CPUs: n, Variants: variants,
-				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples(), C2C: o.C2C && env.Sim != nil}
+				Warmup: o.Warmup.D(), Interval: o.Interval.D(), Samples: o.Samples(), C2C: o.profiled(n) && env.Sim != nil}
 			if env.Sim != nil {
 				mc.Sim = &kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until}
 			}

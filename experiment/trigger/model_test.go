@@ -169,7 +169,7 @@ func TestValidate(t *testing.T) {
 		args []string
 		want string // in the error
 	}{
-		{[]string{"--cpus", "999"}, `--cpus 999: "999": want a comma-separated list of counts from 1 to 64`},
+		{[]string{"--cpus", "999"}, `--cpus 999: "999": want a comma-separated list of counts from 1 to 128`},
 		{[]string{"--cpus", "1,0"}, `"0"`},
 		{[]string{"--cpus", ""}, `--cpus`},
 		{[]string{"--cases", "uprobe-foo"}, `--cases: unknown "uprobe-foo"`},

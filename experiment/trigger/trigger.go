@@ -73,8 +73,9 @@ func caseNames() []string {
 	return ns
 }
 
-// MaxProducers bounds --cpus: the seed's sweep ends at 64 CPUs.
-const MaxProducers = 64
+// MaxProducers bounds --cpus: the most CPUs a simulated machine has
+// (sched.MaxSimCPUs); seed 004's machine has 80.
+const MaxProducers = 128
 
 // Options are the options of `mmlab run trigger`; their JSON is the
 // document's params.
@@ -94,6 +95,8 @@ type Options struct {
 	// C2C takes, on the sim target, each kernel's contention profile
 	// (smp.C2C) into its result and prints it after the table.
 	C2C bool `json:"c2c,omitempty"`
+	// C2CAt, if set, limits the profile to these producer counts.
+	C2CAt []int `json:"c2c_at,omitempty"`
 
 	// LoadavgEnd is set by the run, not by a flag: the one-minute load
 	// average at its end (NoteLoad).
@@ -125,6 +128,13 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	experiment.Var(fs, &o.Duration, "duration", "measured time after warm-up: one sample per interval")
 	experiment.Var(fs, &o.Interval, "interval", "sample length")
 	fs.BoolVar(&o.C2C, "c2c", false, "sim only: each kernel's contention profile (the cache lines that moved between CPUs, as perf c2c reports them) after the table and in the JSON")
+	experiment.CountsVar(fs, &o.C2CAt, "c2c-at", "with --c2c: the producer counts to profile (default every --cpus count)", 1, MaxProducers)
+}
+
+// profiled reports whether the run at n producers takes a contention
+// profile.
+func (o *Options) profiled(n int) bool {
+	return o.C2C && (len(o.C2CAt) == 0 || slices.Contains(o.C2CAt, n))
 }
 
 // ValidateTargets refuses --c2c on a target other than sim: only a
@@ -134,6 +144,9 @@ func (o *Options) ValidateTargets(targets []experiment.Target) error {
 		if o.C2C && t != experiment.Sim {
 			return fmt.Errorf("--c2c: the contention profile is of simulated machines only: want --target sim, got %s among the targets", t)
 		}
+	}
+	if len(o.C2CAt) > 0 && !o.C2C {
+		return fmt.Errorf("--c2c-at %v: profiles are taken with --c2c only", o.C2CAt)
 	}
 	return nil
 }
@@ -314,13 +327,28 @@ func formatC2C(w io.Writer, o *Options, r Result) {
 		return
 	}
 	if c.Ops > 0 {
-		fmt.Fprintf(w, "transfers per %s: %.3f", per, float64(c.Profile.Transfers)/float64(c.Ops))
-		for _, l := range c.Profile.Lines {
-			fmt.Fprintf(w, ", %s %.3f", l.Name, float64(l.Transfers)/float64(c.Ops))
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, C2CSummary(r))
 	}
 	c.Profile.Format(w)
+}
+
+// C2CSummary is the line of r's contention profile: the cache-line
+// transfers per hit (per call without a probe), in all and per line.
+func C2CSummary(r Result) string {
+	per := "hit"
+	if c, _ := LookupCase(r.Case); !c.Probed {
+		per = "call"
+	}
+	c := r.C2C
+	if c == nil || c.Profile == nil || c.Ops == 0 {
+		return "no profile"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "transfers per %s: %.3f", per, float64(c.Profile.Transfers)/float64(c.Ops))
+	for _, l := range c.Profile.Lines {
+		fmt.Fprintf(&b, ", %s %.3f", l.Name, float64(l.Transfers)/float64(c.Ops))
+	}
+	return b.String()
 }
 
 // rowName is modelName, after "sim" for a sim result.
@@ -369,6 +397,45 @@ func cpuList() string {
 	return strings.Join(l, ",")
 }
 
+// SeedMachine is seed 004's machine: its sweep's 80-CPU Xeon Gold 6138.
+const SeedMachine = "xeon-gold-6138-2s"
+
+// SeedCPUs are the producer counts of seed 004's sweep, and the machine's
+// 80 CPUs.
+var SeedCPUs = []int{1, 2, 4, 8, 16, 32, 64, 80}
+
+// simSettings is seed 004's sweep on its machine: both of the seed's cases
+// and the extra rows (uprobe-ret, uprobe-nop5) on every variant, one point
+// per producer count, the contention profile at 8 producers (the seed's
+// peak). A simulated machine reaches its steady rate within a millisecond,
+// so samples of 2 ms of virtual time stand for the seed's 1 s ones (a
+// choice of the simulation: its samples of one run agree to 0.1%).
+func simSettings() *experiment.SimSettings {
+	timing := func(warmup, duration, interval string) []string {
+		return []string{"--warmup", warmup, "--duration", duration, "--interval", interval}
+	}
+	cpus := func(ns []int) string {
+		l := make([]string, len(ns))
+		for i, n := range ns {
+			l[i] = strconv.Itoa(n)
+		}
+		return strings.Join(l, ",")
+	}
+	cases := "uprobe-nop,uretprobe-nop,uprobe-ret,uprobe-nop5"
+	full := append([]string{"--cases", cases, "--c2c", "--c2c-at", "8"}, timing("2ms", "10ms", "2ms")...)
+	s := &experiment.SimSettings{
+		Machine:  SeedMachine,
+		Quick:    append([]string{"--cpus", cpus(SeedCPUs[:7]), "--cases", "uprobe-nop,uretprobe-nop"}, timing("1ms", "4ms", "1ms")...),
+		Full:     append([]string{"--cpus", cpus(SeedCPUs)}, full...),
+		Smoke:    append([]string{"--cpus", "1,2", "--cases", "uprobe-nop"}, timing("0s", "1ms", "500us")...),
+		EstQuick: 40 * time.Second, EstFull: 10 * time.Minute,
+	}
+	for _, n := range SeedCPUs {
+		s.Points = append(s.Points, append([]string{"--cpus", strconv.Itoa(n)}, full...))
+	}
+	return s
+}
+
 // Def is the trigger experiment.
 var Def = experiment.Def[*Options, Result]{
 	Name:    "trigger",
@@ -409,6 +476,7 @@ counted. Live needs Linux and root.
 			Full:     []string{"--cpus", cpuList(), "--warmup", "1s", "--duration", "5s", "--interval", "1s"},
 			Smoke:    []string{"--cpus", "1,2", "--cases", "uprobe-nop", "--warmup", "0s", "--duration", "100ms", "--interval", "50ms"},
 			EstQuick: 20 * time.Second, EstFull: 10 * time.Minute,
+			Sim: simSettings(),
 		}
 	},
 	Model: RunModel,
