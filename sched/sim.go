@@ -216,6 +216,9 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 // Sim reports whether s runs in sim mode.
 func (s *System) Sim() bool { return s.det != nil && s.det.sim != nil }
 
+// Sim reports whether t runs in a sim run.
+func (t *Thread) Sim() bool { return t.det != nil && t.det.sim != nil }
+
 func (s *simRun) cpuOf(t *Thread) *simCPU { return s.cpus[t.cpu.ID] }
 
 // spawn gives t its sim state: pinned to its CPU, of the fair class at the
@@ -745,6 +748,39 @@ func ThreadCPUTime() (time.Duration, bool) {
 	return 0, false
 }
 
+// KernelInstruction is one instruction of kernel code by the running
+// thread of a sim run (a loop's back edge), at SimConfig.InstructionPS
+// (PointCost without it), charged as Charge charges kernel work: unlike
+// Point, whose user code may run Lookahead ahead of the other CPUs' clocks,
+// kernel code never runs past the earliest other CPU, so that its accesses
+// to shared memory happen in causal order. A no-op outside sim mode.
+func KernelInstruction() {
+	if t := running(); t != nil && t.det.sim != nil {
+		s := t.sys().det.sim
+		c := s.cpuOf(t)
+		d := s.instruction(t)
+		if n := c.clock + d; n < c.nextTick && n < s.horizon && !c.resched && !c.lazy {
+			c.clock = n
+			return
+		}
+		s.charge(t, d, ctxIRQ)
+	}
+}
+
+// instruction is the cost of t's next instruction in ns: PointCost, or
+// InstructionPS with the picoseconds below a nanosecond carried to the
+// next.
+func (s *simRun) instruction(t *Thread) int64 {
+	if s.pointPS <= 0 {
+		return s.point
+	}
+	st := t.det.sim
+	st.ps += s.pointPS
+	d := st.ps / 1000
+	st.ps %= 1000
+	return d
+}
+
 // now is the virtual time of thread t, its CPU's clock: Now in sim mode.
 func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).clock) }
 
@@ -752,12 +788,7 @@ func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).
 // mode, without leaving the thread when nothing falls due.
 func (s *simRun) userPoint(t *Thread) {
 	c := s.cpuOf(t)
-	d := s.point
-	if s.pointPS > 0 {
-		st := t.det.sim
-		st.ps += s.pointPS
-		d, st.ps = st.ps/1000, st.ps%1000
-	}
+	d := s.instruction(t)
 	if n := c.clock + d; n < c.nextTick && n < s.userHorizon && !c.resched && !c.lazy {
 		c.clock = n
 		return

@@ -46,15 +46,20 @@ func newSection(typ string, m *kernel.Machine) section {
 }
 
 // readSection is refscale's ops->readsection(loops): loops+1 critical
-// sections (`for (i = nloops; i >= 0; i--)`), each followed by a preemption
-// point, the loop's back edge as an instruction boundary: in a sim run it is
-// where the other CPUs' clocks catch up, so that the readers' accesses
-// interleave in virtual time.
+// sections (`for (i = nloops; i >= 0; i--)`), the loop's back edge an
+// instruction of kernel code: in a sim run it is where the other CPUs'
+// clocks catch up (sched.KernelInstruction), so that the readers' accesses
+// interleave in virtual time; in real time a preemption point.
 func readSection(r *kernel.Runner, sec section, loops int) {
 	t := r.Thread()
+	sim := t.Sim()
 	for i := loops; i >= 0; i-- {
 		sec(r)
-		t.Point()
+		if sim {
+			sched.KernelInstruction()
+		} else {
+			t.Point()
+		}
 	}
 }
 

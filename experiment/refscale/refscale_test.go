@@ -116,3 +116,21 @@ func TestOptions(t *testing.T) {
 		t.Errorf("parsed %v %v", o.Types, o.Readers)
 	}
 }
+
+// Readers of one shared refcount interleave in virtual time: on two CPUs of
+// one socket each atomic_inc/atomic_dec pair moves the line once (0.5
+// transfers per access), and an operation costs about the other reader's
+// transfer more than on one CPU, as a line serialises its requesters.
+func TestSimRefcntInterleaves(t *testing.T) {
+	o := smallOptions()
+	o.Types, o.Loops = []string{TypeRefcnt}, 500
+	rs := run(t, simEnv(t), o)
+	one, two := rs[0], rs[1]
+	if two.HotLine != "refscale.refcnt" || two.HotLinePerAccess < 0.45 || two.HotLinePerAccess > 0.55 {
+		t.Errorf("2 readers: hot line %q at %.3f transfers per access, want refscale.refcnt at 0.5", two.HotLine, two.HotLinePerAccess)
+	}
+	xfer := simEnv(t).Machine.Costs.LineLLC.NS
+	if d := two.NsPerOp - one.NsPerOp; d < xfer || d > 3*xfer {
+		t.Errorf("ns/op %.1f on 1 reader, %.1f on 2: want the second to pay one to three %.1f ns transfers more", one.NsPerOp, two.NsPerOp, xfer)
+	}
+}
