@@ -94,16 +94,7 @@ func (s *Seed) triggerPart(doc *report.Document[trigger.Options, trigger.Result]
 		}
 		return doc.Results[i].Mops, true
 	}
-	pub := func(c string, cpus int, tt bool) (float64, bool) {
-		i := slices.IndexFunc(s.Published.Trigger, func(p PubTrigger) bool { return p.Case == c && p.CPUs == cpus })
-		if i < 0 {
-			return 0, false
-		}
-		if tt {
-			return s.Published.Trigger[i].TasksTrace, true
-		}
-		return s.Published.Trigger[i].SRCU, true
-	}
+	pub := s.pubTrigger
 	type col struct {
 		name             string
 		target           experiment.Target
@@ -112,17 +103,7 @@ func (s *Seed) triggerPart(doc *report.Document[trigger.Options, trigger.Result]
 	cols := []col{{"model srcu (v6.12)", experiment.Model, "srcu", ""}, {"model tasks-trace (v6.12)", experiment.Model, "tasks-trace", ""},
 		{"model v6.14+", experiment.Model, "v6.14+", ""},
 		{"live uprobe_multi", experiment.Live, experiment.VariantKernel, uapi.AttachMulti}, {"live perf", experiment.Live, experiment.VariantKernel, uapi.AttachPerf}}
-	var cases []string
-	var cpus []int
-	for _, r := range doc.Results {
-		if r.Case != "nop" && !slices.Contains(cases, r.Case) {
-			cases = append(cases, r.Case)
-		}
-		if !slices.Contains(cpus, r.CPUs) {
-			cpus = append(cpus, r.CPUs)
-		}
-	}
-	slices.Sort(cpus)
+	cases, cpus := casesAndCPUs(doc.Results)
 	t := report.Table{
 		Title:   fmt.Sprintf("M hits/s. published: %s; here: %s", s.Published.Setting, settingLine(doc.Machine, "model CPUs are goroutines on pinned threads")),
 		Columns: []string{"case", "CPUs", "published srcu", "published tasks-trace"},
@@ -276,17 +257,7 @@ func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Resu
 		Title:   fmt.Sprintf("M hits/s. published: %s; %s: %s", s.Published.Setting, mach, simSetting(doc)),
 		Columns: []string{"case", "CPUs", "published srcu", "published tasks-trace", mach + " srcu", mach + " tasks-trace", mach + " v6.14+", "sim/published srcu", "sim/published tasks-trace"},
 	}
-	var cases []string
-	var cpus []int
-	for _, r := range doc.Results {
-		if r.Case != "nop" && !slices.Contains(cases, r.Case) {
-			cases = append(cases, r.Case)
-		}
-		if !slices.Contains(cpus, r.CPUs) {
-			cpus = append(cpus, r.CPUs)
-		}
-	}
-	slices.Sort(cpus)
+	cases, cpus := casesAndCPUs(doc.Results)
 	ratio := func(a, b float64, ok bool) string {
 		if !ok || b == 0 {
 			return "-"
@@ -342,6 +313,21 @@ func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Resu
 	}
 	line := simVerdict004(mach, s.Published.Trigger, pts)
 	return part, line
+}
+
+// casesAndCPUs returns the probed cases of rs in order of appearance and
+// their CPU counts in increasing order.
+func casesAndCPUs(rs []trigger.Result) (cases []string, cpus []int) {
+	for _, r := range rs {
+		if r.Case != "nop" && !slices.Contains(cases, r.Case) {
+			cases = append(cases, r.Case)
+		}
+		if !slices.Contains(cpus, r.CPUs) {
+			cpus = append(cpus, r.CPUs)
+		}
+	}
+	slices.Sort(cpus)
+	return cases, cpus
 }
 
 // simSetting says how a sim document's points were taken.
