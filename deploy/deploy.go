@@ -1,7 +1,9 @@
-// Package deploy holds the Kubernetes manifest of the fleet check (one Job
-// per node running a bounded live fork-stall check, mmlab-check.yaml) and
-// reads it back, so that tests can check the manifest and the mmlab command
-// line in it. deploy/README.md says how to run it.
+// Package deploy holds the Kubernetes manifests of mmlab and reads them
+// back, so that tests can check each manifest and the mmlab command line in
+// it: the fleet check (one Job per node running a bounded live fork-stall
+// check, mmlab-check.yaml) and the sim sweep (an Indexed Job running one
+// point of mmlab all --full's sim sweep per completion index,
+// mmlab-sweep.yaml). deploy/README.md says how to run them.
 package deploy
 
 import (
@@ -12,6 +14,7 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -29,6 +32,24 @@ const (
 	ImagePlaceholder = "MMLAB_IMAGE"
 )
 
+// SweepManifest is mmlab-sweep.yaml with its placeholders ImagePlaceholder,
+// PointsPlaceholder and ParallelismPlaceholder.
+//
+//go:embed mmlab-sweep.yaml
+var SweepManifest []byte
+
+// The sweep manifest's placeholders besides the image: the Job's
+// completions (the number of points) and parallelism.
+const (
+	PointsPlaceholder      = "POINTS"
+	ParallelismPlaceholder = "PARALLELISM"
+)
+
+// IndexVar is the environment variable that the Job controller sets to a
+// pod's completion index in an Indexed Job; the sweep's command line
+// refers to it as $(IndexVar), which Kubernetes expands.
+const IndexVar = "JOB_COMPLETION_INDEX"
+
 // Job is the part of a Kubernetes batch/v1 Job that the manifest uses. It
 // is decoded with unknown fields rejected, so a misspelt field (which
 // Kubernetes would ignore, silently dropping a time limit) fails the parse.
@@ -37,6 +58,7 @@ type Job struct {
 	Kind       string   `yaml:"kind"`
 	Metadata   Metadata `yaml:"metadata"`
 	Spec       struct {
+		CompletionMode          string `yaml:"completionMode"`
 		Parallelism             *int32 `yaml:"parallelism"`
 		Completions             *int32 `yaml:"completions"`
 		BackoffLimit            *int32 `yaml:"backoffLimit"`
@@ -57,17 +79,26 @@ type Metadata struct {
 
 // PodSpec is the part of a pod's spec that the manifest uses.
 type PodSpec struct {
-	NodeName      string `yaml:"nodeName"`
-	RestartPolicy string `yaml:"restartPolicy"`
-	Tolerations   []struct {
+	NodeName        string `yaml:"nodeName"`
+	Hostname        string `yaml:"hostname"`
+	RestartPolicy   string `yaml:"restartPolicy"`
+	SecurityContext struct {
+		RunAsNonRoot *bool  `yaml:"runAsNonRoot"`
+		RunAsUser    *int64 `yaml:"runAsUser"`
+		FSGroup      *int64 `yaml:"fsGroup"`
+	} `yaml:"securityContext"`
+	Tolerations []struct {
 		Key      string `yaml:"key"`
 		Operator string `yaml:"operator"`
 		Effect   string `yaml:"effect"`
 	} `yaml:"tolerations"`
 	Containers []Container `yaml:"containers"`
 	Volumes    []struct {
-		Name     string    `yaml:"name"`
-		EmptyDir *struct{} `yaml:"emptyDir"`
+		Name                  string    `yaml:"name"`
+		EmptyDir              *struct{} `yaml:"emptyDir"`
+		PersistentVolumeClaim *struct {
+			ClaimName string `yaml:"claimName"`
+		} `yaml:"persistentVolumeClaim"`
 	} `yaml:"volumes"`
 }
 
@@ -77,8 +108,14 @@ type Container struct {
 	Image           string   `yaml:"image"`
 	Command         []string `yaml:"command"`
 	Args            []string `yaml:"args"`
+	WorkingDir      string   `yaml:"workingDir"`
 	SecurityContext struct {
-		Privileged *bool `yaml:"privileged"`
+		Privileged               *bool `yaml:"privileged"`
+		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+		Capabilities             struct {
+			Drop []string `yaml:"drop"`
+		} `yaml:"capabilities"`
 	} `yaml:"securityContext"`
 	Resources struct {
 		Requests map[string]string `yaml:"requests"`
@@ -95,6 +132,35 @@ type Container struct {
 func Render(node, image string) []byte {
 	b := bytes.ReplaceAll(Manifest, []byte(NodePlaceholder), []byte(node))
 	return bytes.ReplaceAll(b, []byte(ImagePlaceholder), []byte(image))
+}
+
+// RenderSweep returns the sweep manifest for an image, a sweep of points
+// points and a parallelism, as deploy/README.md makes it with sed.
+func RenderSweep(image string, points, parallelism int) []byte {
+	b := bytes.ReplaceAll(SweepManifest, []byte(ImagePlaceholder), []byte(image))
+	b = bytes.ReplaceAll(b, []byte(PointsPlaceholder), []byte(strconv.Itoa(points)))
+	return bytes.ReplaceAll(b, []byte(ParallelismPlaceholder), []byte(strconv.Itoa(parallelism)))
+}
+
+// SweepArgs returns the arguments that the sweep manifest's container
+// passes to mmlab, without the program and with $(JOB_COMPLETION_INDEX)
+// as written ("all", "--full", "--point", "$(JOB_COMPLETION_INDEX)", ...).
+func SweepArgs() ([]string, error) {
+	j, err := Parse(RenderSweep("image", 1, 1))
+	if err != nil {
+		return nil, err
+	}
+	return MmlabArgs(j)
+}
+
+// ForIndex returns args with each $(JOB_COMPLETION_INDEX) replaced by
+// index, as Kubernetes expands it in the pod of that completion index.
+func ForIndex(args []string, index int) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "$("+IndexVar+")", strconv.Itoa(index))
+	}
+	return out
 }
 
 // Parse decodes a manifest of exactly one Job, rejecting fields the Job

@@ -139,3 +139,75 @@ func TestParseRejects(t *testing.T) {
 		t.Errorf("a container running /bin/sh gives mmlab args %q", args)
 	}
 }
+
+// The sweep manifest is an Indexed Job of unprivileged pods, each running
+// one point of mmlab all --full's sim sweep by its completion index into
+// its own directory of a shared volume, under one host name.
+func TestSweepManifest(t *testing.T) {
+	m := RenderSweep("mmlab:v1", 5, 2)
+	for _, ph := range []string{ImagePlaceholder, PointsPlaceholder, ParallelismPlaceholder} {
+		if bytes.Contains(m, []byte(ph)) {
+			t.Errorf("RenderSweep leaves %s", ph)
+		}
+	}
+	j, err := Parse(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := j.Spec
+	if s.CompletionMode != "Indexed" {
+		t.Errorf("completionMode %q, want Indexed", s.CompletionMode)
+	}
+	if s.Completions == nil || *s.Completions != 5 || s.Parallelism == nil || *s.Parallelism != 2 {
+		t.Errorf("completions %v, parallelism %v, want 5 and 2", s.Completions, s.Parallelism)
+	}
+	pod := s.Template.Spec
+	if pod.RestartPolicy != "Never" || pod.Hostname == "" || pod.NodeName != "" {
+		t.Errorf("restartPolicy %q, hostname %q, nodeName %q: want Never, one host name for every point, no node", pod.RestartPolicy, pod.Hostname, pod.NodeName)
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if c.Image != "mmlab:v1" || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("image %q, container security %+v, pod security %+v: want the image given, no privileges", c.Image, sc, pod.SecurityContext)
+	}
+	if c.Resources.Requests["cpu"] != "1" {
+		t.Errorf("cpu request %q, want 1: a simulated machine runs one thread at a time", c.Resources.Requests["cpu"])
+	}
+
+	args, err := SweepArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := "$(" + IndexVar + ")"
+	if len(args) < 2 || args[0] != "all" || !slices.Contains(args, "--full") || flagValue(t, args, "point") != index {
+		t.Fatalf("args %q, want mmlab all --full --point %s ...", args, index)
+	}
+	out := flagValue(t, args, "out")
+	if !strings.Contains(out, index) {
+		t.Errorf("--out %s: the points would share a directory", out)
+	}
+	for _, a := range args {
+		if rest := strings.ReplaceAll(a, index, ""); strings.Contains(rest, "$(") {
+			t.Errorf("argument %q refers to a variable the pod does not have", a)
+		}
+	}
+	// --out is on the shared volume.
+	shared := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.PersistentVolumeClaim != nil && strings.HasPrefix(out, m.MountPath+"/") {
+				shared = true
+			}
+		}
+	}
+	if !shared {
+		t.Errorf("--out %s is not on a persistent volume claim", out)
+	}
+	if got := ForIndex(args, 7); flagValue(t, got, "point") != "7" || flagValue(t, got, "out") != strings.ReplaceAll(out, index, "7") {
+		t.Errorf("ForIndex(7): %q", got)
+	}
+	if _, err := Parse([]byte(strings.Replace(string(m), "completionMode:", "completionmode:", 1))); err == nil {
+		t.Error("a misspelt completionMode parsed")
+	}
+}

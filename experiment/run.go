@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,7 @@ type invocation[O Options, R Result] struct {
 	machine machine.Description // the model's, from --machine
 	sim     *SimRun             // --seed and --sim-until of a sim job
 	jobs    []job[O, R]
+	point   *report.SweepPoint // --sweep-point
 	json    bool
 	out     string
 }
@@ -88,6 +90,7 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	sim := SimRun{Seed: 1, Until: DefaultSimUntil}
 	fs.Uint64Var(&sim.Seed, "sim-seed", sim.Seed, "sim: seed of the simulated scheduler's ties (the same machine and seed give the same output)")
 	Var(fs, (*Duration)(&sim.Until), "sim-until", "sim: bound of each simulated machine's run in virtual time")
+	point := fs.String("sweep-point", "", "I/N: the document holds point I (from 0) of a sweep of N points, as mmlab all --full --point I runs it; mmlab report merges the points")
 	inv.o.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), b.def.Help)
@@ -110,6 +113,11 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 	targets, err := ParseTargets(inv.target)
 	if err != nil {
 		return usage(err)
+	}
+	if *point != "" {
+		if inv.point, err = ParseSweepPoint(*point); err != nil {
+			return usage(err)
+		}
 	}
 	variants := b.def.Variants
 	if *variant != "" {
@@ -154,6 +162,18 @@ func (b *bound[O, R]) parse(args []string, stderr io.Writer) (*invocation[O, R],
 		}
 	}
 	return inv, nil
+}
+
+// ParseSweepPoint parses --sweep-point I/N: N at least 1, I from 0 to
+// N-1.
+func ParseSweepPoint(value string) (*report.SweepPoint, error) {
+	i, n, ok := strings.Cut(value, "/")
+	index, err1 := strconv.Atoi(i)
+	of, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || of < 1 || index < 0 || index >= of {
+		return nil, fmt.Errorf("--sweep-point %q: want I/N, point I of N points, I from 0 to N-1", value)
+	}
+	return &report.SweepPoint{Index: index, Of: of}, nil
 }
 
 // DefaultSimUntil is --sim-until's default: a bound that no run of the
@@ -221,6 +241,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 	}
 	o, jobs, asJSON, out := inv.o, inv.jobs, &inv.json, &inv.out
 	doc := report.NewDocument[O, R](name, inv.machine, o)
+	doc.Point = inv.point
 	status := ExitOK
 	for _, j := range jobs {
 		if ctx.Err() != nil {

@@ -369,3 +369,29 @@ func TestDurationJSON(t *testing.T) {
 		t.Errorf("2s = %s, want 2000", b)
 	}
 }
+
+// --sweep-point I/N is saved as the document's point; a value that is not
+// a point of the sweep is a usage error naming the flag and the value.
+func TestMainSweepPoint(t *testing.T) {
+	e := Bind(toyDef(emitAll), nil)
+	code, out, errs := run(t, e, context.Background(), "--target", "model", "--sweep-point", "1/3", "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc report.Document[toyOptions, toyResult]
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Point == nil || *doc.Point != (report.SweepPoint{Index: 1, Of: 3}) {
+		t.Errorf("point %+v, want 1 of 3", doc.Point)
+	}
+	if _, out, _ := run(t, e, context.Background(), "--target", "model", "--json"); strings.Contains(out, `"point"`) {
+		t.Error("a run without --sweep-point saves a point")
+	}
+	for _, v := range []string{"3/3", "-1/3", "0/0", "1", "a/b", "1/2/3"} {
+		code, out, errs := run(t, e, context.Background(), "--target", "model", "--sweep-point", v)
+		if code != ExitUsage || out != "" || !strings.Contains(errs, "--sweep-point") || !strings.Contains(errs, v) {
+			t.Errorf("--sweep-point %s: exit %d, stderr %q; want exit 2 naming the flag and the value", v, code, errs)
+		}
+	}
+}

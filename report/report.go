@@ -5,12 +5,15 @@
 //
 //	{"schema_version", "experiment", "machine": {"kernel", "cpus", "mem_bytes", "go", ...},
 //	 "model_machine": {"name", "features"},
-//	 "params", "results": [...], "verdict", "skipped", "interrupted"}
+//	 "params", "results": [...], "verdict", "skipped", "interrupted", "point"}
 //
 // "machine" is the host that produced the document: live results always
 // ran there, and its "features" are the host's (machine.Host()).
 // "model_machine" is the machine description the model results ran on
 // (mmlab's --machine: "host" or a named description, with its features).
+//
+// "point", when set, says the document holds one point of a sweep (`mmlab
+// all --full --point I`): its index and the sweep's number of points.
 //
 // Readers of older documents: a document of version 2 has no
 // "model_machine" and no "machine"."features"; read its model results as
@@ -121,6 +124,16 @@ type Document[P, R any] struct {
 	// Interrupted is set when SIGINT or SIGTERM ended the run: Results hold
 	// what finished.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Point is set when the document holds one point of a sweep.
+	Point *SweepPoint `json:"point,omitempty"`
+}
+
+// SweepPoint is which point of a sweep a document holds: Index of the sweep's
+// Of points, numbered from 0. mmlab report merges the points of a sweep
+// into one document in Index order.
+type SweepPoint struct {
+	Index int `json:"index"`
+	Of    int `json:"of"`
 }
 
 // NewDocument starts a document for experiment whose model runs on the

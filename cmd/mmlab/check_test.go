@@ -53,18 +53,23 @@ func TestDeployCommandAccepted(t *testing.T) {
 	}
 }
 
-// Every step of `mmlab all`, in every setting, is a command line its
-// experiment accepts.
+// Every step of `mmlab all`, in every setting, and every point of the
+// full setting's sim sweep is a command line its experiment accepts.
 func TestAllStepsAccepted(t *testing.T) {
-	for _, setting := range []string{"quick", "full", "smoke"} {
-		for _, st := range seedsPlan(setting) {
+	for _, setting := range []string{"quick", "full", "smoke", "points"} {
+		steps := seedsPlan(setting)
+		if setting == "points" {
+			steps = seeds.Points(seeds.All())
+		}
+		for _, st := range steps {
+			args := st.RunArgs("both", "host", "DIR")
 			e := findExperiment(st.Experiment)
 			if e == nil {
 				t.Errorf("%s: unknown experiment %q", setting, st.Experiment)
 				continue
 			}
-			if err := e.Check(st.Args); err != nil {
-				t.Errorf("%s: mmlab run %s %q: %v", setting, st.Experiment, st.Args, err)
+			if err := e.Check(args); err != nil {
+				t.Errorf("%s: mmlab run %s %q: %v", setting, st.Experiment, args, err)
 			}
 		}
 	}

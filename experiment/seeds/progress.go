@@ -51,7 +51,7 @@ func (p *Progress) status(msg string) {
 		return
 	}
 	left := p.left + max(0, p.step.Est-time.Since(p.stepAt))
-	line := fmt.Sprintf("[seed %s · %s · %s elapsed · ~%s left] %s", p.seed, p.step.Experiment,
+	line := fmt.Sprintf("[seed %s · %s · %s elapsed · ~%s left] %s", p.seed, p.step.Label(),
 		time.Since(p.start).Round(time.Second), left.Round(time.Second), msg)
 	if p.terminal {
 		if len(line) > 160 {

@@ -53,7 +53,7 @@ func section004(s *Seed, docs Docs) report.Seed {
 			lines = append(lines, h)
 		}
 	}
-	if sim, line := addPart(&sec, docs, simDocName("trigger"), s.simTriggerPart); sim != nil && line != "" {
+	if sim, line := addPart(&sec, docs, SimKey("trigger"), s.simTriggerPart); sim != nil && line != "" {
 		lines = append(lines, line)
 	}
 	var att report.Document[attach.Options, attach.Result]

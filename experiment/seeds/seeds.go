@@ -5,6 +5,13 @@
 // section of the report built from their saved documents: the seed's table
 // with the published, model and live columns side by side, charts, and the
 // verdict line a user acts on.
+//
+// A results directory DIR of `mmlab all` holds one document per
+// experiment, DIR/<experiment>.json, of its model and live step, and one
+// per sim step, DIR/sim/<experiment>.json (--target sim on the step's
+// machine). Docs keys the first by the experiment's name and the second by
+// SimKey(name), "sim/<experiment>": a section asks for the sim document of
+// an experiment with docs[SimKey(name)].
 package seeds
 
 import (
@@ -98,6 +105,12 @@ type Step struct {
 
 // step is the step of the experiment d.
 func step[O experiment.Options, R experiment.Result](d experiment.Def[O, R]) Step {
+	return StepOf(d)
+}
+
+// StepOf is the step of the experiment d, with its settings, which a
+// caller may change (as a test gives an experiment a sim step).
+func StepOf[O experiment.Options, R experiment.Result](d experiment.Def[O, R]) Step {
 	return Step{d.Name, d.Settings(), read[O, R]}
 }
 
@@ -117,19 +130,51 @@ type Seed struct {
 	section func(s *Seed, docs Docs) report.Seed
 }
 
-// Section builds the seed's section from docs.
-func (s *Seed) Section(docs Docs) report.Seed { return s.section(s, docs) }
+// Section builds the seed's section from docs. A Seed built without a
+// section function (as a test builds one) has a section of its ID alone.
+func (s *Seed) Section(docs Docs) report.Seed {
+	if s.section == nil {
+		return report.Seed{ID: s.ID, Title: s.Published.Title}
+	}
+	return s.section(s, docs)
+}
 
-// Docs are saved documents by experiment name: the raw JSON of each.
+// Docs are saved documents, the raw JSON of each, by experiment name for
+// the model and live documents and by SimKey(name) for the sim ones.
 type Docs map[string][]byte
 
-// simDocName is the key in Docs of experiment name's sim document (the
-// seed's table on the seed's machine).
-func simDocName(name string) string { return "sim/" + name }
+// SimDir is the subdirectory of a results directory that holds the sim
+// steps' documents and logs.
+const SimDir = "sim"
 
-// ReadDocs reads every <experiment>.json in dir.
-func ReadDocs(dir string) (Docs, error) {
+// SimKey is the key in Docs of the sim document of experiment name, the one
+// saved in DIR/sim: "sim/" and the name.
+func SimKey(name string) string { return SimDir + "/" + name }
+
+// docKey is the key in Docs of the document of experiment exp saved in the
+// file path: SimKey(exp) in a directory named SimDir, else exp.
+func docKey(path, exp string) string {
+	if filepath.Base(filepath.Dir(path)) == SimDir {
+		return SimKey(exp)
+	}
+	return exp
+}
+
+// docFiles lists the documents of the results directory dir: dir/*.json
+// and dir/sim/*.json.
+func docFiles(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sim, err := filepath.Glob(filepath.Join(dir, SimDir, "*.json"))
+	return append(files, sim...), err
+}
+
+// ReadDocs reads every <experiment>.json in dir and in dir/sim, keyed as
+// Docs says.
+func ReadDocs(dir string) (Docs, error) {
+	files, err := docFiles(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +190,7 @@ func ReadDocs(dir string) (Docs, error) {
 		if json.Unmarshal(b, &head) != nil || head.Experiment == "" {
 			continue // not a document of ours
 		}
-		docs[head.Experiment] = b
+		docs[docKey(f, head.Experiment)] = b
 	}
 	return docs, nil
 }
@@ -204,12 +249,62 @@ func settingLine(m report.Machine, extra string) string {
 	return strings.Join(parts, ", ")
 }
 
-// PlannedStep is one experiment of a run of `mmlab all`.
+// PlannedStep is one experiment run of `mmlab all`: a model and live
+// step, or a sim step (Machine set) on the machine of its seed.
 type PlannedStep struct {
 	Seed       *Seed
 	Experiment string
-	Args       []string
-	Est        time.Duration
+	// Args are the experiment's arguments in the setting, without
+	// --target, --machine and --out (RunArgs adds them).
+	Args []string
+	Est  time.Duration
+	// Machine is a sim step's named machine description; "" for a model
+	// and live step.
+	Machine string
+	// Point is set for one point of the full setting's sim sweep (Points).
+	Point *report.SweepPoint
+}
+
+// IsSim reports whether p is a sim step.
+func (p PlannedStep) IsSim() bool { return p.Machine != "" }
+
+// Dir is the directory of the step's document and log in the results
+// directory dir: dir for a model and live step, dir/sim for a sim step.
+func (p PlannedStep) Dir(dir string) string {
+	if p.IsSim() {
+		return filepath.Join(dir, SimDir)
+	}
+	return dir
+}
+
+// RunArgs are the arguments of `mmlab run EXPERIMENT` for the step, saving
+// its document in p.Dir(dir): a model and live step runs on target and
+// machine (mmlab all's --target and --machine), a sim step on --target sim
+// and its own machine, and a point says which it is (--sweep-point I/N).
+func (p PlannedStep) RunArgs(target, machine, dir string) []string {
+	args := append([]string{}, p.Args...)
+	if p.IsSim() {
+		target, machine = string(experiment.Sim), p.Machine
+	}
+	args = append(args, "--target", target, "--machine", machine, "--out", p.Dir(dir))
+	if p.Point != nil {
+		args = append(args, "--sweep-point", fmt.Sprintf("%d/%d", p.Point.Index, p.Point.Of))
+	}
+	return args
+}
+
+// Label names the step in progress lines: the experiment, for a sim step
+// with its machine, for a point with its index.
+func (p PlannedStep) Label() string {
+	l := p.Experiment
+	if p.IsSim() {
+		l += " (sim, " + p.Machine
+		if p.Point != nil {
+			l += fmt.Sprintf(", point %d of %d", p.Point.Index, p.Point.Of)
+		}
+		l += ")"
+	}
+	return l
 }
 
 // Settings of `mmlab all`.
@@ -219,7 +314,8 @@ const (
 	Smoke = "smoke"
 )
 
-// Plan lists the steps of every seed in a setting.
+// Plan lists the steps of every seed in a setting: each experiment's model
+// and live step and, when its settings have one, its sim step right after.
 func Plan(seeds []*Seed, setting string) []PlannedStep {
 	var plan []PlannedStep
 	for _, s := range seeds {
@@ -232,7 +328,43 @@ func Plan(seeds []*Seed, setting string) []PlannedStep {
 				p.Args, p.Est = st.Smoke, st.EstQuick/10
 			}
 			plan = append(plan, p)
+			if sim := st.Sim; sim != nil {
+				p := PlannedStep{Seed: s, Experiment: st.Experiment, Args: sim.Quick, Est: sim.EstQuick, Machine: sim.Machine}
+				switch setting {
+				case Full:
+					p.Args, p.Est = sim.Full, sim.EstFull
+				case Smoke:
+					p.Args, p.Est = sim.Smoke, sim.EstQuick/10
+				}
+				plan = append(plan, p)
+			}
 		}
 	}
 	return plan
+}
+
+// Points lists the points of the full setting's sim sweep, the steps of
+// `mmlab all --full --point I` by index I: for each sim step in Plan's
+// order, its Points, or its Full arguments as one point. A point's
+// estimate is its step's EstFull shared out evenly.
+func Points(seeds []*Seed) []PlannedStep {
+	var points []PlannedStep
+	for _, s := range seeds {
+		for _, st := range s.Steps {
+			sim := st.Sim
+			if sim == nil {
+				continue
+			}
+			args := sim.Points
+			if args == nil {
+				args = [][]string{sim.Full}
+			}
+			for i, a := range args {
+				points = append(points, PlannedStep{Seed: s, Experiment: st.Experiment, Args: a,
+					Est: sim.EstFull / time.Duration(len(args)), Machine: sim.Machine,
+					Point: &report.SweepPoint{Index: i, Of: len(args)}})
+			}
+		}
+	}
+	return points
 }
