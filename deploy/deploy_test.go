@@ -42,7 +42,7 @@ func bytesOf(t *testing.T, s string) int64 {
 }
 
 func TestManifest(t *testing.T) {
-	j, err := Parse(Render("node-1", "registry.example/mmlab:v1"))
+	j, err := Parse(Render("node-1", "mmlab:v1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestManifest(t *testing.T) {
 		t.Errorf("restartPolicy = %q, want Never", pod.RestartPolicy)
 	}
 	c := pod.Containers[0]
-	if c.Image != "registry.example/mmlab:v1" {
+	if c.Image != "mmlab:v1" {
 		t.Errorf("image = %q", c.Image)
 	}
 	if c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
