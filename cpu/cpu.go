@@ -283,6 +283,15 @@ func (c *CPU) Run(r *Regs, mem Memory, h Hooks) Stop {
 	return c.stop(s)
 }
 
+// Resume is Run with the TLB as it is: for a caller that knows no
+// translation it holds went stale since its last Run (the kernel's
+// switch_mm_irqs_off() keeps a CPU's TLB when the mm's tlb_gen has not
+// moved).
+func (c *CPU) Resume(r *Regs, mem Memory, h Hooks) Stop {
+	s, _ := c.run(r, mem, h, false, nil)
+	return c.stop(s)
+}
+
 // Step executes exactly one instruction at r.RIP, with the same trap and
 // fault handling as Run but without Poll, and with the TLB as it is. It is how a single-step out of line
 // can be driven directly: put the copied instruction in the XOL slot, point

@@ -135,6 +135,7 @@ type Runner struct {
 	interp   cpu.CPU
 	switched bool   // slept since the interpreter's TLB was last checked
 	ipiGen   uint64 // Machine.ipiGen at the last flush (simulated machines)
+	ran      bool   // a Run has filled the interpreter's TLB
 	polls    uint32 // instruction boundaries, to look for stop requests now and then
 	done     chan struct{}
 }
@@ -178,10 +179,24 @@ func (r *Runner) Interp() *cpu.CPU { return &r.interp }
 // kernel does not resume from, a fatal signal, or System.Stop. A fault
 // delivers its signal (SIGSEGV, SIGBUS, SIGILL) and an unclaimed int3 or
 // single-step SIGTRAP, as pending signals of the task.
+//
+// On a simulated machine a Run after another of the same Runner keeps the
+// TLB when no flush went round since (Machine.ipiGen, the model's tlb_gen)
+// and the task did not sleep, as switch_mm_irqs_off() keeps it when the
+// mm's tlb_gen has not moved; in real time each Run starts with a flush.
 func (r *Runner) Run() cpu.Stop {
 	pc := &r.m.percpu[r.Task.Thread.CPU()]
+	warm := r.ran && r.m.Sys.Sim() && !r.switched && r.ipiGen == r.m.ipiGen.Load()
+	r.ran = true
 	pc.curr.Store(r)
-	s := r.interp.Run(&r.Regs, r, r)
+	var s cpu.Stop
+	if warm {
+		s = r.interp.Resume(&r.Regs, r, r)
+	} else {
+		r.switched = false
+		r.ipiGen = r.m.ipiGen.Load()
+		s = r.interp.Run(&r.Regs, r, r)
+	}
 	pc.curr.Store(nil)
 	return s
 }

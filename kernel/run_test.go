@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"mmlab/cpu"
 	"mmlab/errno"
@@ -141,5 +142,63 @@ func TestPKRUCopied(t *testing.T) {
 	}
 	if *th.PKRU() != 0 || *c.PKRU() != 0 {
 		t.Errorf("thread PKRU %#x, fork child PKRU %#x, want the parent's 0", uint32(*th.PKRU()), uint32(*c.PKRU()))
+	}
+}
+
+// On a simulated machine a Runner's second Run keeps its TLB while no flush
+// went round (its code runs without asking for a page again: no mmap_lock
+// acquisition), and starts with an empty one after a FlushTLB; a Run on a
+// real-time machine always starts empty.
+func TestRunKeepsTLBWithoutFlush(t *testing.T) {
+	t.Parallel()
+	a := cpu.NewAsm(0x400000)
+	a.MovImm32(cpu.RCX, 10).Label("l").Call("f").Dec32(cpu.RCX).Jnz("l").Hlt()
+	a.Label("f").Inc32(cpu.RAX).Ret()
+	code, _ := a.Assemble()
+	for _, sim := range []bool{true, false} {
+		d := machine.MustNamed("x86-64")
+		var mach *kernel.Machine
+		if sim {
+			var err error
+			if mach, err = kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			mach = kernel.NewMachine(d, 1)
+		}
+		in := mm.NewInode(&mach.NS.MM, "/bin/prog", uint64(len(code)), func(off uint64) byte { return code[off] })
+		task := mach.NewTaskMM("prog")
+		if _, err := task.MM.Mmap(nil, 0x400000, 0x1000, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := task.MM.Mmap(nil, 0x7ff000000000-0x4000, 0x4000, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		var locks []int64
+		err := mach.Main("test", func() error {
+			r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
+				for i := range 3 {
+					if i == 2 {
+						mach.FlushTLB(task.MM, r)
+					}
+					before := task.MM.MmapLock.Stats().Acquisitions
+					r.Regs.RIP, r.Regs.R[cpu.RSP], r.Regs.R[cpu.RCX] = 0x400000, 0x7ff000000000-64, 0
+					if s := r.Run(); s.Reason != cpu.StopHalt {
+						t.Errorf("run %d: %v", i, s)
+					}
+					locks = append(locks, task.MM.MmapLock.Stats().Acquisitions-before)
+				}
+			})
+			r.Wait()
+			return nil
+		})
+		mach.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		refills := locks[0] > 0 && locks[2] > 0
+		if kept := locks[1] == 0; !refills || kept != sim {
+			t.Errorf("sim %v: mmap_lock acquisitions by runs 1-3 (the third after FlushTLB): %v", sim, locks)
+		}
 	}
 }

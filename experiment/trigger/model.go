@@ -55,8 +55,14 @@ type modelResult struct {
 }
 
 // triggerBatch is how many calls a producer makes between two looks at
-// the clock.
-const triggerBatch = 4096
+// the clock; simBatch on a simulated machine, where a look costs nothing
+// and a sample must end near its interval's end: at 80 producers a call
+// takes some 23 µs of virtual time, and every producer's 4096 calls
+// would outlast a 10 ms sample several times over.
+const (
+	triggerBatch = 4096
+	simBatch     = 16
+)
 
 // triggerKernel is one variant's model kernel for the trigger benchmark.
 type triggerKernel struct {
@@ -65,6 +71,7 @@ type triggerKernel struct {
 	entry uint64
 	hits  []paddedCount // per model CPU
 	calls uint64        // of the target, in every sample and warm-up so far
+	batch uint64        // triggerBatch, or simBatch on a simulated machine
 }
 
 type paddedCount struct {
@@ -90,7 +97,10 @@ func newTriggerKernel(c modelConfig, v uprobes.Variant) (*triggerKernel, error) 
 		mk.Stop()
 		return nil, err
 	}
-	k := &triggerKernel{Kernel: mk, hits: make([]paddedCount, c.CPUs)}
+	k := &triggerKernel{Kernel: mk, hits: make([]paddedCount, c.CPUs), batch: triggerBatch}
+	if c.Sim != nil {
+		k.batch = simBatch
+	}
 	leader, err := k.Process("trigger", p, c.CPUs)
 	if err != nil {
 		k.Stop()
@@ -144,11 +154,11 @@ func (k *triggerKernel) sample(ctx context.Context, d time.Duration) (calls, hit
 			// At least one batch, so that a producer started late on a
 			// busy host still gives the sample a rate.
 			for first := true; first || sched.Now().Before(deadline) && ctx.Err() == nil; first = false {
-				if s := binfmt.Loop(r, i, k.entry, triggerBatch); s.Reason != cpu.StopHalt {
+				if s := binfmt.Loop(r, i, k.entry, k.batch); s.Reason != cpu.StopHalt {
 					errs <- fmt.Errorf("%v: %v, regs %v, signals %v", r, s, &r.Regs, r.Task.PendingSignals())
 					break
 				}
-				n += triggerBatch
+				n += int64(k.batch)
 			}
 			if t1, _ := k.ThreadCPUTime(); ok {
 				cpuNs.Add(int64(t1 - t0))
