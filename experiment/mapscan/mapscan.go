@@ -264,6 +264,8 @@ type Result struct {
 	// LockTraceNote is the first run's Stats.LockTraceNote that is not
 	// empty.
 	LockTraceNote string `json:"lock_trace_note,omitempty"`
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -415,6 +417,7 @@ A run that timed no call makes the result insufficient (exit status 1).
 		}
 	},
 	Model:   Model,
+	Sim:     true,
 	Table:   Table,
 	Verdict: Verdict,
 }
