@@ -363,7 +363,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "mapscan",
 	Seed:    "003",
 	Summary: "mmap/munmap latency while nice-15 scanners read /proc/PID/maps (proc-mmap_sem-test)",
-	Help: `usage: mmlab run mapscan [--target model|live|both] [--variant before|after]
+	Help: `usage: mmlab run mapscan [--target model|sim|live|both] [--variant before|after]
                         [--cases none,text,query] [--runs N | --nsamples N]
                         [--duration D] [--busyduration D]
                         [--preempt none|full] [--rawdata] [--json]
@@ -404,6 +404,14 @@ mmap_lock and the mapper's on other rw_semaphores, not its per-VMA lock
 waits nor preemption. --rawdata prints each case's runs as
 run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
 the j-th smallest per-run mean, the j-th smallest per-run max.
+On --target sim (--machine virtme-ng-4, seed 003's 4-CPU VM) each run is
+a simulated machine of its own in virtual time, placed as
+run-proc-vs-map.sh places its tasks (mapper CPU 0, CPU 1 idle, a scanner
+and a busy-waiter on each of CPUs 2 and 3), scheduled by EEVDF (the
+nice-15 scanner gets its weight's share), the walk preempted as the
+machine's preemption model says (not --preempt); the calls and reads are
+charged the machine's syscall and populate costs and instruction counts
+(RunSim says which). The same machine and --sim-seed give the same output.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants.Names(),
