@@ -424,14 +424,15 @@ A run that timed no call makes the result insufficient (exit status 1).
 			EstQuick: 8 * time.Second, EstFull: 50 * time.Minute,
 			// The seed's run-proc-vs-map.sh --nsamples 100 --rawdata --
 			// --busyduration 2 on its 4-CPU VM, text scanners, both
-			// designs; quick with 5 samples of 2 s. The estimates are
-			// of a 2-core host at about 0.85 s per simulated second.
+			// designs; quick with 3 samples of 2 s. The estimates are
+			// of a 2-core host at about 1.1 s of CPU per simulated
+			// second (0.85-2.2 s of wall time, as the host is loaded).
 			Sim: &experiment.SimSettings{
 				Machine:  "virtme-ng-4",
-				Quick:    []string{"--cases", "text", "--nsamples", "5", "--duration", "2s", "--busyduration", "2ms", "--rawdata"},
+				Quick:    []string{"--cases", "text", "--nsamples", "3", "--duration", "2s", "--busyduration", "2ms", "--rawdata"},
 				Full:     []string{"--cases", "text", "--nsamples", "100", "--duration", "10s", "--busyduration", "2ms", "--rawdata"},
 				Smoke:    []string{"--cases", "text", "--nsamples", "1", "--duration", "100ms", "--busyduration", "2ms", "--rawdata"},
-				EstQuick: 20 * time.Second, EstFull: 30 * time.Minute,
+				EstQuick: 15 * time.Second, EstFull: 40 * time.Minute,
 			},
 		}
 	},
