@@ -21,7 +21,7 @@ const (
 	simMapperCPU = 0
 	simFirstBusy = 2
 	simMinCPUs   = simFirstBusy + NumScanners
-	simBusyStep  = 10 * time.Microsecond // how often a sim busy-waiter looks at its clock
+	simBusyStep  = 10 * time.Microsecond // how often a sim busy-waiter looks at its clock (model choice)
 	vmaInstrs    = 930                   // per VMA of a maps read or query
 	mmapInstrs   = 26000                 // per mmap call, besides its syscall and populated page
 	munmapInstrs = 13000                 // per munmap call, besides its syscall
@@ -34,8 +34,8 @@ const (
 // µs per mmap(MAP_FIXED|MAP_POPULATE) of one page and 5.30 µs per munmap,
 // and a read of that process's /proc/self/maps in 4 KiB read()s took 3.36
 // ms for 9,350 lines (each the least disturbed of four runs; with
-// mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, the
-// caches being colder, which the simulation does not model). Less the
+// mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a
+// slowdown after each sleep that the simulation does not model). Less the
 // machine's syscall (191 ns) and one populated page (299 ns), at one
 // instruction per cycle (the machines' own rule, machine.Costs.Instruction)
 // that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps
