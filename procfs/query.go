@@ -6,6 +6,7 @@ import (
 	"mmlab/errno"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 	"mmlab/uapi"
 )
 
@@ -80,6 +81,7 @@ func (f *MapsFile) Query(q *uapi.ProcmapQuery, name, buildID []byte) error {
 		lc.teardown()
 		return err
 	}
+	sched.Charge(f.opt.VMACost)
 	karg.VMAStart, karg.VMAEnd = v.Start, v.End
 	karg.VMAFlags = 0
 	for _, b := range [...]struct {

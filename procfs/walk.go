@@ -135,6 +135,11 @@ type Options struct {
 	// does not track: a model choice; mm never waits for a grace period
 	// (see its per-VMA lock comment), so no waiter misses them.
 	Thread *sched.Thread
+	// VMACost is, on a simulated machine, the kernel time one VMA takes:
+	// a read()'s show_map_vma and the walk's step to the next VMA, or a
+	// query's lookup, charged (sched.Charge) under the lock that keeps the
+	// VMA stable. 0 charges nothing; outside sim mode it is ignored.
+	VMACost time.Duration
 }
 
 // brokenSkip reports whether f's test hook skips the VMA starting at start.
@@ -281,6 +286,7 @@ func (f *MapsFile) Read() ([]byte, error) {
 // chunk is always kept (seq_read_iter would retry it in a bigger buffer;
 // maps lines are far shorter than a page).
 func (f *MapsFile) add(v *mm.VMA) bool {
+	sched.Charge(f.opt.VMACost)
 	n := len(f.buf)
 	f.buf = ShowMapVMA(f.buf, v)
 	if len(f.buf) >= ChunkSize && n > 0 {

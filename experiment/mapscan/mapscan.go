@@ -264,6 +264,8 @@ type Result struct {
 	// LockTraceNote is the first run's Stats.LockTraceNote that is not
 	// empty.
 	LockTraceNote string `json:"lock_trace_note,omitempty"`
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Insufficient reports whether a run of r timed no call: its figures say
@@ -361,7 +363,7 @@ var Def = experiment.Def[*Options, Result]{
 	Name:    "mapscan",
 	Seed:    "003",
 	Summary: "mmap/munmap latency while nice-15 scanners read /proc/PID/maps (proc-mmap_sem-test)",
-	Help: `usage: mmlab run mapscan [--target model|live|both] [--variant before|after]
+	Help: `usage: mmlab run mapscan [--target model|sim|live|both] [--variant before|after]
                         [--cases none,text,query] [--runs N | --nsamples N]
                         [--duration D] [--busyduration D]
                         [--preempt none|full] [--rawdata] [--json]
@@ -402,6 +404,14 @@ mmap_lock and the mapper's on other rw_semaphores, not its per-VMA lock
 waits nor preemption. --rawdata prints each case's runs as
 run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
 the j-th smallest per-run mean, the j-th smallest per-run max.
+On --target sim (--machine virtme-ng-4, seed 003's 4-CPU VM) each run is
+a simulated machine of its own in virtual time, placed as
+run-proc-vs-map.sh places its tasks (mapper CPU 0, CPU 1 idle, a scanner
+and a busy-waiter on each of CPUs 2 and 3), scheduled by EEVDF (the
+nice-15 scanner gets its weight's share), the walk preempted as the
+machine's preemption model says (not --preempt); the calls and reads are
+charged the machine's syscall and populate costs and instruction counts
+(RunSim says which). The same machine and --sim-seed give the same output.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants.Names(),
@@ -412,9 +422,22 @@ A run that timed no call makes the result insufficient (exit status 1).
 			Full:     []string{"--runs", "30", "--duration", "10s"},
 			Smoke:    []string{"--runs", "1", "--duration", "100ms"},
 			EstQuick: 8 * time.Second, EstFull: 50 * time.Minute,
+			// The seed's run-proc-vs-map.sh --nsamples 100 --rawdata --
+			// --busyduration 2 on its 4-CPU VM, text scanners, both
+			// designs; quick with 3 samples of 2 s. The estimates are
+			// of a 2-core host at about 1.1 s of CPU per simulated
+			// second (0.85-2.2 s of wall time, as the host is loaded).
+			Sim: &experiment.SimSettings{
+				Machine:  "virtme-ng-4",
+				Quick:    []string{"--cases", "text", "--nsamples", "3", "--duration", "2s", "--busyduration", "2ms", "--rawdata"},
+				Full:     []string{"--cases", "text", "--nsamples", "100", "--duration", "10s", "--busyduration", "2ms", "--rawdata"},
+				Smoke:    []string{"--cases", "text", "--nsamples", "1", "--duration", "100ms", "--busyduration", "2ms", "--rawdata"},
+				EstQuick: 15 * time.Second, EstFull: 40 * time.Minute,
+			},
 		}
 	},
 	Model:   Model,
+	Sim:     true,
 	Table:   Table,
 	Verdict: Verdict,
 }
@@ -425,6 +448,12 @@ A run that timed no call makes the result insufficient (exit status 1).
 // and with o.RawData each case's raw data.
 func Table(w io.Writer, o *Options, rs []Result) {
 	fmt.Fprintf(w, "mapscan: mapper latency under /proc/PID/maps scanners (%s)\n", report.ThisMachine().Kernel)
+	for _, r := range rs {
+		if r.Machine != "" {
+			fmt.Fprintf(w, "sim: on the simulated machine %s (mmlab machines describes it)\n", r.Machine)
+			break
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tscanners\truns\tops\tpasses\top_mean_us\tmeans_us\top_max_us\top_max_median_us\tmaxima_us\tmmap_max_us\tmunmap_max_us\tlock_wait_mean_us\tlock_wait_max_us\t\n")
 	for _, r := range rs {
@@ -522,9 +551,14 @@ func Attribution(r Result) string {
 		b.WriteString("; scanners slept on")
 		for _, lock := range slices.Sorted(maps.Keys(r.ScannerSlept)) {
 			hs := r.ScannerSlept[lock]
-			if r.Target.IsModel() {
+			switch r.Target {
+			case experiment.Model:
 				fmt.Fprintf(&b, " %s %d times (longest %.1f us, granted at the end and held until they ran; up to %.1f us of a sleep after the wake-up, waiting for their CPU, %.1f us of it for a host CPU)", lock, hs.Count, hs.MaxUS, r.ScannerRunWait[lock].MaxUS, r.ScannerHostWait[lock].MaxUS)
-			} else {
+			case experiment.Sim:
+				// A sim sleep ends when the sleeper runs: its wait for
+				// the CPU is inside it.
+				fmt.Fprintf(&b, " %s %d times (longest %.1f us to the CPU, granted at the wake-up and held until they ran)", lock, hs.Count, hs.MaxUS)
+			default:
 				fmt.Fprintf(&b, " %s %d times (longest %.1f us)", lock, hs.Count, hs.MaxUS)
 			}
 		}
@@ -543,29 +577,32 @@ func Attribution(r Result) string {
 
 // Ratios are the seed's comparison lines: op_max_us (the maximum of the
 // maxima), op_max_median_us (the median of the per-run maxima) and
-// lock_wait_max_us of the model, before over after, with text scanners.
+// lock_wait_max_us of the model, then of the sim, before over after, with
+// text scanners.
 func Ratios(rs []Result) []string {
-	find := func(variant string) *Result {
-		for i, r := range rs {
-			if r.Target.IsModel() && r.Variant == variant && r.Scanners == "text" && !r.Insufficient() {
-				return &rs[i]
-			}
-		}
-		return nil
-	}
-	b, a := find(procfs.Before.String()), find(procfs.After.String())
-	if b == nil || a == nil {
-		return nil
-	}
 	var lines []string
-	for _, m := range []struct {
-		name   string
-		before float64
-		after  float64
-	}{{"op_max_us", b.OpMaxUS, a.OpMaxUS}, {"op_max_median_us", b.OpMaxMedianUS, a.OpMaxMedianUS},
-		{"lock_wait_max_us", *b.LockWaitMaxUS, *a.LockWaitMaxUS}} {
-		if m.after > 0 {
-			lines = append(lines, fmt.Sprintf("model, text scanners: %s before/after = %.1fx", m.name, m.before/m.after))
+	for _, target := range []experiment.Target{experiment.Model, experiment.Sim} {
+		find := func(variant string) *Result {
+			for i, r := range rs {
+				if r.Target == target && r.Variant == variant && r.Scanners == "text" && !r.Insufficient() {
+					return &rs[i]
+				}
+			}
+			return nil
+		}
+		b, a := find(procfs.Before.String()), find(procfs.After.String())
+		if b == nil || a == nil {
+			continue
+		}
+		for _, m := range []struct {
+			name   string
+			before float64
+			after  float64
+		}{{"op_max_us", b.OpMaxUS, a.OpMaxUS}, {"op_max_median_us", b.OpMaxMedianUS, a.OpMaxMedianUS},
+			{"lock_wait_max_us", *b.LockWaitMaxUS, *a.LockWaitMaxUS}} {
+			if m.after > 0 {
+				lines = append(lines, fmt.Sprintf("%s, text scanners: %s before/after = %.1fx", target, m.name, m.before/m.after))
+			}
 		}
 	}
 	return lines

@@ -22,16 +22,25 @@ import (
 )
 
 // Model runs the benchmark on the model, once per variant of env: o.Runs
-// runs of each case with that maps walk.
+// runs of each case with that maps walk, in real time (RunModel) or, where
+// env.Sim is set, each run on a simulated machine of its own (RunSim),
+// whose results name the machine.
 func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	for _, name := range env.Variants {
 		v, err := procfs.Variants.Parse(name)
 		if err != nil {
 			return err
 		}
-		row := experiment.Row{Target: experiment.Model, Variant: name}
 		one := func(ctx context.Context, r RunSpec) (Stats, error) { return RunModel(ctx, env.Machine, v, r) }
-		if err := RunCases(ctx, o, row, one, emit); err != nil {
+		out := emit
+		if env.Sim != nil {
+			one = func(ctx context.Context, r RunSpec) (Stats, error) { return RunSim(ctx, env.Machine, *env.Sim, v, r) }
+			out = func(r Result) {
+				r.Machine = env.Machine.Name
+				emit(r)
+			}
+		}
+		if err := RunCases(ctx, o, env.Row(name), one, out); err != nil {
 			return err
 		}
 	}
@@ -65,24 +74,13 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		return Stats{}, err
 	}
 	var ns kernel.Namespace // the run's tasks and its address space
-	m := mm.New(&ns.MM, d.Features)
-	// mapper.c: the whole region MAP_POPULATE.
-	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
+	m, next, err := newRegion(&ns, d, o.Seed)
+	if err != nil {
 		return Stats{}, err
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x6d61707363616e))
 	op := func(w *kernel.Task) (bool, error) {
-		addr := uint64(regionBase + rng.IntN(regionPages)*PageSize)
-		if rng.IntN(2) == 0 {
-			_, err := m.Mmap(w, addr, PageSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0)
-			return true, err
-		}
-		return false, m.Munmap(w, addr, PageSize)
-	}
-	for range WarmupOps {
-		if _, err := op(nil); err != nil {
-			return Stats{}, err
-		}
+		addr, isMmap := next()
+		return isMmap, mapperCall(m, w, addr, isMmap)
 	}
 
 	defer experiment.QuietRuntime(gcLimit)()
@@ -174,7 +172,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 						spend(th, PassCost)
 						err = scanText(f, null)
 					} else {
-						err = scanQuery(f, name)
+						err = scanQuery(f, name, nil)
 					}
 					if err != nil {
 						scanErr[i] = err
@@ -219,6 +217,46 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		}
 	}
 	return st, ctx.Err()
+}
+
+// newRegion returns the mapper's address space in ns on machine d, its
+// region mapped and populated and fragmented by WarmupOps untimed calls,
+// and the mapper's choice of its next call (mapper.c): a random page of
+// the region, to re-map with probability 1/2 (mmap true), else to unmap.
+// The pages are drawn from seed.
+func newRegion(ns *kernel.Namespace, d machine.Description, seed uint64) (*mm.MM, func() (addr uint64, mmap bool), error) {
+	m := mm.New(&ns.MM, d.Features)
+	// mapper.c: the whole region MAP_POPULATE.
+	if _, err := m.Mmap(nil, regionBase, RegionSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
+		return nil, nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6d61707363616e))
+	next := func() (uint64, bool) {
+		addr := uint64(regionBase + rng.IntN(regionPages)*PageSize)
+		return addr, rng.IntN(2) == 0
+	}
+	for range WarmupOps {
+		if err := call(m, nil, next); err != nil {
+			return nil, nil, err
+		}
+	}
+	return m, next, nil
+}
+
+// call makes the mapper's call at the page next picks, for w.
+func call(m *mm.MM, w *kernel.Task, next func() (uint64, bool)) error {
+	addr, isMmap := next()
+	return mapperCall(m, w, addr, isMmap)
+}
+
+// mapperCall re-maps the page at addr (MAP_FIXED|MAP_POPULATE) if isMmap,
+// else unmaps it, for w.
+func mapperCall(m *mm.MM, w *kernel.Task, addr uint64, isMmap bool) error {
+	if isMmap {
+		_, err := m.Mmap(w, addr, PageSize, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0)
+		return err
+	}
+	return m.Munmap(w, addr, PageSize)
 }
 
 // busyWait is busywait.c on a model thread: keep the CPU for busy, sleep
@@ -303,7 +341,7 @@ type HeldStat struct {
 }
 
 // scannerTask is a scanner's task as the locks see it, with its lock
-// sleeps timed in two parts: until its wake-up, and from the wake-up until
+// sleeps timed on the model's clock (sched.Now) in two parts: until its wake-up, and from the wake-up until
 // it has its CPU again (a reader is granted the lock before it is woken,
 // and holds it that time too), and of that the time its OS thread waited
 // for a host CPU.
@@ -322,10 +360,10 @@ func (st *scannerTask) Block(wait func()) {
 	var w0 time.Duration
 	st.Task.Block(func() {
 		wait()
-		woken = time.Now()
+		woken = sched.Now()
 		w0, _ = st.hw.Read()
 	})
-	st.runWaitMax = max(st.runWaitMax, time.Since(woken))
+	st.runWaitMax = max(st.runWaitMax, sched.Since(woken))
 	if w1, ok := st.hw.Read(); ok {
 		st.hostWaitMax = max(st.hostWaitMax, w1-w0)
 	}
@@ -364,7 +402,7 @@ type scanner struct {
 func (s *scanner) point() {
 	lock := s.f.Holding()
 	_, n0 := s.th.Switches()
-	t0 := time.Now()
+	t0 := sched.Now()
 	s.th.Point()
 	if _, n := s.th.Switches(); n == n0 || lock == "" {
 		return
@@ -374,7 +412,7 @@ func (s *scanner) point() {
 	}
 	hs := s.held[lock]
 	hs.Count++
-	hs.MaxUS = max(hs.MaxUS, us(time.Since(t0)))
+	hs.MaxUS = max(hs.MaxUS, us(sched.Since(t0)))
 	s.held[lock] = hs
 }
 
@@ -426,10 +464,14 @@ func scanText(f *procfs.MapsFile, out io.Writer) error {
 }
 
 // scanQuery walks every VMA with PROCMAP_QUERY (COVERING_OR_NEXT_VMA from 0,
-// then from the end of each VMA found), asking for names.
-func scanQuery(f *procfs.MapsFile, name []byte) error {
+// then from the end of each VMA found), asking for names; each, if set, is
+// called before each query.
+func scanQuery(f *procfs.MapsFile, name []byte, each func()) error {
 	addr := uint64(0)
 	for {
+		if each != nil {
+			each()
+		}
 		q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr,
 			QueryFlags: uapi.PROCMAP_QUERY_COVERING_OR_NEXT_VMA, VMANameSize: uint32(len(name)), VMANameAddr: 1}
 		err := f.Query(&q, name, nil)

@@ -1,0 +1,271 @@
+package mapscan
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/kernel"
+	"mmlab/machine"
+	"mmlab/procfs"
+	"mmlab/sched"
+)
+
+// The simulated CPUs of run-proc-vs-map.sh's tasks (proc-vs-map.sh's
+// defaults --cpumapper 0 --cpuscript 1 --cpubusytasks 2, and the
+// --nbusycpus 2 that run-proc-vs-map.sh appends): the mapper on CPU 0,
+// the script itself on CPU 1 (idle while the sample runs), and on each of
+// CPUs 2 and 3 one nice-15 scanner and one busy-waiter.
+const (
+	simMapperCPU = 0
+	simFirstBusy = 2
+	simMinCPUs   = simFirstBusy + NumScanners
+	simBusyStep  = 10 * time.Microsecond // how often a sim busy-waiter looks at its clock (model choice)
+	vmaInstrs    = 930                   // per VMA of a maps read or query
+	mmapInstrs   = 26000                 // per mmap call, besides its syscall and populated page
+	munmapInstrs = 13000                 // per munmap call, besides its syscall
+)
+
+// The instruction counts above are measured, not taken from seed 003: on
+// a KVM guest on AMD EPYC at 2.596 GHz (Linux 6.18, this project's live
+// host), a Go loop of mapper.c's calls on a 128 MiB MAP_POPULATE region
+// (4,000 untimed calls, then 200,000 timed ones back to back) took 10.53
+// µs per mmap(MAP_FIXED|MAP_POPULATE) of one page and 5.30 µs per munmap,
+// and a read of that process's /proc/self/maps in 4 KiB read()s took 3.36
+// ms for 9,350 lines (each the least disturbed of four runs; with
+// mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a
+// slowdown after each sleep that the simulation does not model). Less the
+// machine's syscall (191 ns) and one populated page (299 ns), at one
+// instruction per cycle (the machines' own rule, machine.Costs.Instruction)
+// that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps
+// line (show_map_vma, the walk's step and per-VMA lock, the chunk's copy
+// to user). A model choice: a PROCMAP_QUERY costs one line's.
+
+// instrs is n instructions on machine d.
+func instrs(d machine.Description, n int) time.Duration {
+	return time.Duration(float64(n) * d.Costs.Instruction.NS)
+}
+
+// walkPreemption is the maps walk's preemption on machine d: the walk
+// (seq_read_iter over m_start/m_next/show_map, and do_procmap_query) has
+// no cond_resched(), so under none and voluntary the reader is preempted
+// only on its way back to user space (procfs.PreemptNone; the
+// might_sleep() of mmap_read_lock_killable is sched.At in package
+// locking, where it holds nothing); under full and lazy also inside
+// (procfs.PreemptFull).
+func walkPreemption(d machine.Description) (procfs.Preemption, error) {
+	p, err := kernel.ParsePreempt(d.Kernel.Preempt)
+	if err != nil {
+		return 0, fmt.Errorf("machine %s: %w", d.Name, err)
+	}
+	if p == sched.PreemptFull || p == sched.PreemptLazy {
+		return procfs.PreemptFull, nil
+	}
+	return procfs.PreemptNone, nil
+}
+
+// RunSim runs one run on a simulated machine described by d (sched's sim
+// mode: virtual CPUs in virtual time, EEVDF), placed as run-proc-vs-map.sh
+// places its tasks: the mapper alone on CPU 0, CPU 1 idle, and on each of
+// CPUs 2 and 3 a nice-15 scanner and a normal busy-waiter. The fair class
+// gives the scanner its nice-15 weight's share while its busy-waiter spins
+// (no strict priorities). The walk is preempted as d's preemption model
+// says (walkPreemption; o.Preempt is the real-time model's). It reads no
+// host clock: the same d, sim and o give the same Stats.
+//
+// Charged in virtual time: each call's syscall (sched.CostSyscall) and
+// its instructions (mmapInstrs, munmapInstrs) before mm takes the mmap
+// lock, then what mm charges (the populated page, under the read lock as
+// mm_populate takes it); a maps read()'s and a write()'s syscall, each
+// VMA's instructions under the walk's lock (procfs.Options.VMACost), and
+// for each cat PassCost as user time; a query's ioctl and its VMA; the
+// mapper's nanosleep's syscall. A model choice: mm charges nothing for its
+// VMA work, so the mapper's mmap write lock is held for no virtual time
+// (the instructions are charged before it is taken), and a scanner never
+// finds it held nor a VMA write-locked under it; it meets the mapper only
+// queued behind it or under a VMA lock.
+//
+// As the real-time model, the timed test starts once each scanner has
+// read the maps once (a model choice). The second busy-waiter starts a
+// PassCost after the first, the time the script takes to start a process
+// (a model choice; started together, two busy-waiters would stay in phase
+// for ever on a machine without noise).
+func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, variant procfs.Variant, o RunSpec) (Stats, error) {
+	if err := o.Check(); err != nil {
+		return Stats{}, err
+	}
+	ncpu := min(d.Topology.CPUs, sched.MaxSimCPUs)
+	if ncpu < simMinCPUs {
+		return Stats{}, fmt.Errorf("mapscan: machine %s has %d CPUs: run-proc-vs-map.sh needs %d", d.Name, d.Topology.CPUs, simMinCPUs)
+	}
+	preempt, err := walkPreemption(d)
+	if err != nil {
+		return Stats{}, err
+	}
+	cfg, err := kernel.SimConfigOf(d, ncpu, sim.Until)
+	if err != nil {
+		return Stats{}, err
+	}
+	var ns kernel.Namespace
+	m, next, err := newRegion(&ns, d, o.Seed)
+	if err != nil {
+		return Stats{}, err
+	}
+	mmapCost, munmapCost := instrs(d, mmapInstrs), instrs(d, munmapInstrs)
+	sys := sched.New(sched.Config{CPUs: ncpu, Seed: sim.Seed<<20 ^ o.Seed, Sim: cfg})
+
+	var acc Acc
+	var opErr error
+	done := false // the mapper has exited: its maps file is gone
+	scanning := make(chan struct{})
+	started := 0 // scanners that finished a first pass or ended
+	scannerStarted := func() {
+		if started++; started == NumScanners {
+			sched.Close(scanning)
+		}
+	}
+	sys.SpawnNamed("mapper", simMapperCPU, 0, func(th *sched.Thread) {
+		defer func() { done = true }()
+		t := kernel.NewTask(&ns, "mapper")
+		t.Thread = th
+		if o.Scanners != "none" && o.BusyDuration != 0 {
+			sched.Wait(nil, "the scanners' first pass", scanning, nil)
+		}
+		t.TakeBlocked()
+		deadline := sched.Now().Add(o.Duration)
+		for sched.Now().Before(deadline) && ctx.Err() == nil {
+			addr, isMmap := next()
+			t0 := sched.Now()
+			sched.ChargeCost(sched.CostSyscall, 1)
+			if isMmap {
+				sched.Charge(mmapCost)
+			} else {
+				sched.Charge(munmapCost)
+			}
+			err := mapperCall(m, t, addr, isMmap)
+			el := sched.Since(t0)
+			if err != nil {
+				opErr = err
+				return
+			}
+			acc.AddBlocked(isMmap, el, t.TakeBlocked())
+			sched.ChargeCost(sched.CostSyscall, 1) // nanosleep
+			sched.Sleep(MapperSleep)
+		}
+	})
+	passes := make([]int, NumScanners)
+	scanners := make([]scanner, NumScanners)
+	var scanErr [NumScanners]error
+	if o.Scanners != "none" {
+		for i := range NumScanners {
+			cpu := simFirstBusy + i
+			sys.SpawnNamed(fmt.Sprintf("scanner%d", i), cpu, ScannerNice, func(th *sched.Thread) {
+				first := true
+				defer func() {
+					if first {
+						scannerStarted()
+					}
+				}()
+				t := kernel.NewTask(&ns, "scanner")
+				t.Thread = th
+				s := &scanners[i]
+				s.th, s.task = th, &scannerTask{Task: t}
+				f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: preempt, Waiter: s.task, Point: s.point, Thread: th, VMACost: instrs(d, vmaInstrs)})
+				if err != nil {
+					scanErr[i] = err
+					return
+				}
+				s.f = f
+				name := make([]byte, 256)
+				for !done {
+					var err error
+					if o.Scanners == "text" {
+						sched.ChargeUser(PassCost)
+						err = simScanText(f)
+					} else {
+						err = simScanQuery(f, name)
+					}
+					if err != nil {
+						scanErr[i] = err
+						return
+					}
+					passes[i]++
+					if first {
+						first = false
+						scannerStarted()
+					}
+				}
+			})
+		}
+		for i := range NumScanners {
+			delay := time.Duration(i) * PassCost
+			sys.SpawnNamed(fmt.Sprintf("busy%d", i), simFirstBusy+i, 0, func(*sched.Thread) { simBusyWait(&done, delay, o.BusyDuration) })
+		}
+	}
+	if _, err := sys.Run(); err != nil {
+		return Stats{}, fmt.Errorf("mapscan: simulated machine %s: %w", d.Name, err)
+	}
+	if opErr != nil {
+		return Stats{}, fmt.Errorf("mapscan: mapper: %w", opErr)
+	}
+	for _, err := range scanErr {
+		if err != nil {
+			return Stats{}, fmt.Errorf("mapscan: scanner: %w", err)
+		}
+	}
+	st := acc.Stats()
+	for i, p := range passes {
+		st.ScanPasses += p
+		st.Preempted = scanners[i].held.merge(st.Preempted)
+		if t := scanners[i].task; t != nil {
+			for lock, b := range t.TakeBlocked() {
+				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
+			}
+			st.ScannersRunWait = t.runWait.merge(st.ScannersRunWait)
+		}
+	}
+	return st, ctx.Err()
+}
+
+// simBusyWait is busywait.c on a simulated CPU: after delay, spin busy
+// (for ever if 0) in user mode, looking at the clock every simBusyStep,
+// then sleep BusySleep, and again, until the mapper has exited (done).
+// Preempted meanwhile, it spins less: the period is counted on the clock.
+func simBusyWait(done *bool, delay, busy time.Duration) {
+	if delay > 0 {
+		sched.Sleep(delay)
+	}
+	for !*done {
+		start := sched.Now()
+		for !*done && (busy == 0 || sched.Since(start) < busy) {
+			step := simBusyStep
+			if busy > 0 {
+				step = min(step, busy-sched.Since(start))
+			}
+			sched.ChargeUser(step)
+		}
+		if busy > 0 && !*done {
+			sched.Sleep(BusySleep)
+		}
+	}
+}
+
+// simScanText is scanText on a simulated machine: each read() and each
+// write() of the chunk to /dev/null is a syscall.
+func simScanText(f *procfs.MapsFile) error {
+	f.Rewind()
+	for {
+		sched.ChargeCost(sched.CostSyscall, 1)
+		b, err := f.Read()
+		if err != nil || len(b) == 0 {
+			return err
+		}
+		sched.ChargeCost(sched.CostSyscall, 1)
+	}
+}
+
+// simScanQuery is scanQuery on a simulated machine: each query an ioctl.
+func simScanQuery(f *procfs.MapsFile, name []byte) error {
+	return scanQuery(f, name, func() { sched.ChargeCost(sched.CostSyscall, 1) })
+}

@@ -1,0 +1,138 @@
+package mapscan
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"mmlab/experiment"
+	"mmlab/machine"
+	"mmlab/procfs"
+)
+
+// simEnv is a sim target's Env on seed 003's machine.
+func simEnv(seed uint64) experiment.Env {
+	return experiment.Env{Target: experiment.Sim, Sim: &experiment.SimRun{Seed: seed, Until: time.Hour},
+		Machine: machine.MustNamed("virtme-ng-4"), Variants: procfs.Variants.Names(), Progress: func(string, ...any) {}}
+}
+
+func simSpec(d time.Duration) RunSpec {
+	return RunSpec{Scanners: "text", Duration: d, Seed: 1, BusyDuration: BusySpin}
+}
+
+// The same machine and seed give the same table, byte for byte.
+func TestSimDeterministic(t *testing.T) {
+	table := func(seed uint64) string {
+		o := NewOptions()
+		o.Cases, o.Runs, o.Duration, o.RawData = []string{"text"}, 2, experiment.Duration(50*time.Millisecond), true
+		var rs []Result
+		if err := Model(context.Background(), o, simEnv(seed), func(r Result) { rs = append(rs, r) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Target != experiment.Sim || r.Machine != "virtme-ng-4" {
+				t.Errorf("result on %s, machine %q: want sim on virtme-ng-4", r.Target, r.Machine)
+			}
+		}
+		var b bytes.Buffer
+		Table(&b, o, rs)
+		return b.String()
+	}
+	a, b := table(1), table(1)
+	if a != b {
+		t.Fatalf("two runs with seed 1 differ:\n%s\n%s", a, b)
+	}
+	if !strings.Contains(a, "sim, text scanners: op_max_us before/after") {
+		t.Errorf("no sim ratio line:\n%s", a)
+	}
+}
+
+// Before, a scanner that slept on the mmap read lock is granted it while
+// its busy-waiter keeps its CPU, and the mapper's slowest call waits for
+// it on mmap_lock; after, the walk takes VMA locks and the slowest call
+// waits on no mmap_lock.
+func TestSimBeforeScannerDelaysMapper(t *testing.T) {
+	d := machine.MustNamed("virtme-ng-4")
+	sim := experiment.SimRun{Seed: 1, Until: time.Hour}
+	before, err := RunSim(context.Background(), d, sim, procfs.Before, simSpec(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.MaxOpWaitUS["mmap_lock"] == 0 || before.ScannersSlept["mmap_lock"].Count == 0 {
+		t.Errorf("before: slowest call waited %v, scanners slept %v: want the mapper delayed by a scanner on mmap_lock", before.MaxOpWaitUS, before.ScannersSlept)
+	}
+	if after.MaxOpWaitUS["mmap_lock"] != 0 {
+		t.Errorf("after: slowest call waited %v on mmap_lock", after.MaxOpWaitUS)
+	}
+	if before.OpMaxUS <= after.OpMaxUS {
+		t.Errorf("slowest call before %.1f us, after %.1f us: want before slower", before.OpMaxUS, after.OpMaxUS)
+	}
+	if before.ScanPasses == 0 || after.ScanPasses == 0 {
+		t.Errorf("passes before %d, after %d", before.ScanPasses, after.ScanPasses)
+	}
+}
+
+// With busy-waiters that never sleep, the fair class still gives each
+// nice-15 scanner its weight's share: they finish passes (the real-time
+// model's strict priorities would starve them).
+func TestSimNice15ScannerGetsItsShare(t *testing.T) {
+	o := simSpec(300 * time.Millisecond)
+	o.BusyDuration = 0
+	st, err := RunSim(context.Background(), machine.MustNamed("virtme-ng-4"), experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.Before, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ScanPasses == 0 {
+		t.Error("no pass under busy-waiters that never sleep")
+	}
+}
+
+// run-proc-vs-map.sh needs CPUs 0 to 3.
+func TestSimNeedsFourCPUs(t *testing.T) {
+	d := machine.MustNamed("virtme-ng-4")
+	d.Topology.CPUs = 3
+	if _, err := RunSim(context.Background(), d, experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.Before, simSpec(time.Millisecond)); err == nil {
+		t.Error("ran on 3 CPUs")
+	}
+}
+
+// A sim run's Stats depend on nothing but the machine, the seed and the
+// spec: two runs are equal.
+func TestRunSimRepeats(t *testing.T) {
+	d := machine.MustNamed("virtme-ng-4")
+	sim := experiment.SimRun{Seed: 7, Until: time.Hour}
+	a, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(30*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(30*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs differ:\n%+v\n%+v", a, b)
+	}
+}
+
+// The sim settings parse, on a machine that can run them.
+func TestSimSettings(t *testing.T) {
+	s := Def.Settings().Sim
+	if s == nil {
+		t.Fatal("no sim settings")
+	}
+	if _, err := machine.Simulated(s.Machine); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{s.Quick, s.Full, s.Smoke} {
+		if err := experiment.ParseOptions(NewOptions(), args...); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
