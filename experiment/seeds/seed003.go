@@ -71,6 +71,9 @@ func section003(s *Seed, docs Docs) report.Seed {
 		}
 		lines = append(lines, skipped("mapscan", scan.Skipped)...)
 	}
+	if sim, line := addPart(&sec, docs, SimKey("mapscan"), s.simMapscanPart); sim != nil && line != "" {
+		lines = append(lines, line)
+	}
 
 	var tear report.Document[maptear.Options, maptear.Result]
 	if decode(docs, "maptear", &tear) {
@@ -196,4 +199,117 @@ func (s *Seed) mapscanPart(doc *report.Document[mapscan.Options, mapscan.Result]
 		}
 	}
 	return part, line
+}
+
+// simMapscanPart is seed 003's test on its machine (the sim step):
+// run-proc-vs-map.sh's --rawdata figures before and after, beside the
+// cover letter's, the sorted per-sample maxima against the sample's rank
+// (published: the four smallest and four largest of 100), and the verdict
+// clause (simVerdict003).
+func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Result]) (report.Part, string) {
+	mach := "sim"
+	if doc.ModelMachine != nil {
+		mach = "sim, " + doc.ModelMachine.Name
+	}
+	pub := s.Published.Mapscan
+	part := report.Part{Experiment: "mapscan", Title: "Seed 003's test on its machine (" + mach + "): mapper latency with two text scanners"}
+	find := func(variant string) (mapscan.Result, bool) {
+		i := slices.IndexFunc(doc.Results, func(r mapscan.Result) bool {
+			return r.Target == experiment.Sim && r.Variant == variant && r.Scanners == "text"
+		})
+		if i < 0 {
+			return mapscan.Result{}, false
+		}
+		return doc.Results[i], true
+	}
+	b, okb := find("before")
+	a, oka := find("after")
+	t := report.Table{
+		Title: fmt.Sprintf("ms. published: %s; %s: %d samples of %v", s.Published.Setting, mach, doc.Params.Runs, doc.Params.Duration),
+		Columns: []string{"", "published before", "published after", mach + " before", mach + " after"},
+	}
+	rng := func(lo, hi float64) string { return fmt.Sprintf("%s-%s", ms(lo, true), ms(hi, true)) }
+	stat := func(r mapscan.Result, ok bool, f func(mapscan.Result) string) string {
+		if !ok {
+			return "-"
+		}
+		return f(r)
+	}
+	rows := []struct {
+		label      string
+		pubB, pubA string
+		f          func(mapscan.Result) string
+	}{
+		{"median per-sample mean", ms(pub.Before.MedianMean, true), ms(pub.After.MedianMean, true),
+			func(r mapscan.Result) string { return ms(report.Median(r.OpMeanUSRuns)/1000, true) }},
+		{"per-sample maxima, smallest-largest", rng(pub.Before.MaxLo, pub.Before.MaxHi), rng(pub.After.MaxLo, pub.After.MaxHi),
+			func(r mapscan.Result) string { return rng(slices.Min(r.OpMaxUSRuns)/1000, slices.Max(r.OpMaxUSRuns)/1000) }},
+		{"median per-sample maximum", "-", "-", func(r mapscan.Result) string { return ms(report.Median(r.OpMaxUSRuns)/1000, true) }},
+		{"samples with maximum <= 0.5 ms", "-", fmt.Sprintf("%d of %d", pub.After.Samples, pub.After.Samples),
+			func(r mapscan.Result) string { return fmt.Sprintf("%d of %d", under(r.OpMaxUSRuns, 500), len(r.OpMaxUSRuns)) }},
+	}
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []string{r.label, r.pubB, r.pubA, stat(b, okb && len(b.OpMaxUSRuns) > 0, r.f), stat(a, oka && len(a.OpMaxUSRuns) > 0, r.f)})
+	}
+	part.Tables = append(part.Tables, t)
+	ch := report.Chart{Title: "per-sample maximum latency, sorted: published and " + mach, Kind: report.Lines,
+		XLabel: "sample's rank (fraction of the samples)", YLabel: "per-sample maximum (ms)", LogY: true,
+		Command: "mmlab run mapscan --target sim --machine " + strings.TrimPrefix(mach, "sim, ") + " " + strings.Join(experiment.Args(&doc.Params, mapscan.NewOptions()), " ")}
+	for _, v := range []struct {
+		name string
+		p    PubLatency
+	}{{"before", pub.Before}, {"after", pub.After}} {
+		se := report.Series{Name: "published " + v.name}
+		for i, x := range v.p.MaxSmallest {
+			se.Points = append(se.Points, report.Point{X: float64(i+1) / float64(v.p.Samples), Y: x})
+		}
+		for i, x := range v.p.MaxLargest {
+			se.Points = append(se.Points, report.Point{X: float64(v.p.Samples-len(v.p.MaxLargest)+i+1) / float64(v.p.Samples), Y: x})
+		}
+		ch.Series = append(ch.Series, se)
+		if r, ok := find(v.name); ok && len(r.OpMaxUSRuns) > 0 {
+			se := report.Series{Name: mach + " " + v.name}
+			sorted := slices.Sorted(slices.Values(r.OpMaxUSRuns))
+			for i, x := range sorted {
+				se.Points = append(se.Points, report.Point{X: float64(i+1) / float64(len(sorted)), Y: x / 1000})
+			}
+			ch.Series = append(ch.Series, se)
+		}
+	}
+	part.Charts = append(part.Charts, ch)
+	if !okb || !oka || len(b.OpMaxUSRuns) == 0 || len(a.OpMaxUSRuns) == 0 {
+		return part, ""
+	}
+	return part, simVerdict003(mach, pub, b, a)
+}
+
+// simVerdict003 is the clause that says whether the simulated test
+// reproduces the seed, by issue 29's tests: the median per-sample maximum
+// at least 6x lower after (the cover letter's "close to 10x"), after-design
+// maxima at most 0.5 ms in at least 90% of samples, and the median
+// per-sample means within 2x of the published ones.
+func simVerdict003(mach string, pub *PubMapscan, b, a mapscan.Result) string {
+	ratio := report.Median(b.OpMaxUSRuns) / report.Median(a.OpMaxUSRuns)
+	n := len(a.OpMaxUSRuns)
+	low := under(a.OpMaxUSRuns, 500)
+	mb, ma := report.Median(b.OpMeanUSRuns)/1000, report.Median(a.OpMeanUSRuns)/1000
+	within := func(x, p float64) bool { return x <= 2*p && x >= p/2 }
+	ok := ratio >= 6 && 10*low >= 9*n && within(mb, pub.Before.MedianMean) && within(ma, pub.After.MedianMean)
+	verdict := "does not reproduce the seed"
+	if ok {
+		verdict = "reproduces the seed"
+	}
+	return fmt.Sprintf("%s %s: median per-sample maximum %.1fx lower after (the seed close to 10x), after-design maxima <= 0.5 ms in %d of %d samples, median per-sample means %s and %s ms (the seed %s and %s)",
+		mach, verdict, ratio, low, n, ms(mb, true), ms(ma, true), ms(pub.Before.MedianMean, true), ms(pub.After.MedianMean, true))
+}
+
+// under counts the values of xs at most lim.
+func under(xs []float64, lim float64) int {
+	n := 0
+	for _, x := range xs {
+		if x <= lim {
+			n++
+		}
+	}
+	return n
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"mmlab/experiment"
+	"mmlab/experiment/mapscan"
 	"mmlab/experiment/trigger"
 	"mmlab/machine"
 	"mmlab/report"
@@ -135,5 +136,29 @@ func TestSimVerdict004(t *testing.T) {
 	}
 	if got := simVerdict004("sim", s.Published.Trigger, sweep(1, 1)); !strings.Contains(got, "peaks at srcu uprobe-nop 8, tasks-trace uprobe-nop 8, srcu uretprobe-nop 8, tasks-trace uretprobe-nop 8 CPUs") {
 		t.Errorf("peaks: %q", got)
+	}
+}
+
+// simVerdict003 judges seed 003's test on its machine: maxima ten times
+// lower after, all under 0.5 ms, and the seed's means reproduce it; the
+// before design's maxima after the change do not.
+func TestSimVerdict003(t *testing.T) {
+	var s003 *Seed
+	for _, s := range All() {
+		if s.ID == "003" {
+			s003 = s
+		}
+	}
+	res := func(meanUS, maxUS float64) mapscan.Result {
+		return mapscan.Result{OpMeanUSRuns: []float64{meanUS, meanUS, meanUS}, OpMaxUSRuns: []float64{maxUS, maxUS * 1.1, maxUS * 0.9}}
+	}
+	b, a := res(11, 1500), res(6, 150)
+	if got := simVerdict003("sim", s003.Published.Mapscan, b, a); !strings.HasPrefix(got, "sim reproduces the seed: median per-sample maximum 10.0x lower after") ||
+		!strings.Contains(got, "<= 0.5 ms in 3 of 3 samples") {
+		t.Errorf("reproduced: %q", got)
+	}
+	if got := simVerdict003("sim", s003.Published.Mapscan, b, res(6, 1400)); !strings.HasPrefix(got, "sim does not reproduce the seed: median per-sample maximum 1.1x") ||
+		!strings.Contains(got, "in 0 of 3 samples") {
+		t.Errorf("not reproduced: %q", got)
 	}
 }

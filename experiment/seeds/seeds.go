@@ -77,6 +77,12 @@ type PubLatency struct {
 	MeanHi     float64 `json:"mean_hi_ms"`
 	MaxLo      float64 `json:"max_lo_ms"`
 	MaxHi      float64 `json:"max_hi_ms"`
+	// Samples is --nsamples; MaxSmallest and MaxLargest are the
+	// per-sample maxima the cover letter prints, the four smallest and
+	// the four largest, in increasing order.
+	Samples     int       `json:"samples"`
+	MaxSmallest []float64 `json:"max_smallest_ms"`
+	MaxLargest  []float64 `json:"max_largest_ms"`
 }
 
 // PubMapscan is seed 003's before and after.
