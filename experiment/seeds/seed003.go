@@ -225,7 +225,7 @@ func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Resu
 	b, okb := find("before")
 	a, oka := find("after")
 	t := report.Table{
-		Title: fmt.Sprintf("ms. published: %s; %s: %d samples of %v", s.Published.Setting, mach, doc.Params.Runs, doc.Params.Duration),
+		Title:   fmt.Sprintf("ms. published: %s; %s: %d samples of %v", s.Published.Setting, mach, doc.Params.Runs, doc.Params.Duration),
 		Columns: []string{"", "published before", "published after", mach + " before", mach + " after"},
 	}
 	rng := func(lo, hi float64) string { return fmt.Sprintf("%s-%s", ms(lo, true), ms(hi, true)) }
@@ -243,10 +243,14 @@ func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Resu
 		{"median per-sample mean", ms(pub.Before.MedianMean, true), ms(pub.After.MedianMean, true),
 			func(r mapscan.Result) string { return ms(report.Median(r.OpMeanUSRuns)/1000, true) }},
 		{"per-sample maxima, smallest-largest", rng(pub.Before.MaxLo, pub.Before.MaxHi), rng(pub.After.MaxLo, pub.After.MaxHi),
-			func(r mapscan.Result) string { return rng(slices.Min(r.OpMaxUSRuns)/1000, slices.Max(r.OpMaxUSRuns)/1000) }},
+			func(r mapscan.Result) string {
+				return rng(slices.Min(r.OpMaxUSRuns)/1000, slices.Max(r.OpMaxUSRuns)/1000)
+			}},
 		{"median per-sample maximum", "-", "-", func(r mapscan.Result) string { return ms(report.Median(r.OpMaxUSRuns)/1000, true) }},
 		{"samples with maximum <= 0.5 ms", "-", fmt.Sprintf("%d of %d", pub.After.Samples, pub.After.Samples),
-			func(r mapscan.Result) string { return fmt.Sprintf("%d of %d", under(r.OpMaxUSRuns, 500), len(r.OpMaxUSRuns)) }},
+			func(r mapscan.Result) string {
+				return fmt.Sprintf("%d of %d", under(r.OpMaxUSRuns, 500), len(r.OpMaxUSRuns))
+			}},
 	}
 	for _, r := range rows {
 		t.Rows = append(t.Rows, []string{r.label, r.pubB, r.pubA, stat(b, okb && len(b.OpMaxUSRuns) > 0, r.f), stat(a, oka && len(a.OpMaxUSRuns) > 0, r.f)})
