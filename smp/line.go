@@ -88,9 +88,13 @@ const (
 
 func (c Class) String() string { return [...]string{"smt", "llc", "socket", "remote"}[c] }
 
-// lineState is a line's coherence state and counts in one sim run.
+// lineState is a line's coherence state and counts in one sim run. It
+// keeps the line's names, not the line: a line sits in the object it
+// belongs to (a child's mm), which the run must not keep alive after the
+// object is gone.
 type lineState struct {
-	line    *Line
+	name    string
+	words   []string // the line's word names when an access last saw them
 	owner   int      // the CPU holding it modified; -1: none
 	sharers []uint64 // CPUs holding it shared (owner < 0), a bit set
 	busy    int64    // virtual ns until which it is in flight
@@ -174,7 +178,7 @@ func (m *memory) state(l *Line) *lineState {
 	if l.mem == m {
 		return m.lines[l.idx]
 	}
-	st := &lineState{line: l, owner: -1, sharers: make([]uint64, (m.cpus+63)/64)}
+	st := &lineState{name: l.name, words: l.words, owner: -1, sharers: make([]uint64, (m.cpus+63)/64)}
 	l.mem, l.idx = m, int32(len(m.lines))
 	m.lines = append(m.lines, st)
 	return st
@@ -205,6 +209,7 @@ func access(w *word, k kind) {
 	for int(w.slot) >= len(st.ops) {
 		st.ops = append(st.ops, [nKinds]int64{})
 		st.moves = append(st.moves, 0)
+		st.words = w.line.words
 	}
 	st.ops[w.slot][k]++
 	n := st.transfersTotal()

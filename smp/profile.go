@@ -79,12 +79,12 @@ func C2C(s *sched.System) *Profile {
 		if total == 0 {
 			continue
 		}
-		lp := LineProfile{Name: st.line.name, Transfers: total, ByClass: st.transfers, CostNS: st.cost, WaitNS: st.wait,
+		lp := LineProfile{Name: st.name, Transfers: total, ByClass: st.transfers, CostNS: st.cost, WaitNS: st.wait,
 			From: maps.Clone(st.from), To: maps.Clone(st.to)}
 		for i, ops := range st.ops {
 			name := "?"
-			if i < len(st.line.words) {
-				name = st.line.words[i]
+			if i < len(st.words) {
+				name = st.words[i]
 			}
 			lp.Words = append(lp.Words, WordProfile{Name: name, Loads: ops[kindLoad], Stores: ops[kindStore], RMWs: ops[kindRMW], Transfers: st.moves[i]})
 			lp.Loads += ops[kindLoad]

@@ -3,8 +3,10 @@ package smp_test
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"mmlab/machine"
 	"mmlab/sched"
@@ -97,4 +99,45 @@ func TestRealTime(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { w.Add(1); w.Load(); smp.Mb() }); n != 0 {
 		t.Errorf("%v allocations per access", n)
 	}
+}
+
+// A sim run's line state does not keep alive the object a line sits in:
+// once the object is unreachable a collection frees it, while the profile
+// still names its line (a child's mm gone before its parent's run ends).
+func TestLineStateDoesNotKeepObject(t *testing.T) {
+	d := machine.MustNamed("xeon-gold-6138-2s")
+	sys := sched.New(sched.Config{CPUs: 2, Seed: 1, Sim: &sched.SimConfig{Until: time.Second, Machine: &d}})
+	type object struct {
+		line  smp.Line // embedded, as struct rw_semaphore's
+		count smp.Int64
+		_     [1 << 16]byte
+	}
+	var gone weak.Pointer[object]
+	for cpu := range 2 {
+		sys.SpawnNamed(fmt.Sprintf("cpu%d", cpu), cpu, 0, func(*sched.Thread) {
+			if cpu == 0 {
+				o := &object{}
+				o.line.SetName("child")
+				o.count.InitOn(&o.line, "count")
+				gone = weak.Make(o)
+				for range 10 {
+					o.count.Add(1)
+					sched.Charge(10 * time.Nanosecond)
+				}
+				return
+			}
+			sched.Charge(5 * time.Nanosecond)
+		})
+	}
+	if _, err := sys.Run(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Error("the object of an accessed line survives a collection after the run")
+	}
+	if p := smp.C2C(sys); len(p.Lines) > 0 && p.Lines[0].Name != "child" {
+		t.Errorf("profile lines %+v", p.Lines)
+	}
+	runtime.KeepAlive(sys)
 }
