@@ -84,11 +84,12 @@ var Def = experiment.Def[*Options, Result]{
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 2 << 30, Modes: slices.Clone(Modes)} },
 	Settings:   settings,
 	Model:      Model,
+	Sim:        true,
 	Table:      Table,
 	Verdict:    func(_ *Options, rs []Result) (string, bool) { _, line := LiveVerdict(rs); return line, false },
 }
 
-const help = `usage: mmlab run forkstall [--target model|live|both] [--variant before|after] [--runs N]
+const help = `usage: mmlab run forkstall [--target model|sim|live|both] [--machine NAME] [--variant before|after] [--runs N]
                            [--size SIZE] [--cases LIST] [--modes LIST] [--full] [--json] [--out DIR]
 
 A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker loops fork(),
@@ -101,6 +102,11 @@ idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
 The model's busy process holds its mmap lock for read 300 ms per populate
 (a time on the model's clock, not work), and the tracer starts each attach
 as a populate starts.
+On a simulated machine (--target sim --machine NAME) the tasks are threads on
+the machine's CPUs in virtual time, placed by the simulated scheduler: the
+busy process's hold is its populate's cost on that machine (populate_page
+per 4 KiB page of SIZE), every system call costs the machine's syscall, and
+a forked child runs, exits and is waited for.
 The live run ends with "verdict: stalls|ok": stalls when the longest fork
 exceeds 10x the quiet baseline (busy running, nothing attaching, same window
 length) and 50 ms. Live needs Linux and root.
@@ -231,6 +237,9 @@ type Result struct {
 
 	// Verdict is a live result's Judge: "stalls" or "ok".
 	Verdict string `json:"verdict,omitempty"`
+
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 
 	*ModelFigures // nil in live results
 }
