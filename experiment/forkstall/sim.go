@@ -17,11 +17,17 @@ package forkstall
 //     runs, and sleeps once on a start barrier that the tracer opens when
 //     all are there; the sim's wake-up placement (select_idle_sibling(),
 //     sched/sim.go selectCPU) places them from then on.
-//   - A forked child runs as a task of its own on its parent's CPU (the
-//     sim does not balance a new task: wake_up_new_task() places it on
-//     task_cpu(), which copy_process() set to the parent's), exits at
-//     once, and the parent waits for it (wait4), as the seed's forker
-//     reaps each child.
+//   - A forked child runs, exits at once, and its parent waits for it
+//     (wait4), as the seed's forker and live/forkstall's reap each child.
+//     The children of one forker run on one unpinned model thread, woken
+//     for each child (childRunner): sched keeps every thread a run ever
+//     had, and scans them as its clock advances, so a thread per child
+//     would slow the run with every fork. The thread is placed as a
+//     waking task is, on an idle CPU, as wake_up_new_task() places a
+//     child (SD_BALANCE_FORK finds the idlest CPU); the wake-ups of the
+//     child and of its parent each cost the machine's wakeup.
+//   - The busy process's forking thread (busy-forks) pauses 1 ms after
+//     each fork, as live/forkstall's does.
 //   - The busy process's mapping is PROT_READ, as the real-time runner's:
 //     its populate maps the shared zero page (do_anonymous_page() without
 //     FAULT_FLAG_WRITE), so a 4 GiB populate allocates page-table slots
@@ -183,7 +189,8 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 		}
 		bt := b.NewThread()
 		w.start(b, w.busyLoop)
-		w.start(bt, func(r *kernel.Runner) { w.forkLoop(r, false) })
+		bc := w.newChildRunner("busy")
+		w.start(bt, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
 		for i := range Idle(o.Case) {
@@ -196,7 +203,8 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.start(f, func(r *kernel.Runner) { w.forkLoop(r, true) })
+	fc := w.newChildRunner("forker")
+	w.start(f, func(r *kernel.Runner) { w.forkLoop(r, fc, true) })
 
 	tr := mach.NewTask("tracer")
 	tr.Thread = sched.Current()
@@ -319,11 +327,12 @@ func populateSim(t *kernel.Task, size uint64, started func()) (time.Time, time.D
 }
 
 // forkLoop forks until the run stops, each fork a CostSyscall and the
-// kernel's fork (kernel.Task.Fork); the child runs, exits, and is waited
-// for (reap). With record, each fork is timed into the window it started
-// in.
-func (w *simWorld) forkLoop(r *kernel.Runner, record bool) {
+// kernel's fork (kernel.Task.Fork); the child runs on cr, exits, and is
+// waited for. With record, each fork is timed into the window it started
+// in; without, the loop pauses 1 ms after each fork.
+func (w *simWorld) forkLoop(r *kernel.Runner, cr *childRunner, record bool) {
 	p := r.Task
+	defer cr.close()
 	for !w.stop.Load() {
 		p.TakeBlocked()
 		win := w.window
@@ -342,18 +351,50 @@ func (w *simWorld) forkLoop(r *kernel.Runner, record bool) {
 			}
 			w.last = start
 		}
-		w.reap(p, c)
+		cr.run(c)
+		if !record {
+			sched.Sleep(time.Millisecond)
+		}
 	}
 }
 
-// reap runs child c of p as a task on p's CPU that exits at once
-// (exit_group: a CostSyscall and exit_mm), and waits for it (wait4: a
-// CostSyscall).
-func (w *simWorld) reap(p, c *kernel.Task) {
-	cr := w.k.Machine.Start(c, p.CPU(), 0, func(r *kernel.Runner) {
-		sched.ChargeCost(sched.CostSyscall, 1)
-		r.Task.ExitMM()
-	})
+// childRunner is the model thread a forker's children run on, one at a
+// time: each exits at once (exit_group: a CostSyscall and exit_mm).
+type childRunner struct {
+	child  *kernel.Task
+	go_    chan struct{} // a child to run, or the end (child nil)
+	exited chan struct{} // the child has exited
+}
+
+// newChildRunner starts the children's thread of the forker named comm.
+func (w *simWorld) newChildRunner(comm string) *childRunner {
+	cr := &childRunner{go_: make(chan struct{}, 1), exited: make(chan struct{}, 1)}
+	w.runners = append(w.runners, w.k.Machine.Start(w.k.Machine.NewTask(comm+" children"), 0, 0, func(r *kernel.Runner) {
+		r.Thread().SetAffinity()
+		for {
+			sched.Wait(nil, "fork", cr.go_, nil)
+			if cr.child == nil {
+				return
+			}
+			sched.ChargeCost(sched.CostSyscall, 1)
+			cr.child.ExitMM()
+			cr.child = nil
+			sched.Notify(cr.exited)
+		}
+	}))
+	return cr
+}
+
+// run runs child c and waits for it to exit (wait4: a CostSyscall).
+func (cr *childRunner) run(c *kernel.Task) {
+	cr.child = c
+	sched.Notify(cr.go_)
 	sched.ChargeCost(sched.CostSyscall, 1)
-	cr.Wait()
+	sched.Wait(nil, "wait4", cr.exited, nil)
+}
+
+// close ends the children's thread.
+func (cr *childRunner) close() {
+	cr.child = nil
+	sched.Notify(cr.go_)
 }
