@@ -170,6 +170,31 @@ func settings() experiment.Settings {
 		Full:     full,
 		Smoke:    []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
 		EstQuick: 40 * time.Second, EstFull: 30 * time.Minute,
+		Sim: simSettings(),
+	}
+}
+
+// simSettings are the sim step's: seed 000's table on its machine. The
+// full setting is the seed's own (4 GiB, every case and mode, 15 runs: the
+// low end of the seed's 15-45), one point per case and mode; the quick one
+// a 256 MiB populate and the multi-1 rows of three cases, 3 runs. The
+// host time is mostly the after design's forks, some 10^5 a virtual
+// second of windows.
+func simSettings() *experiment.SimSettings {
+	full := []string{"--runs", "15", "--size", "4G", "--cases", strings.Join(Cases, ","), "--modes", strings.Join(Modes, ",")}
+	var points [][]string
+	for _, c := range Cases {
+		for _, m := range Modes {
+			points = append(points, []string{"--runs", "15", "--size", "4G", "--cases", c, "--modes", m})
+		}
+	}
+	return &experiment.SimSettings{
+		Machine:  "epyc-vm-32",
+		Quick:    []string{"--runs", "3", "--size", "256M", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1"},
+		Full:     full,
+		Smoke:    []string{"--runs", "1", "--size", "16M", "--cases", "busy-maps", "--modes", "multi-1"},
+		Points:   points,
+		EstQuick: 30 * time.Second, EstFull: 6 * time.Hour,
 	}
 }
 

@@ -320,11 +320,24 @@ func populateSim(t *kernel.Task, size uint64, started func()) (time.Time, time.D
 		return start, d, fmt.Errorf("busy mmap: %w", err)
 	}
 	sched.ChargeCost(sched.CostSyscall, 1)
+	if simZap > 0 {
+		// A zap that costs something: munmap's read-locked part
+		// (the write lock downgraded), then the VMA's removal.
+		t.MM.MmapWriteLock(t)
+		t.MM.MmapWriteDowngrade()
+		sched.Charge(simZap)
+		t.MM.MmapReadUnlock()
+	}
 	if err := t.MM.Munmap(t, a, size); err != nil {
 		return start, d, fmt.Errorf("busy munmap: %w", err)
 	}
 	return start, d, nil
 }
+
+// simZap, if set (export_test.go), is a time munmap's zap holds the busy
+// mm's lock for read before the munmap: the machine descriptions have no
+// cost for it, so it is zero in every run of the experiment.
+var simZap time.Duration
 
 // forkLoop forks until the run stops, each fork a CostSyscall and the
 // kernel's fork (kernel.Task.Fork); the child runs on cr, exits, and is

@@ -162,3 +162,34 @@ func TestSimModelDeterministic(t *testing.T) {
 		t.Errorf("two runs of seed 1 differ:\n%s\n%s", a, b)
 	}
 }
+
+// Why a register before waits two populates, not one: the populate's read
+// unlock wakes the queued register, which runs a wakeup later (4.05 us on
+// simMachine); the busy process meanwhile takes its lock for munmap and
+// mmap and the next populate (two syscalls: munmap's zap has no cost),
+// since a writer waiting sets RWSEM_FLAG_HANDOFF only when it runs and
+// finds the lock taken. A zap that holds the lock longer than the wake-up
+// lets the register set the handoff bit: it then waits one populate and
+// the zap.
+func TestSimZapDecidesOneOrTwoPopulates(t *testing.T) {
+	run := func() Run {
+		runs, err := runCaseSim(context.Background(), caseRun{Machine: simMachine, Design: kernel.DesignBefore, Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1,
+			Size: simSize, Hold: time.Millisecond}, kernel.Sim{Seed: 1, Until: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs[0]
+	}
+	r0 := run()
+	t.Logf("no zap: attach %v ms, blocked on mmap_lock %v ms, longest fork %v ms", r0.AttachMs, r0.AttachMmapMs, r0.ForkMaxMs)
+	if r := r0; r.AttachMmapMs < 1.5*simPopulateMs {
+		t.Errorf("no zap cost: the register waited %v ms on mmap_lock, want two populates of %v ms", r.AttachMmapMs, simPopulateMs)
+	}
+	zap := 100 * time.Microsecond
+	defer SetSimZap(zap)()
+	r1 := run()
+	t.Logf("zap %v: attach %v ms, blocked on mmap_lock %v ms, longest fork %v ms", zap, r1.AttachMs, r1.AttachMmapMs, r1.ForkMaxMs)
+	if r := r1; r.AttachMmapMs > 1.5*simPopulateMs || r.AttachMmapMs < simPopulateMs/2 {
+		t.Errorf("zap %v: the register waited %v ms on mmap_lock, want one populate of %v ms and the zap", zap, r.AttachMmapMs, simPopulateMs)
+	}
+}
