@@ -193,3 +193,29 @@ func TestSimZapDecidesOneOrTwoPopulates(t *testing.T) {
 		t.Errorf("zap %v: the register waited %v ms on mmap_lock, want one populate of %v ms and the zap", zap, r.AttachMmapMs, simPopulateMs)
 	}
 }
+
+// With a zap that lets each register set the handoff bit, before, each of
+// multi-4's four registers waits a populate: register k+1's
+// percpu_down_write waits for the forker, which register k's up_write
+// handed dup_mmap_sem and which runs a wakeup later, as does the busy
+// process, which meanwhile takes its lock again. After, no forker waits on
+// dup_mmap_sem, so register k+1 finds the busy mm's lock free at once (the
+// tracer's path between two registers has no cost on the machine) and
+// waits no populate.
+func TestSimAfterRegistersBeatTheBusyProcess(t *testing.T) {
+	defer SetSimZap(100 * time.Microsecond)()
+	attach := map[kernel.Design]float64{}
+	for _, d := range kernel.Designs.Values() {
+		runs, err := runCaseSim(context.Background(), caseRun{Machine: simMachine, Design: d, Case: CaseBusyMaps, Mode: ModeMulti4, Runs: 1,
+			Size: simSize, Hold: time.Millisecond}, kernel.Sim{Seed: 1, Until: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attach[d] = runs[0].AttachMmapMs
+	}
+	t.Logf("multi-4 tracer blocked on mmap_lock: before %v ms, after %v ms; a populate %v ms", attach[kernel.DesignBefore], attach[kernel.DesignAfter], simPopulateMs)
+	if attach[kernel.DesignBefore] < 3.5*simPopulateMs || attach[kernel.DesignAfter] > 1.5*simPopulateMs {
+		t.Errorf("multi-4 tracer blocked on mmap_lock: before %v ms, after %v ms: want four populates of %v ms before and one after",
+			attach[kernel.DesignBefore], attach[kernel.DesignAfter], simPopulateMs)
+	}
+}
