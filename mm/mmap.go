@@ -273,9 +273,14 @@ func (m *MM) mmPopulate(w locking.Waiter, start, length uint64) {
 	}
 }
 
-// populateVMA faults in [s, e) of v. Private anonymous memory takes the bulk
-// path (pgtable.PopulateAnon: every PTE and page installed); the rest faults page
-// by page and stops at the first failure (a page past EOF). A simulated
+// populateVMA faults in [s, e) of v. Private anonymous memory takes a bulk
+// path: a write populate installs every PTE and a fresh page
+// (pgtable.PopulateAnon); a read populate maps the shared zero page at every
+// none PTE (pgtable.Populate), as do_anonymous_page() does for a fault
+// without FAULT_FLAG_WRITE, young as the kernel's zero-page PTE is
+// (vm_page_prot has _PAGE_ACCESSED), so that a read-only populate of any size
+// allocates page-table slots only. The rest faults page by page and stops at
+// the first failure (a page past EOF). A simulated
 // machine charges each page of the range its cost (populate_vma_page_range
 // → __get_user_pages → handle_mm_fault, a page's allocation, zeroing and
 // mapping), under the read lock as the kernel pays it.
@@ -284,6 +289,11 @@ func (m *MM) populateVMA(v *VMA, s, e uint64, write bool) {
 	if write && v.IsAnonymous() {
 		m.anonVMAPrepare(v)
 		m.PT.PopulateAnon(s, e, v.Pgoff+(s-v.Start)>>pgtable.PageShift, true)
+		return
+	}
+	if !write && v.IsAnonymous() && v.special == nil && v.Flags&VM_MAYSHARE == 0 {
+		zero := m.ns.zeroPage()
+		m.PT.Populate(s, e, func(uint64) *pgtable.Page { return zero }, false)
 		return
 	}
 	for a := s; a < e; a += pgtable.PageSize {

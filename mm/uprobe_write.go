@@ -51,6 +51,7 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 		return errno.EINVAL
 	}
 	pte, ok := m.PT.Lookup(a)
+	faulted := !ok
 	if !ok {
 		if err := m.handleFault(v, a, false); err != nil {
 			return err
@@ -80,6 +81,15 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 		m.anonVMAPrepare(v)
 		np = pgtable.NewAnonPageAt(idx)
 		np.CopyFrom(cur)
+		faulted = true
+	}
+	if faulted {
+		// GUP faulted the page in or broke its copy-on-write
+		// (handle_mm_fault: do_read_fault, wp_page_copy): a simulated
+		// machine charges one page as __mm_populate charges each page it
+		// faults in (populateVMA), once per write however many steps
+		// the model takes for it.
+		sched.ChargeCost(sched.CostPopulatePage, 1)
 	}
 	m.PT.Clear(a)
 	flush()

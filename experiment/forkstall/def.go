@@ -84,11 +84,12 @@ var Def = experiment.Def[*Options, Result]{
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 2 << 30, Modes: slices.Clone(Modes)} },
 	Settings:   settings,
 	Model:      Model,
+	Sim:        true,
 	Table:      Table,
 	Verdict:    func(_ *Options, rs []Result) (string, bool) { _, line := LiveVerdict(rs); return line, false },
 }
 
-const help = `usage: mmlab run forkstall [--target model|live|both] [--variant before|after] [--runs N]
+const help = `usage: mmlab run forkstall [--target model|sim|live|both] [--machine NAME] [--variant before|after] [--runs N]
                            [--size SIZE] [--cases LIST] [--modes LIST] [--full] [--json] [--out DIR]
 
 A busy process loops mmap(SIZE, MAP_POPULATE)/munmap, a forker loops fork(),
@@ -101,6 +102,11 @@ idle-5000 (nobody busy; N processes map the file). Modes: multi-1, multi-4
 The model's busy process holds its mmap lock for read 300 ms per populate
 (a time on the model's clock, not work), and the tracer starts each attach
 as a populate starts.
+On a simulated machine (--target sim --machine NAME) the tasks are threads on
+the machine's CPUs in virtual time, placed by the simulated scheduler: the
+busy process's hold is its populate's cost on that machine (populate_page
+per 4 KiB page of SIZE), every system call costs the machine's syscall, and
+a forked child runs, exits and is waited for.
 The live run ends with "verdict: stalls|ok": stalls when the longest fork
 exceeds 10x the quiet baseline (busy running, nothing attaching, same window
 length) and 50 ms. Live needs Linux and root.
@@ -164,6 +170,36 @@ func settings() experiment.Settings {
 		Full:     full,
 		Smoke:    []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
 		EstQuick: 40 * time.Second, EstFull: 30 * time.Minute,
+		Sim: simSettings(),
+	}
+}
+
+// simSettings are the sim step's: seed 000's table on its machine. The
+// full setting is the seed's own (4 GiB, every case and mode, 15 runs: the
+// low end of the seed's 15-45), one point per case and mode; the quick one
+// a 1 GiB populate and the multi-1 rows of three cases, 3 runs (about 10 s
+// on a 2-CPU host). The host time and memory are mostly the forks, some
+// 10^5 a virtual second of windows when nothing stalls them: a simulated
+// machine keeps about 2.5 KiB per fork until it ends (package smp keeps
+// the state of every cache line the run touched, each forked mm's lock
+// words among them, and with it the mm), so the 4 GiB busy-maps
+// perf-4 point took 1.9 min and 10.8 GB of resident memory at 3 runs, and
+// wants about five times both at 15.
+func simSettings() *experiment.SimSettings {
+	full := []string{"--runs", "15", "--size", "4G", "--cases", strings.Join(Cases, ","), "--modes", strings.Join(Modes, ",")}
+	var points [][]string
+	for _, c := range Cases {
+		for _, m := range Modes {
+			points = append(points, []string{"--runs", "15", "--size", "4G", "--cases", c, "--modes", m})
+		}
+	}
+	return &experiment.SimSettings{
+		Machine:  "epyc-vm-32",
+		Quick:    []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1"},
+		Full:     full,
+		Smoke:    []string{"--runs", "1", "--size", "16M", "--cases", "busy-maps", "--modes", "multi-1"},
+		Points:   points,
+		EstQuick: 15 * time.Second, EstFull: 45 * time.Minute,
 	}
 }
 
@@ -231,6 +267,9 @@ type Result struct {
 
 	// Verdict is a live result's Judge: "stalls" or "ok".
 	Verdict string `json:"verdict,omitempty"`
+
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 
 	*ModelFigures // nil in live results
 }

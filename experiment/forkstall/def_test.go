@@ -187,3 +187,26 @@ nobody keeps mmap_lock busy, 1000 processes map the file
 		t.Errorf("missing variant not shown as -:\n%s", out.String())
 	}
 }
+
+// The sim step runs on seed 000's machine; its settings parse, the full one
+// is the seed's table (4 GiB, every case and mode), and its points are the
+// full setting split by case and mode.
+func TestSimSettings(t *testing.T) {
+	s := Def.Settings().Sim
+	if s == nil || s.Machine != "epyc-vm-32" {
+		t.Fatalf("sim settings %+v", s)
+	}
+	for _, args := range append([][]string{s.Quick, s.Full, s.Smoke}, s.Points...) {
+		o := parse(t, args...)
+		if o.Runs < 1 {
+			t.Errorf("%v: %+v", args, o)
+		}
+	}
+	o := parse(t, s.Full...)
+	if o.Size != 4<<30 || !slices.Equal(o.Cases, Cases) || !slices.Equal(o.Modes, Modes) {
+		t.Errorf("full: %+v", o)
+	}
+	if len(s.Points) != len(Cases)*len(Modes) {
+		t.Errorf("%d points, want %d", len(s.Points), len(Cases)*len(Modes))
+	}
+}

@@ -57,24 +57,35 @@ const (
 const modelHold = 300 * time.Millisecond
 
 // Model runs the experiment on the model: each case and mode in each design
-// of env.Variants (the designs innermost), on a fresh model kernel each.
+// of env.Variants (the designs innermost), on a fresh model kernel each, in
+// real time (runCase) or, where env.Sim is set, on a simulated machine
+// env.Machine (runCaseSim, sim.go).
 func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result)) error {
 	designs, err := kernel.Designs.ParseList(env.Variants)
 	if err != nil {
 		return err
 	}
-	if slices.ContainsFunc(o.Cases, Busy) {
+	if env.Sim == nil && slices.ContainsFunc(o.Cases, Busy) {
 		o.ModelPopulateHoldMs = ms(modelHold)
 	}
 	for _, c := range o.Cases {
 		for _, m := range o.Modes {
 			for _, d := range designs {
-				runs, err := runCase(ctx, caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: uint64(o.Size),
-					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress})
+				cr := caseRun{Machine: env.Machine, Design: d, Case: c, Mode: m, Runs: o.Runs, Size: uint64(o.Size),
+					BusyHold: modelHold, Hold: 20 * time.Millisecond, Progress: env.Progress}
+				var runs []Run
+				if env.Sim != nil {
+					runs, err = runCaseSim(ctx, cr, kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until})
+				} else {
+					runs, err = runCase(ctx, cr)
+				}
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", d, c, m, err)
 				}
-				r := NewResult(experiment.Row{Target: experiment.Model, Variant: d.String()}, c, m, uint64(o.Size), runs)
+				r := NewResult(env.Row(d.String()), c, m, uint64(o.Size), runs)
+				if env.Sim != nil {
+					r.Machine = env.Machine.Name
+				}
 				emit(r)
 				f := r.ModelFigures
 				env.Progress("%s %s %s: fork_max %s ms (blocked on dup_mmap_sem %s, mmap_lock %s), baseline %s ms (blocked %s, %s), attach %s ms (tracer blocked on mmap_lock %s), detach %s ms, busy hold %s ms, passes %v",
@@ -246,7 +257,10 @@ func forkLoop(p *kernel.Task, stop *atomic.Bool, rec *recorder, errs chan<- erro
 	}
 }
 
-// attach attaches the probes of mode and returns the detach.
+// attach attaches the probes of mode and returns the detach. On a
+// simulated machine each of the tracer's system calls is a CostSyscall:
+// one bpf(BPF_LINK_CREATE) to attach and one close() of the link to
+// detach (multi), one perf_event_open() and one close() per probe (perf).
 func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (func() error, error) {
 	n := Probes(mode)
 	perf := mode == ModePerf4
@@ -257,8 +271,12 @@ func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (fun
 	var ps []probe
 	detach := func() error {
 		var errs []error
+		if !perf {
+			sched.ChargeCost(sched.CostSyscall, 1)
+		}
 		for _, p := range ps {
 			if perf {
+				sched.ChargeCost(sched.CostSyscall, 1)
 				errs = append(errs, u.Apply(tr, p.up, p.c, false))
 			}
 			errs = append(errs, u.UnregisterNosync(tr, p.up, p.c))
@@ -271,7 +289,13 @@ func attach(u *uprobes.Uprobes, tr *kernel.Task, in *mm.Inode, mode string) (fun
 		}
 		return errors.Join(errs...)
 	}
+	if !perf {
+		sched.ChargeCost(sched.CostSyscall, 1)
+	}
 	for i := range n {
+		if perf {
+			sched.ChargeCost(sched.CostSyscall, 1)
+		}
 		c := &uprobes.Consumer{Handler: func(*kernel.Runner) int { return 0 }}
 		up, err := u.Register(tr, in, probeBase+uint64(i), c)
 		if err == nil {

@@ -35,7 +35,11 @@ func Table(w io.Writer, o *Options, rs []Result) {
 		if len(variants) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\nforkstall, %s (median of %d runs; ms)\n", target, o.Runs)
+		where := string(target)
+		if i := slices.IndexFunc(rs, func(r Result) bool { return r.Target == target && r.Machine != "" }); i >= 0 {
+			where += " on " + rs[i].Machine + ", virtual time"
+		}
+		fmt.Fprintf(w, "\nforkstall, %s (median of %d runs; ms)\n", where, o.Runs)
 		head := fmt.Sprintf("%-40s", "")
 		sub := fmt.Sprintf("%-40s", "")
 		for _, col := range []string{"fork() ms", "attach ms", "detach ms"} {
