@@ -2,9 +2,13 @@ package smp
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"weak"
+
+	"slices"
 
 	"mmlab/machine"
 	"mmlab/sched"
@@ -93,6 +97,7 @@ func (c Class) String() string { return [...]string{"smt", "llc", "socket", "rem
 // belongs to (a child's mm), which the run must not keep alive after the
 // object is gone.
 type lineState struct {
+	line    weak.Pointer[Line]
 	name    string
 	words   []string // the line's word names when an access last saw them
 	owner   int      // the CPU holding it modified; -1: none
@@ -117,6 +122,11 @@ type memory struct {
 	rmw    int64
 	posted []int64 // per CPU: when its posted stores have all arrived
 	lines  []*lineState
+	// freed holds, by name, the summed counts of lines whose objects are
+	// gone (compact), for the profile; compactAt is the length of lines
+	// at which compact runs next.
+	freed     map[string]*lineState
+	compactAt int
 }
 
 // cpuPlace is where a CPU sits in the topology.
@@ -178,10 +188,98 @@ func (m *memory) state(l *Line) *lineState {
 	if l.mem == m {
 		return m.lines[l.idx]
 	}
-	st := &lineState{name: l.name, words: l.words, owner: -1, sharers: make([]uint64, (m.cpus+63)/64)}
+	if len(m.lines) >= m.compactAt {
+		m.compact()
+	}
+	st := &lineState{line: weak.Make(l), name: l.name, words: l.words, owner: -1, sharers: make([]uint64, (m.cpus+63)/64)}
 	l.mem, l.idx = m, int32(len(m.lines))
 	m.lines = append(m.lines, st)
 	return st
+}
+
+// compact drops the state of the lines that the garbage collector found
+// unreachable (the objects they sat in are gone: a child's mm after its
+// exit), adding their counts to freed by name, so that a run's memory
+// follows its live lines, not every line it ever touched. It runs when
+// the lines have doubled since the last time.
+func (m *memory) compact() {
+	live := m.lines[:0]
+	for _, st := range m.lines {
+		l := st.line.Value()
+		if l != nil {
+			l.idx = int32(len(live))
+			live = append(live, st)
+			continue
+		}
+		if m.freed == nil {
+			m.freed = map[string]*lineState{}
+		}
+		f := m.freed[st.name]
+		if f == nil {
+			f = &lineState{name: st.name, from: map[int]int64{}, to: map[int]int64{}}
+			m.freed[st.name] = f
+		}
+		f.add(st)
+	}
+	clear(m.lines[len(live):])
+	m.lines = live
+	m.compactAt = max(4096, 2*len(live))
+}
+
+// add adds o's counts to st's.
+func (st *lineState) add(o *lineState) {
+	for len(st.ops) < len(o.ops) {
+		st.ops = append(st.ops, [nKinds]int64{})
+		st.moves = append(st.moves, 0)
+	}
+	for i := range o.ops {
+		for k := range o.ops[i] {
+			st.ops[i][k] += o.ops[i][k]
+		}
+		st.moves[i] += o.moves[i]
+	}
+	if len(o.words) > len(st.words) {
+		st.words = o.words
+	}
+	for c := range o.transfers {
+		st.transfers[c] += o.transfers[c]
+	}
+	st.cost += o.cost
+	st.wait += o.wait
+	for k, v := range o.from {
+		st.from[k] += v
+	}
+	for k, v := range o.to {
+		st.to[k] += v
+	}
+}
+
+// byName returns the run's line states summed by line name, in the order
+// of first access, so that the profile does not depend on which freed
+// lines the garbage collector has found so far (compact).
+func (m *memory) byName() []*lineState {
+	var order []string
+	sums := map[string]*lineState{}
+	add := func(st *lineState) {
+		f := sums[st.name]
+		if f == nil {
+			f = &lineState{name: st.name, from: map[int]int64{}, to: map[int]int64{}}
+			sums[st.name] = f
+			order = append(order, st.name)
+		}
+		f.add(st)
+	}
+	for _, st := range m.lines {
+		add(st)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.freed)) {
+		add(m.freed[name])
+	}
+	out := make([]*lineState, len(order))
+	for i, name := range order {
+		out[i] = sums[name]
+	}
+	return out
 }
 
 func (st *lineState) transfersTotal() (n int64) {

@@ -17,7 +17,8 @@ type Profile struct {
 	Machine string `json:"machine,omitempty"`
 	CPUs    int    `json:"cpus"`
 	// Lines are the lines that moved at least once, most transfers first
-	// (then by name).
+	// (then by name); lines of one name (each child's mmap_lock) are
+	// summed into one.
 	Lines []LineProfile `json:"lines"`
 	// Transfers and CostNS sum the lines'.
 	Transfers int64 `json:"transfers"`
@@ -71,7 +72,7 @@ func C2C(s *sched.System) *Profile {
 	if m.desc != nil {
 		p.Machine = m.desc.Name
 	}
-	for _, st := range m.lines {
+	for _, st := range m.byName() {
 		var total int64
 		for _, n := range st.transfers {
 			total += n
