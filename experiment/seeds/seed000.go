@@ -85,6 +85,9 @@ func explorePart(doc *report.Document[explorer.Options, explorer.Result]) (repor
 // part, whose live verdict is added to the line.
 func section000(s *Seed, docs Docs) report.Seed {
 	sec := forkstallSection(s, docs)
+	if doc, line := addPart(&sec, docs, SimKey("forkstall"), s.simForkstallPart); doc != nil && line != "" {
+		sec.Verdict += "; " + line
+	}
 	if doc, line := addPart(&sec, docs, "redzone", redzonePart); doc != nil {
 		sec.Verdict += "; " + line
 	}
@@ -249,4 +252,115 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 		sec.Headline = fmt.Sprintf("no stall: fork() %s ms (%s ms quiet)", ms(worst.ForkMaxMs, true), ms(worst.BaselineMs, true))
 	}
 	return sec
+}
+
+// simForkstallPart is seed 000's table on its machine (the sim step): the
+// longest fork and the attach time before and after in each of the seed's
+// rows, published beside the simulated VM's, and the verdict clause
+// (simVerdict000).
+func (s *Seed) simForkstallPart(doc *report.Document[forkstall.Options, forkstall.Result]) (report.Part, string) {
+	mach := "sim"
+	if doc.ModelMachine != nil {
+		mach = "sim, " + doc.ModelMachine.Name
+	}
+	part := report.Part{Experiment: "forkstall", Title: "Seed 000's table on its machine (" + mach + "): longest fork() and attach time, ms"}
+	t := report.Table{
+		Title: fmt.Sprintf("ms. published: %s; %s: %s busy region, the median of %d runs, virtual time", s.Published.Setting, mach, doc.Params.Size, doc.Params.Runs),
+		Columns: []string{"case", "mode", "published fork before", "published fork after", mach + " fork before", mach + " fork after",
+			"published attach before", "published attach after", mach + " attach before", mach + " attach after"},
+	}
+	rows := simForkRows(s.Published.Forkstall, doc.Results)
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []string{forkCaseTitles[r.pub.Case], forkModeTitles[r.pub.Mode],
+			ms(r.pub.ForkBeforeMs, true), ms(r.pub.ForkAfterMs, true), ms(r.before.ForkMaxMs, r.ok), ms(r.after.ForkMaxMs, r.ok),
+			ms(r.pub.AttachBeforeMs, true), ms(r.pub.AttachAfterMs, true), ms(r.before.AttachMs, r.ok), ms(r.after.AttachMs, r.ok)})
+	}
+	part.Tables = append(part.Tables, t)
+	return part, simVerdict000(mach, rows)
+}
+
+// simForkRow is one published row of seed 000's table with the sim's
+// before and after results of its case and mode (ok when both exist).
+type simForkRow struct {
+	pub           PubFork
+	before, after forkstall.Result
+	ok            bool
+}
+
+func simForkRows(pub []PubFork, rs []forkstall.Result) []simForkRow {
+	find := func(variant, c, mode string) (forkstall.Result, bool) {
+		i := slices.IndexFunc(rs, func(r forkstall.Result) bool {
+			return r.Target == experiment.Sim && r.Variant == variant && r.Case == c && r.Mode == mode
+		})
+		if i < 0 {
+			return forkstall.Result{}, false
+		}
+		return rs[i], true
+	}
+	var rows []simForkRow
+	for _, p := range pub {
+		b, okb := find("before", p.Case, p.Mode)
+		a, oka := find("after", p.Case, p.Mode)
+		rows = append(rows, simForkRow{p, b, a, okb && oka})
+	}
+	return rows
+}
+
+// simVerdict000 is the clause that says whether the simulated VM
+// reproduces seed 000's table, by issue 29's tests: in the six busy rows
+// the longest fork before within 2x of the seed's and after at most 1 ms,
+// the attach time after/before between 0.9 and 1.2 where the busy process
+// maps the file and below 0.1 where it forks; in the two idle rows the
+// fork after within 2x of the seed's and after/before between 0.8 and 1.1.
+func simVerdict000(mach string, rows []simForkRow) string {
+	type test struct {
+		name      string
+		pass, all int
+	}
+	tests := []*test{{name: "fork before within 2x"}, {name: "fork after <= 1 ms"}, {name: "attach after/before as the seed's"},
+		{name: "idle fork after within 2x"}, {name: "idle fork after/before 0.8-1.1"}}
+	check := func(t *test, ok bool) {
+		t.all++
+		if ok {
+			t.pass++
+		}
+	}
+	within2 := func(x, p float64) bool { return x <= 2*p && x >= p/2 }
+	for _, r := range rows {
+		if !r.ok {
+			continue
+		}
+		b, a := r.before, r.after
+		switch r.pub.Case {
+		case forkstall.CaseBusyMaps, forkstall.CaseBusyForks:
+			check(tests[0], within2(b.ForkMaxMs, r.pub.ForkBeforeMs))
+			check(tests[1], a.ForkMaxMs <= 1)
+			ratio := a.AttachMs / b.AttachMs
+			if r.pub.Case == forkstall.CaseBusyMaps {
+				check(tests[2], ratio >= 0.9 && ratio <= 1.2)
+			} else {
+				check(tests[2], ratio < 0.1)
+			}
+		default:
+			check(tests[3], within2(a.ForkMaxMs, r.pub.ForkAfterMs))
+			ratio := a.ForkMaxMs / b.ForkMaxMs
+			check(tests[4], ratio >= 0.8 && ratio <= 1.1)
+		}
+	}
+	var parts []string
+	pass, all := 0, 0
+	for _, t := range tests {
+		if t.all > 0 {
+			parts = append(parts, fmt.Sprintf("%s in %d of %d rows", t.name, t.pass, t.all))
+			pass, all = pass+t.pass, all+t.all
+		}
+	}
+	if all == 0 {
+		return ""
+	}
+	verdict := "does not reproduce the seed"
+	if pass == all {
+		verdict = "reproduces the seed"
+	}
+	return fmt.Sprintf("%s %s: %s", mach, verdict, strings.Join(parts, ", "))
 }
