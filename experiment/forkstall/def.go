@@ -177,14 +177,9 @@ func settings() experiment.Settings {
 // simSettings are the sim step's: seed 000's table on its machine. The
 // full setting is the seed's own (4 GiB, every case and mode, 15 runs: the
 // low end of the seed's 15-45), one point per case and mode; the quick one
-// a 1 GiB populate and the multi-1 rows of three cases, 3 runs (about 10 s
-// on a 2-CPU host). The host time and memory are mostly the forks, some
-// 10^5 a virtual second of windows when nothing stalls them: a simulated
-// machine keeps about 2.5 KiB per fork until it ends (package smp keeps
-// the state of every cache line the run touched, each forked mm's lock
-// words among them, and with it the mm), so the 4 GiB busy-maps
-// perf-4 point took 1.9 min and 10.8 GB of resident memory at 3 runs, and
-// wants about five times both at 15.
+// the seed's 4 GiB populate in the multi-1 rows of three cases, one run
+// each (about 11 s on a 2-CPU host). The host time is mostly the forks,
+// some 10^5 a virtual second of windows when nothing stalls them.
 func simSettings() *experiment.SimSettings {
 	full := []string{"--runs", "15", "--size", "4G", "--cases", strings.Join(Cases, ","), "--modes", strings.Join(Modes, ",")}
 	var points [][]string
@@ -195,7 +190,7 @@ func simSettings() *experiment.SimSettings {
 	}
 	return &experiment.SimSettings{
 		Machine:  "epyc-vm-32",
-		Quick:    []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1"},
+		Quick:    []string{"--runs", "1", "--size", "4G", "--cases", "busy-maps,busy-forks,idle-1000", "--modes", "multi-1"},
 		Full:     full,
 		Smoke:    []string{"--runs", "1", "--size", "16M", "--cases", "busy-maps", "--modes", "multi-1"},
 		Points:   points,
