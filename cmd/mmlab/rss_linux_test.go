@@ -14,7 +14,7 @@ import (
 // from the child, without asserting it: it depends on the host. It prints
 // two figures: wait4's ru_maxrss, the largest of mmlab and every helper it
 // reaped (a live run's busy helper populates the setting's whole busy
-// region, 1 GiB in the quick setting, so this is at least that much), and
+// region, 512 MiB in the quick setting, so this is at least that much), and
 // mmlab's own VmHWM (/proc/PID/status, the high-water mark of its own
 // resident set), read every 20 ms while it runs, so that growth in its last
 // 20 ms is missed. The smoke setting runs always; MMLAB_RSS=quick adds the

@@ -166,7 +166,7 @@ func settings() experiment.Settings {
 		full[5] += ",idle-5000"
 	}
 	return experiment.Settings{
-		Quick:    []string{"--runs", "3", "--size", "1G", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
+		Quick:    []string{"--runs", "3", "--size", "512M", "--cases", "busy-maps,idle-1000", "--modes", "multi-1"},
 		Full:     full,
 		Smoke:    []string{"--runs", "1", "--size", "64M", "--cases", "busy-maps", "--modes", "multi-1"},
 		EstQuick: 40 * time.Second, EstFull: 30 * time.Minute,
