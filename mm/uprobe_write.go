@@ -76,10 +76,14 @@ func (m *MM) UprobeWrite(w locking.Waiter, v *VMA, vaddr uint64, data []byte, re
 	idx := v.Pgoff + (a-v.Start)>>pgtable.PageShift // linear_page_index
 	np := cur
 	if !cur.IsAnon() || cur.MapCount() != 1 || m.isZeroPage(cur) {
-		// FOLL_WRITE on a read-only private mapping: wp_page_copy().
+		// FOLL_WRITE on a read-only private mapping: wp_page_copy(). A
+		// simulated machine charges the new page's allocation and copy
+		// what populating a page costs (a model choice: the copy reads
+		// a page besides writing one, which the cost leaves out).
 		m.anonVMAPrepare(v)
 		np = pgtable.NewAnonPageAt(idx)
 		np.CopyFrom(cur)
+		sched.ChargeCost(sched.CostPopulatePage, 1)
 	}
 	m.PT.Clear(a)
 	flush()
