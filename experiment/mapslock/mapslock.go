@@ -207,7 +207,11 @@ func table(w io.Writer, o *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tcase\thold\tquery\tprobed\treturned_first\t\n")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.0f%%\t\n", r.Target, r.Variant, r.Case, dur(r.HoldMs), dur(r.QueryMs), r.Probed, len(r.HoldMsRuns), 100*r.First)
+		target := string(r.Target)
+		if r.Machine != "" {
+			target += ":" + r.Machine
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.0f%%\t\n", target, r.Variant, r.Case, dur(r.HoldMs), dur(r.QueryMs), r.Probed, len(r.HoldMsRuns), 100*r.First)
 	}
 	tw.Flush()
 	seen := map[string]bool{}
