@@ -114,11 +114,12 @@ type modelKernel struct {
 	// visit it, nor the nop5 probe the mappers.
 	hitter  *kernel.Task
 	hitProg *binfmt.Program
-	hitCPU  int // the model CPU it runs on: 0, or 1 on a simulated machine
+	hitCPU  int // the model CPU it runs on: 0, or simHitCPU (simAttachKernel)
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
 	// measured, so that the kernels measured in turn do not share the
-	// host's CPUs with each other's mappers.
+	// host's CPUs with each other's mappers. Both are attachKernel's; a
+	// simulated machine's mappers are simMappers.
 	run  func(bool)
 	stop func() // ends the kernel
 }
