@@ -1,9 +1,12 @@
 package mm
 
 import (
+	"time"
+
 	"mmlab/errno"
 	"mmlab/locking"
 	"mmlab/mm/pgtable"
+	"mmlab/sched"
 )
 
 // Mprotect mirrors mm/mprotect.c:do_mprotect_pkey() for mprotect(2) (pkey
@@ -102,10 +105,35 @@ func (m *MM) mprotectFixup(vma, prev *VMA, start, end uint64, newFlags VMFlags) 
 func (m *MM) changeProtection(v *VMA, old VMFlags) {
 	switch {
 	case old&VM_WRITE != 0 && v.Flags&VM_WRITE == 0:
-		m.PT.ChangeProtection(v.Start, v.End, false, nil)
+		chargePTEs(m.PT.ChangeProtection(v.Start, v.End, false, nil))
 	case old&VM_WRITE == 0 && v.Flags&VM_WRITE != 0 && v.Flags&VM_SHARED == 0:
-		m.PT.ChangeProtection(v.Start, v.End, true, func(p pgtable.PTE) bool {
+		chargePTEs(m.PT.ChangeProtection(v.Start, v.End, true, func(p pgtable.PTE) bool {
 			return p.Page.IsAnon() && !m.isZeroPage(p.Page) && p.Page.MapCount() == 1 // vm_normal_page() is NULL for the zero page
-		})
+		}))
 	}
+}
+
+// pteInstructions is change_pte_range()'s work per PTE it changes besides
+// ptep_modify_prot_start()'s locked exchange: the loop, the present and
+// NUMA checks, pte_modify() and ptep_modify_prot_commit()'s store. A model
+// choice (20 instructions), no count of the compiled loop being at hand.
+const pteInstructions = 20
+
+// chargePTEs charges, on a simulated machine, the work of change_pte_range()
+// for n changed PTEs: each one locked read-modify-write
+// (ptep_modify_prot_start → ptep_get_and_clear, an xchg on SMP x86-64) and
+// pteInstructions instructions at the machine's costs. The walk changes
+// them at once and pays the time after (a model choice: nothing of the
+// model reads a PTE's protection meanwhile but under the locks the walk
+// holds). A no-op outside a sim run.
+func chargePTEs(n int) {
+	s, _, _, ok := sched.SimCPU()
+	if !ok || n == 0 {
+		return
+	}
+	d := s.SimMachine()
+	if d == nil {
+		return
+	}
+	sched.Charge(time.Duration(float64(n) * (pteInstructions*d.Costs.Instruction.NS + d.Costs.LockedRMW.NS)))
 }

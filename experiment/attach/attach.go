@@ -90,6 +90,8 @@ type Result struct {
 	DetachMs     float64   `json:"detach_ms"` // median of the runs
 	DetachMsRuns []float64 `json:"detach_ms_runs"`
 	*FirstHit
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 }
 
 // FirstHit is the first-hit optimization cost, measured after each attach
@@ -137,8 +139,12 @@ func Us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func Table(w io.Writer, o *Options, rs []Result) {
 	var last string
 	for _, r := range rs {
-		if key := fmt.Sprint(r.Target, r.Variant); key != last {
-			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it where the kernel does, and a later one)\n", r.Target, r.Variant, o.Runs)
+		target := string(r.Target)
+		if r.Machine != "" {
+			target += ":" + r.Machine
+		}
+		if key := fmt.Sprint(target, r.Variant); key != last {
+			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it where the kernel does, and a later one)\n", target, r.Variant, o.Runs)
 			fmt.Fprintf(w, "  %-14s %4s  %-26s %-26s %-26s %s\n", "attach", "n", "attach ms", "detach ms", "nop5 first hit us", "later hit us")
 			last = key
 		}
@@ -188,6 +194,13 @@ the seed's era; v6.14+: today's), with dup_mmap_sem's rcu_sync and grace
 periods timed as on this kernel (HZ=250), and the same --gap before each
 attach; the nop5 probe is on a file of its own, which one more process maps
 and calls on model CPU 0 while the others are parked.
+Sim (--target sim --machine NAME): the same on a simulated machine of 2
+CPUs in virtual time, the attacher on CPU 0, the mapper that runs and the
+hitter on CPU 1; grace periods timed at the machine's HZ, --gap a sleep in
+virtual time; each system call of the live attach and detach (uprobe_multi:
+one link; perf: a perf event and a link per probe) its entry and exit, each
+registration 2,000 instructions of work, each breakpoint's page copy a
+populated page (model choices).
 Live needs Linux and root.
 `,
 	Variants:   uprobes.VariantNames(),
@@ -201,5 +214,6 @@ Live needs Linux and root.
 		}
 	},
 	Model: RunModel,
+	Sim:   true,
 	Table: Table,
 }

@@ -17,6 +17,7 @@ import (
 	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/mm"
+	"mmlab/sched"
 	"mmlab/uapi"
 	"mmlab/uprobes"
 )
@@ -25,6 +26,8 @@ import (
 type modelConfig struct {
 	// Machine is the machine the model kernels run on.
 	Machine machine.Description
+	// Sim, if set, makes every kernel a simulated machine's (measureSim).
+	Sim *kernel.Sim
 	// Variants are measured in turn, run by run, each on its own model
 	// kernel, so that all see the same machine.
 	Variants []uprobes.Variant
@@ -58,6 +61,9 @@ type modelRun struct {
 // UnregisterNosync and the UnregisterSync calls of the mode (the flavour's
 // grace period: the writer-side price of Tasks Trace).
 func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
+	if c.Sim != nil {
+		return measureSim(ctx, c)
+	}
 	var ks []*modelKernel
 	for _, v := range c.Variants {
 		k, err := attachKernel(c, v)
@@ -81,7 +87,7 @@ func measure(ctx context.Context, c modelConfig) ([]modelRun, error) {
 						return out, err
 					}
 					k.run(true)
-					run, err := attachOnce(k.Uprobes, k.sled.File, k.sled.Offset("sled"), mode, n)
+					run, err := attachOnce(k.Uprobes, k.sled.File, k.sled.Offset("sled"), mode, n, 0)
 					k.run(false)
 					if err != nil {
 						return out, err
@@ -108,10 +114,12 @@ type modelKernel struct {
 	// visit it, nor the nop5 probe the mappers.
 	hitter  *kernel.Task
 	hitProg *binfmt.Program
+	hitCPU  int // the model CPU it runs on: 0, or simHitCPU (simAttachKernel)
 	// run lets the mappers loop (true, returning once each has begun a
 	// loop) or parks them (false): they run only while their kernel is
 	// measured, so that the kernels measured in turn do not share the
-	// host's CPUs with each other's mappers.
+	// host's CPUs with each other's mappers. Both are attachKernel's; a
+	// simulated machine's mappers are simMappers.
 	run  func(bool)
 	stop func() // ends the kernel
 }
@@ -125,24 +133,8 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sled, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/lib/libsled.so", func(a *cpu.Asm) {
-		a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
-		a.Label("sled")
-		for range MaxProbes {
-			a.Nop()
-		}
-		a.Ret()
-	})
+	k, err := newModelKernel(mk)
 	if err != nil {
-		mk.Stop()
-		return nil, err
-	}
-	hit, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/hitter", func(a *cpu.Asm) {
-		a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
-		a.Label("nop5").Nop5().Ret()
-	})
-	if err != nil {
-		mk.Stop()
 		return nil, err
 	}
 	var stopping, running atomic.Bool
@@ -151,7 +143,6 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	wake := make(chan struct{}) // closed and replaced when running is set
 	var runners []*kernel.Runner
 	var loops atomic.Int64 // loops begun by the mappers
-	k := &modelKernel{Kernel: mk, sled: sled, hitProg: hit}
 	k.run = func(on bool) {
 		n := loops.Load()
 		running.Store(on)
@@ -174,11 +165,11 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 		}
 		k.Stop()
 	}
-	if k.hitter, err = k.Process("hitter", hit, 1); err != nil {
+	if k.hitter, err = k.Process("hitter", k.hitProg, 1); err != nil {
 		return k, err
 	}
 	for i := range c.Procs {
-		t, err := k.Process(fmt.Sprint("mapper", i), sled, 1)
+		t, err := k.Process(fmt.Sprint("mapper", i), k.sled, 1)
 		if err != nil {
 			return k, err
 		}
@@ -203,7 +194,7 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 					continue
 				}
 				loops.Add(1)
-				if s := binfmt.Loop(r, 0, sled.Addr("loop"), 256); s.Reason != cpu.StopHalt {
+				if s := binfmt.Loop(r, 0, k.sled.Addr("loop"), 256); s.Reason != cpu.StopHalt {
 					return
 				}
 			}
@@ -214,14 +205,49 @@ func attachKernel(c modelConfig, v uprobes.Variant) (*modelKernel, error) {
 	return k, nil
 }
 
-// attachOnce times one attach of n probes and its detach.
-func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n int) (modelRun, error) {
+// newModelKernel returns a modelKernel of mk with its programs, the sled
+// and the hitter's, in files of mk (neither process, nor run and stop,
+// set); on error mk is stopped.
+func newModelKernel(mk *binfmt.Kernel) (*modelKernel, error) {
+	sled, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/lib/libsled.so", func(a *cpu.Asm) {
+		a.Label("loop").Call("sled").Dec32(cpu.RCX).Jnz("loop").Hlt()
+		a.Label("sled")
+		for range MaxProbes {
+			a.Nop()
+		}
+		a.Ret()
+	})
+	if err != nil {
+		mk.Stop()
+		return nil, err
+	}
+	hit, err := binfmt.NewProgram(&mk.Machine.NS.MM, "/usr/bin/hitter", func(a *cpu.Asm) {
+		a.Label("hit5").Call("nop5").Dec32(cpu.RCX).Jnz("hit5").Hlt()
+		a.Label("nop5").Nop5().Ret()
+	})
+	if err != nil {
+		mk.Stop()
+		return nil, err
+	}
+	return &modelKernel{Kernel: mk, sled: sled, hitProg: hit}, nil
+}
+
+// attachOnce times one attach of n probes and its detach, on the model's
+// clock (sched.Now: the host's, or a simulated machine's). On a simulated
+// machine each system call of the live side's attach and detach pays its
+// entry and exit (syscalls), and each registration registerWork (nothing
+// in real time).
+func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n int, registerWork time.Duration) (modelRun, error) {
 	run := modelRun{Mode: mode, N: n}
 	var hits atomic.Int64
 	ups := make([]*uprobes.Uprobe, n)
 	cons := make([]*uprobes.Consumer, n)
-	start := time.Now()
+	link, perProbe := syscalls(mode)
+	start := sched.Now()
+	sched.ChargeCost(sched.CostSyscall, link)
 	for i := range n {
+		sched.ChargeCost(sched.CostSyscall, perProbe)
+		sched.Charge(registerWork)
 		cons[i] = &uprobes.Consumer{Handler: func(*kernel.Runner) int { hits.Add(1); return 0 }}
 		up, err := u.Register(nil, in, base+uint64(i), cons[i])
 		if err != nil {
@@ -229,9 +255,11 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 		}
 		ups[i] = up
 	}
-	run.Attach = time.Since(start)
-	start = time.Now()
+	run.Attach = sched.Since(start)
+	start = sched.Now()
+	sched.ChargeCost(sched.CostSyscall, link)
 	for i := range n {
+		sched.ChargeCost(sched.CostSyscall, perProbe)
 		if err := u.UnregisterNosync(nil, ups[i], cons[i]); err != nil {
 			return run, err
 		}
@@ -242,8 +270,20 @@ func attachOnce(u *uprobes.Uprobes, in *mm.Inode, base uint64, mode string, n in
 	if mode != uapi.AttachPerf {
 		u.UnregisterSync(nil)
 	}
-	run.Detach = time.Since(start)
+	run.Detach = sched.Since(start)
 	return run, nil
+}
+
+// syscalls returns the system calls of an attach (and as many of its
+// detach) in mode as the live side makes them through cilium/ebpf: once
+// per link and once per probe. uprobe_multi is one bpf(BPF_LINK_CREATE)
+// for all the probes, closed once; perf is per probe a perf_event_open and
+// the link that attaches the program to it, each closed on detach.
+func syscalls(mode string) (link, perProbe int) {
+	if mode == uapi.AttachPerf {
+		return 0, 2
+	}
+	return 1, 0
 }
 
 // firstHit registers a uprobe on the nop5 target and times the hitter's
@@ -286,18 +326,18 @@ func (k *modelKernel) firstHit() (first, hit time.Duration, optimized bool, err 
 func (k *modelKernel) hit(ns []int, after func(i int)) ([]time.Duration, error) {
 	var ds []time.Duration
 	var stop cpu.Stop
-	r := k.Machine.Start(k.hitter, 0, 0, func(r *kernel.Runner) {
+	r := k.Machine.Start(k.hitter, k.hitCPU, 0, func(r *kernel.Runner) {
 		for i, n := range ns {
-			start := time.Now()
+			start := sched.Now()
 			stop = binfmt.Loop(r, 0, k.hitProg.Addr("hit5"), uint64(n))
-			ds = append(ds, time.Since(start))
+			ds = append(ds, sched.Since(start))
 			if stop.Reason != cpu.StopHalt {
 				return
 			}
 			after(i)
 		}
 	})
-	<-r.Done()
+	r.Wait()
 	if stop.Reason != cpu.StopHalt {
 		return ds, fmt.Errorf("attach: the hitter stopped: %v", stop)
 	}
@@ -342,8 +382,12 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		return err
 	}
 	o.ModelProcs, o.ModelCPUs = modelProcs, modelCPUs
-	runs, err := measure(ctx, modelConfig{Machine: env.Machine, Variants: variants, Modes: o.Attach, Ns: o.N,
-		Runs: o.Runs, Gap: o.Gap.D(), Procs: modelProcs, CPUs: modelCPUs})
+	c := modelConfig{Machine: env.Machine, Variants: variants, Modes: o.Attach, Ns: o.N,
+		Runs: o.Runs, Gap: o.Gap.D(), Procs: modelProcs, CPUs: modelCPUs}
+	if env.Sim != nil {
+		c.Sim = &kernel.Sim{Seed: env.Sim.Seed, Until: env.Sim.Until}
+	}
+	runs, err := measure(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -359,8 +403,11 @@ func RunModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 						optimized = optimized && r.Optimized
 					}
 				}
-				res := NewResult(experiment.Row{Target: experiment.Model, Variant: v.Name}, m, n, at, de)
+				res := NewResult(env.Row(v.Name), m, n, at, de)
 				res.FirstHit = NewFirstHit(first, hit, optimized)
+				if env.Sim != nil {
+					res.Machine = env.Machine.Name
+				}
 				emit(res)
 			}
 		}

@@ -3,10 +3,13 @@ package attach
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"mmlab/experiment"
 	"mmlab/kernel"
@@ -152,5 +155,88 @@ func TestValidate(t *testing.T) {
 		if err := experiment.ParseOptions(NewOptions(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// runSim runs the experiment with args on epyc-vm-32 (seed 000's machine,
+// HZ=1000), simulated, with variants.
+func runSim(t *testing.T, variants []string, args ...string) []Result {
+	t.Helper()
+	o := NewOptions()
+	if err := experiment.ParseOptions(o, args...); err != nil {
+		t.Fatal(err)
+	}
+	env := experiment.Env{Target: experiment.Sim, Machine: machine.MustNamed("epyc-vm-32"), Variants: variants,
+		Sim: &experiment.SimRun{Seed: 1, Until: time.Minute}, Progress: func(string, ...any) {}}
+	var rs []Result
+	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// On a simulated machine detach pays the flavour's grace periods in
+// virtual time: one of RCU Tasks Trace costs more than one of SRCU, and
+// perf, which waits for one per link, pays n of them where uprobe_multi
+// pays one. No mapper runs (CPUs 0), so that the grace periods are the
+// machine's sleeps and not the interpreter's work: a quick test.
+func TestSimDetachPaysGracePeriods(t *testing.T) {
+	variants, err := uprobes.ParseVariants([]string{uprobes.SRCU.String(), uprobes.TasksTrace.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := measure(context.Background(), modelConfig{Machine: machine.MustNamed("epyc-vm-32"), Sim: &kernel.Sim{Seed: 1, Until: time.Minute},
+		Variants: variants, Modes: []string{uapi.AttachMulti, uapi.AttachPerf}, Ns: []int{1, 2}, Runs: 1, Gap: 200 * time.Millisecond, Procs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	detach := map[string]time.Duration{}
+	for _, r := range runs {
+		detach[fmt.Sprint(r.Variant, r.Mode, r.N)] = r.Detach
+		if r.Attach <= 0 || r.Detach <= 0 || r.First <= 0 || r.Hit <= 0 {
+			t.Errorf("%+v", r)
+		}
+	}
+	if len(detach) != 2*2*len(variants) {
+		t.Fatalf("%d runs, want %d", len(detach), 2*2*len(variants))
+	}
+	if tt, srcu := detach["tasks-trace"+uapi.AttachMulti+"1"], detach["srcu"+uapi.AttachMulti+"1"]; tt <= srcu {
+		t.Errorf("uprobe_multi detach: tasks-trace %v, srcu %v; want Tasks Trace's grace period the longer", tt, srcu)
+	}
+	for _, v := range variants {
+		perf2, perf1, multi2 := detach[v.Name+uapi.AttachPerf+"2"], detach[v.Name+uapi.AttachPerf+"1"], detach[v.Name+uapi.AttachMulti+"2"]
+		if perf2 <= multi2 || perf2 <= perf1 {
+			t.Errorf("%s detach: perf n=2 %v, perf n=1 %v, uprobe_multi n=2 %v; want perf n=2 the longest (a grace period per link)", v.Name, perf2, perf1, multi2)
+		}
+	}
+}
+
+// The whole model runner on a simulated machine, its mapper running
+// through the probed sled: the same seed gives the same results, to the
+// JSON byte, each naming its machine; today's kernel optimizes the nop5
+// site at its first hit, which costs more than a later hit on the
+// optimized path, itself cheaper than the seed's era's int3 hit, which is
+// not optimized.
+func TestSimRunModel(t *testing.T) {
+	variants := []string{uprobes.TasksTrace.String(), "v6.14+"}
+	args := []string{"--n", "1", "--runs", "1", "--attach", "uprobe_multi"}
+	a := runSim(t, variants, args...)
+	b := runSim(t, variants, args...)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Errorf("two sim runs differ:\n%s\n%s", ja, jb)
+	}
+	if len(a) != len(variants) {
+		t.Fatalf("%d results, want %d", len(a), len(variants))
+	}
+	for _, r := range a {
+		if r.Target != experiment.Sim || r.Machine != "epyc-vm-32" || r.AttachMs <= 0 || r.DetachMs <= 0 {
+			t.Errorf("%+v", r)
+		}
+	}
+	old, today := a[0].FirstHit, a[1].FirstHit
+	if old.Optimized || !today.Optimized || today.FirstHitUs <= today.HitUs || today.HitUs >= old.HitUs {
+		t.Errorf("tasks-trace %+v, v6.14+ %+v: want only v6.14+ optimized, its first hit dearer than a later one, which is cheaper than an int3 hit", old, today)
 	}
 }

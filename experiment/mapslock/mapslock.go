@@ -24,6 +24,7 @@ import (
 
 	"mmlab/experiment"
 	"mmlab/kernel"
+	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
 	"mmlab/report"
@@ -120,6 +121,8 @@ type Result struct {
 	FirstRuns    []bool    `json:"returned_first_runs"`
 	Probed       int       `json:"probed_runs"`                          // runs in which a query was under way in the window
 	QueryBlocked float64   `json:"query_blocked_mmap_lock_ms,omitempty"` // model: median time the query slept on mmap_lock
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Summarize fills r's figures from its runs.
@@ -204,7 +207,11 @@ func table(w io.Writer, o *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tcase\thold\tquery\tprobed\treturned_first\t\n")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.0f%%\t\n", r.Target, r.Variant, r.Case, dur(r.HoldMs), dur(r.QueryMs), r.Probed, len(r.HoldMsRuns), 100*r.First)
+		target := string(r.Target)
+		if r.Machine != "" {
+			target += ":" + r.Machine
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.0f%%\t\n", target, r.Variant, r.Case, dur(r.HoldMs), dur(r.QueryMs), r.Probed, len(r.HoldMsRuns), 100*r.First)
 	}
 	tw.Flush()
 	seen := map[string]bool{}
@@ -239,6 +246,10 @@ query-other one that mprotect does not touch, query-same the region itself
 per-VMA-lock queries (Linux 6.17+) query-other returns before mprotect does;
 under mmap_lock it waits. returned_first is the share of runs in which the
 query returned while mprotect was still running.
+Sim (--target sim --machine NAME): the two tasks on two virtual CPUs in
+virtual time; mprotect and each query pay a syscall's entry and exit, the
+PTE walk a locked exchange and 20 instructions per PTE, a query 500
+instructions of work (model choices).
 `,
 	Variants:   procfs.Variants.Names(),
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 1 << 30, Cases: Cases} },
@@ -251,6 +262,7 @@ query returned while mprotect was still running.
 		}
 	},
 	Model:   runModel,
+	Sim:     true,
 	Table:   table,
 	Verdict: verdict,
 }
@@ -270,34 +282,24 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 			return err
 		}
 		for _, c := range o.Cases {
-			var ns kernel.Namespace // the case's address space and tasks
-			m := mm.New(&ns.MM, env.Machine.Features)
-			rw := mm.PROT_READ | mm.PROT_WRITE
-			flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
-			if _, err := m.Mmap(nil, regionBase, uint64(o.Size), rw, flags|mm.MAP_POPULATE, nil, 0); err != nil {
-				return err
-			}
-			if _, err := m.Mmap(nil, otherBase, 4096, rw, flags, nil, 0); err != nil {
-				return err
-			}
 			addr := uint64(otherBase)
 			if c == CaseSame {
 				addr = regionBase
 			}
 			var runs []Run
 			var blocked []float64
-			for range o.Runs {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				run, b, err := probeModel(ctx, &ns, m, variant, addr, uint64(o.Size))
-				if err != nil {
-					return err
-				}
-				runs = append(runs, run)
-				blocked = append(blocked, b)
+			if env.Sim != nil {
+				runs, blocked, err = runSim(ctx, o, env, variant, addr)
+			} else {
+				runs, blocked, err = runReal(ctx, o, env, variant, addr)
 			}
-			r := Result{Row: experiment.Row{Target: experiment.Model, Variant: v}, Case: c, SizeBytes: uint64(o.Size)}
+			if err != nil {
+				return err
+			}
+			r := Result{Row: env.Row(v), Case: c, SizeBytes: uint64(o.Size)}
+			if env.Sim != nil {
+				r.Machine = env.Machine.Name
+			}
 			r.Summarize(runs)
 			r.QueryBlocked = report.Median(blocked)
 			env.Progress("%s %s: hold %.2f ms, query %.3f ms, returned first %.0f%%", v, c, r.HoldMs, r.QueryMs, 100*r.First)
@@ -305,6 +307,45 @@ func runModel(ctx context.Context, o *Options, env experiment.Env, emit func(Res
 		}
 	}
 	return nil
+}
+
+// newSpace maps, in a new address space of ns on features f, the region
+// of size bytes populated for write and the small unrelated VMA.
+func newSpace(ns *mm.Namespace, f machine.Features, size uint64) (*mm.MM, error) {
+	m := mm.New(ns, f)
+	rw := mm.PROT_READ | mm.PROT_WRITE
+	flags := mm.MAP_PRIVATE | mm.MAP_ANONYMOUS | mm.MAP_FIXED
+	if _, err := m.Mmap(nil, regionBase, size, rw, flags|mm.MAP_POPULATE, nil, 0); err != nil {
+		return nil, err
+	}
+	if _, err := m.Mmap(nil, otherBase, 4096, rw, flags, nil, 0); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// runReal runs o.Runs probes of addr in real time, and returns each run and
+// the time its queries slept on mmap_lock (ms).
+func runReal(ctx context.Context, o *Options, env experiment.Env, variant procfs.Variant, addr uint64) ([]Run, []float64, error) {
+	var ns kernel.Namespace // the case's address space and tasks
+	m, err := newSpace(&ns.MM, env.Machine.Features, uint64(o.Size))
+	if err != nil {
+		return nil, nil, err
+	}
+	var runs []Run
+	var blocked []float64
+	for range o.Runs {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		run, b, err := probeModel(ctx, &ns, m, variant, addr, uint64(o.Size))
+		if err != nil {
+			return nil, nil, err
+		}
+		runs = append(runs, run)
+		blocked = append(blocked, b)
+	}
+	return runs, blocked, nil
 }
 
 // probeModel runs one mprotect and queries in two model tasks, then puts

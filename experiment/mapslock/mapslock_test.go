@@ -168,3 +168,55 @@ func TestSummarizeUnprobed(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// runSimModel runs the experiment whole on seed 003's machine, simulated.
+func runSimModel(t *testing.T, o *Options) []Result {
+	t.Helper()
+	env := experiment.Env{Target: experiment.Sim, Machine: machine.MustNamed("virtme-ng-4"), Variants: Def.Variants,
+		Sim: &experiment.SimRun{Seed: 1, Until: time.Minute}, Progress: func(string, ...any) {}}
+	var got []Result
+	if err := Def.Model(context.Background(), o, env, func(r Result) { got = append(got, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// On a simulated machine the probe separates the designs as the seed says:
+// before, every query waits for mprotect's hold of mmap_lock (it sleeps on
+// it, and none returns inside the hold); after, a query of another VMA
+// returns inside the hold in every run while the control still waits. The
+// same seed gives the same results, to the JSON byte, each naming its
+// machine.
+func TestSimSeparatesDesigns(t *testing.T) {
+	o := Def.NewOptions()
+	o.Runs, o.Size = 3, 16<<20
+	a := runSimModel(t, o)
+	b := runSimModel(t, o)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Errorf("two sim runs differ:\n%s\n%s", ja, jb)
+	}
+	if len(a) != len(Def.Variants)*len(Cases) {
+		t.Fatalf("%d results, want %d", len(a), len(Def.Variants)*len(Cases))
+	}
+	for _, r := range a {
+		if r.Target != experiment.Sim || r.Machine != "virtme-ng-4" || r.Probed != o.Runs || r.HoldMs <= 0 {
+			t.Errorf("result %+v", r)
+		}
+		wantFirst, wantBlocked := 0.0, true
+		if r.Variant == procfs.After.String() && r.Case == CaseOther {
+			wantFirst, wantBlocked = 1, false
+		}
+		if r.First != wantFirst || (r.QueryBlocked > 0) != wantBlocked {
+			t.Errorf("%s %s: returned first %.2f, slept on mmap_lock %.3f ms; want %.0f, slept %v", r.Variant, r.Case, r.First, r.QueryBlocked, wantFirst, wantBlocked)
+		}
+	}
+	for v, want := range map[string]string{procfs.Before.String(): VerdictMmapLock, procfs.After.String(): VerdictPerVMA} {
+		other, _ := find(a, experiment.Sim, v, CaseOther)
+		same, _ := find(a, experiment.Sim, v, CaseSame)
+		if got := Judge(other, same); got != want {
+			t.Errorf("%s: verdict %s, want %s", v, got, want)
+		}
+	}
+}

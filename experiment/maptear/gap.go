@@ -5,10 +5,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"mmlab/experiment"
 	"mmlab/explore"
+	"mmlab/sched"
 	"mmlab/uapi"
 )
 
@@ -90,10 +90,10 @@ func checkGap(ctx context.Context, s Space, o *Options, res *Result) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(o.Duration.D())
+	deadline := sched.Now().Add(o.Duration.D()) // as checkCase's
 	var runErr error
 	for o.Reads == 0 || res.Reads < o.Reads {
-		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && time.Now().After(deadline)) {
+		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && sched.Now().After(deadline)) {
 			break
 		}
 		if text, runErr = gs.ReadText(); runErr != nil {

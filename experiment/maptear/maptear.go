@@ -123,6 +123,8 @@ type Result struct {
 	Queries    int `json:"queries"`
 	QueryGaps  int `json:"query_gaps"`
 	QueryWrong int `json:"query_wrong"`
+	// Machine is the simulated machine's name (sim results only).
+	Machine string `json:"machine,omitempty"`
 }
 
 // Failed reports whether r saw anything the kernel promises never happens.
@@ -190,6 +192,10 @@ missed a page mapped throughout, query_gaps queries answered ENOENT. v6.19
 shows the gap in far, adjacent (text and query) and split (query only): that
 is measured, not a failure; a gap in the other layouts, or on the model's
 before design, fails the check.
+Sim (--target sim --machine NAME): the reader and the modifier on two
+virtual CPUs in virtual time (--duration is virtual), each system call its
+entry and exit, each line formatted and each query 250 instructions of
+work, each modifier call 1000 (model choices).
 The live target needs Linux 6.11+ (PROCMAP_QUERY).
 `,
 	Variants:   procfs.Variants.Names(),
@@ -206,6 +212,7 @@ The live target needs Linux 6.11+ (PROCMAP_QUERY).
 		}
 	},
 	Model:   Model,
+	Sim:     true,
 	Table:   Table,
 	Verdict: Verdict,
 }
@@ -216,7 +223,11 @@ func Table(w io.Writer, _ *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tfile\tcase\treads\tmodified\tduplicates\tgaps\tunexpected\tunison\tqueries\tquery_gaps\tquery_wrong\tverdict\t\n")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Target, r.Variant, r.File, r.Case,
+		target := string(r.Target)
+		if r.Machine != "" {
+			target += ":" + r.Machine
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", target, r.Variant, r.File, r.Case,
 			r.Reads, r.Modified, r.Duplicates, r.Gaps, r.Unexpected, r.Unison, r.Queries, r.QueryGaps, r.QueryWrong, r.Judgement())
 	}
 	tw.Flush()

@@ -13,6 +13,7 @@ import (
 	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/procfs"
+	"mmlab/sched"
 	"mmlab/uapi"
 )
 
@@ -27,11 +28,17 @@ func Model(ctx context.Context, o *Options, env experiment.Env, emit func(Result
 		if err != nil {
 			return err
 		}
+		if env.Sim != nil {
+			if err := runSim(ctx, o, env, v, env.Row(name), emit); err != nil {
+				return err
+			}
+			continue
+		}
 		s, err := NewModelSpace(env.Machine, v)
 		if err != nil {
 			return err
 		}
-		if err := Check(ctx, s, o, experiment.Row{Target: experiment.Model, Variant: name}, env.Progress, emit); err != nil {
+		if err := Check(ctx, s, o, env.Row(name), env.Progress, emit); err != nil {
 			return err
 		}
 	}
@@ -45,7 +52,8 @@ const (
 )
 
 // ModelSpace is a model address space holding the pieces, read through one
-// open maps file with one of the two walks; its modifier is a goroutine.
+// open maps file with one of the two walks; its modifier is a goroutine, or
+// on a simulated machine a task on a CPU of its own (simSpace).
 type ModelSpace struct {
 	m   *mm.MM
 	f   *procfs.MapsFile
@@ -59,12 +67,20 @@ type ModelSpace struct {
 
 	gap  *explore.GapPlan // the gap layout BeginGap mapped, until EndGap
 	text []byte           // ReadText's
+
+	sim *simSpace // on a simulated machine; nil in real time
 }
 
 // NewModelSpace maps the pieces in a new model address space on the
 // machine d, read with the maps walk v.
 func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error) {
-	m := mm.New(new(mm.Namespace), d.Features) // the space is the run's one object
+	return newModelSpace(new(mm.Namespace), d, procfs.Options{Variant: v}) // the space is the run's one object
+}
+
+// newModelSpace maps the pieces in a new model address space of ns on the
+// machine d, read through a maps file opened with opt.
+func newModelSpace(ns *mm.Namespace, d machine.Description, opt procfs.Options) (*ModelSpace, error) {
+	m := mm.New(ns, d.Features)
 	for i := range NPieces {
 		prot := mm.PROT_READ | mm.PROT_WRITE
 		if i%2 == 1 {
@@ -74,7 +90,7 @@ func NewModelSpace(d machine.Description, v procfs.Variant) (*ModelSpace, error)
 			return nil, err
 		}
 	}
-	f, err := procfs.OpenMaps(m, procfs.Options{Variant: v})
+	f, err := procfs.OpenMaps(m, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +111,9 @@ func (s *ModelSpace) Pieces() (Span, uint64) {
 // second: the model's pieces start in the first chunk.
 func (s *ModelSpace) Observe() (Boundary, error) {
 	var b Boundary
+	s.syscall() // lseek
 	s.f.Rewind()
+	s.syscall()
 	c, err := s.f.Read()
 	if err != nil {
 		return b, err
@@ -109,6 +127,7 @@ func (s *ModelSpace) Observe() (Boundary, error) {
 	if b.Last, err = lineSpan(c[bytes.LastIndexByte(c, '\n')+1:]); err != nil {
 		return b, err
 	}
+	s.syscall()
 	if c, err = s.f.Read(); err != nil {
 		return b, err
 	}
@@ -131,6 +150,7 @@ func lineSpan(line []byte) (Span, error) {
 // Query asks the model's PROCMAP_QUERY.
 func (s *ModelSpace) Query(addr uint64) (Span, bool, error) {
 	q := uapi.ProcmapQuery{Size: uapi.SizeofProcmapQuery, QueryAddr: addr}
+	s.syscall()
 	err := s.f.Query(&q, nil, nil)
 	if errors.Is(err, errno.ENOENT) {
 		return Span{}, false, nil
@@ -150,70 +170,121 @@ func (s *ModelSpace) Begin(c Mod) error {
 func (s *ModelSpace) Modify() error  { return s.mod.Modify(s.ops) }
 func (s *ModelSpace) Restore() error { return s.mod.Restore(s.ops) }
 
-// Start runs the modifier goroutine.
+// Start runs the modifier: a goroutine, or on a simulated machine a task
+// on a CPU of its own (simSpace).
 func (s *ModelSpace) Start() error {
+	if s.sim != nil {
+		s.sim.start(s)
+		return nil
+	}
 	s.stop = make(chan struct{})
 	s.done.Add(1)
 	go func() {
 		defer s.done.Done()
-		for {
+		s.runErr = s.modifyUntil(func() bool {
 			select {
 			case <-s.stop:
-				return
+				return true
 			default:
+				return false
 			}
-			if s.gap != nil {
-				if s.runErr = s.gap.Modify(explore.Modelled{M: s.m}); s.runErr != nil {
-					return
-				}
-				continue
-			}
-			if s.runErr = s.Modify(); s.runErr != nil {
-				return
-			}
-			if s.runErr = s.Restore(); s.runErr != nil {
-				return
-			}
-		}
+		})
 	}()
 	return nil
 }
 
-// Stop stops the modifier goroutine and returns its error.
+// modifyUntil is the modifier's loop: modify and restore (or change the
+// gap layout) back to back until stopped reports true or a call fails.
+func (s *ModelSpace) modifyUntil(stopped func() bool) error {
+	for !stopped() {
+		if s.sim != nil {
+			sched.ChargeUser(s.sim.loop)
+		}
+		if s.gap != nil {
+			if err := s.gap.Modify(s.gapMapper()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.Modify(); err != nil {
+			return err
+		}
+		if err := s.Restore(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops the modifier and returns its error.
 func (s *ModelSpace) Stop() error {
+	if s.sim != nil {
+		return s.sim.stop()
+	}
 	close(s.stop)
 	s.done.Wait()
 	return s.runErr
 }
 
-// modelMapper makes the modifications on the model's mm.
-type modelMapper struct{ m *mm.MM }
+// syscall is the entry and exit of a system call of the reader's or the
+// modifier's, charged on a simulated machine.
+func (s *ModelSpace) syscall() {
+	if s.sim != nil {
+		sched.ChargeCost(sched.CostSyscall, 1)
+	}
+}
+
+// modelMapper makes the modifications on the model's mm; each is a system
+// call, which call, if set, charges first (a simulated machine's).
+type modelMapper struct {
+	m    *mm.MM
+	call func()
+}
+
+func (o modelMapper) enter() {
+	if o.call != nil {
+		o.call()
+	}
+}
 
 func (o modelMapper) MapAnon(addr, length uint64, prot int) error {
+	o.enter()
 	_, err := o.m.Mmap(nil, addr, length, prot, anonFixed, nil, 0)
 	return err
 }
 
 func (o modelMapper) Resize(addr, oldLen, newLen uint64) error {
+	o.enter()
 	_, err := o.m.Mremap(nil, addr, oldLen, newLen, 0, 0)
 	return err
 }
 
 func (o modelMapper) Mprotect(addr, length uint64, prot int) error {
+	o.enter()
 	return o.m.Mprotect(nil, addr, length, prot)
 }
 
 // MovePage moves the last page of the VMA at next onto dst, leaving that
 // VMA as it is (MREMAP_DONTUNMAP).
 func (o modelMapper) MovePage(dst, next uint64) error {
+	o.enter()
 	_, err := o.m.Mremap(nil, next+(PiecePages-1)*page, page, page, mm.MREMAP_MAYMOVE|mm.MREMAP_FIXED|mm.MREMAP_DONTUNMAP, dst)
 	return err
+}
+
+// gapMapper is the mapper of the gap layouts: explore.Modelled, whose
+// calls a simulated machine charges as modelMapper's.
+func (s *ModelSpace) gapMapper() explore.GapMapper {
+	if s.sim != nil {
+		return simGapMapper{explore.Modelled{M: s.m}, s.ops.call}
+	}
+	return explore.Modelled{M: s.m}
 }
 
 // BeginGap maps gap layout l at GapBase; the modifier changes it.
 func (s *ModelSpace) BeginGap(l *explore.GapLayout) (explore.GapPlan, error) {
 	p := l.Place(GapBase, page)
-	if err := p.Setup(explore.Modelled{M: s.m}); err != nil {
+	if err := p.Setup(s.gapMapper()); err != nil {
 		return p, err
 	}
 	s.gap = &p

@@ -2,8 +2,10 @@ package maptear
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"mmlab/experiment"
 	"mmlab/machine"
@@ -58,5 +60,65 @@ func TestModelHasNoSmaps(t *testing.T) {
 	err := Model(context.Background(), &Options{Cases: Cases, File: "smaps", Reads: 10}, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"after"}}, func(Result) {})
 	if err == nil {
 		t.Fatal("the model ran smaps")
+	}
+}
+
+// runSimModel runs the check of o on seed 003's machine, simulated, with
+// variants.
+func runSimModel(t *testing.T, o *Options, variants ...string) []Result {
+	t.Helper()
+	var res []Result
+	env := experiment.Env{Target: experiment.Sim, Machine: machine.MustNamed("virtme-ng-4"), Variants: variants,
+		Sim: &experiment.SimRun{Seed: 1, Until: time.Minute}}
+	if err := Model(context.Background(), o, env, func(r Result) { res = append(res, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// On a simulated machine the reader and the modifier interleave on two
+// virtual CPUs: every case sees the change, neither walk ever misses the
+// range mapped throughout, and the per-VMA walk reports a VMA twice, as
+// allowed (its old form at the end of one chunk, its new one at the start
+// of the next). The same seed gives
+// the same results, to the JSON byte, each naming its machine.
+func TestSimWalksInterleave(t *testing.T) {
+	o := &Options{Cases: Cases, File: "maps", Reads: 300}
+	a := runSimModel(t, o, procfs.Variants.Names()...)
+	b := runSimModel(t, o, procfs.Variants.Names()...)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Errorf("two sim runs differ:\n%s\n%s", ja, jb)
+	}
+	if len(a) != len(Cases)*len(procfs.Variants.Names()) {
+		t.Fatalf("%d results, want %d", len(a), len(Cases)*len(procfs.Variants.Names()))
+	}
+	duplicates := 0
+	for _, r := range a {
+		if r.Target != experiment.Sim || r.Machine != "virtme-ng-4" {
+			t.Errorf("%s %s: target %s, machine %q", r.Variant, r.Case, r.Target, r.Machine)
+		}
+		if r.Failed() {
+			t.Errorf("%s %s: torn: %+v", r.Variant, r.Case, r)
+		}
+		if r.Reads != o.Reads || r.Modified == 0 || r.Modified == r.Reads {
+			t.Errorf("%s %s: %d of %d reads saw the change: the modifier and the reader did not interleave", r.Variant, r.Case, r.Modified, r.Reads)
+		}
+		if r.Variant == procfs.After.String() {
+			duplicates += r.Duplicates
+		}
+	}
+	if duplicates == 0 {
+		t.Error("the per-VMA walk never reported a VMA twice")
+	}
+}
+
+// A sim case bounded by --duration alone ends in virtual time.
+func TestSimDurationIsVirtual(t *testing.T) {
+	o := &Options{Cases: []string{"split"}, File: "maps", Duration: experiment.Duration(time.Millisecond)}
+	res := runSimModel(t, o, procfs.After.String())
+	if len(res) != 1 || res[0].Reads == 0 || res[0].Failed() {
+		t.Fatalf("%+v", res)
 	}
 }

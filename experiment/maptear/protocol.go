@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"mmlab/experiment"
+	"mmlab/sched"
 	"mmlab/uapi"
 )
 
@@ -254,11 +254,11 @@ func checkCase(ctx context.Context, s Space, o *Options, log func(string, ...any
 	if err := s.Start(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(o.Duration.D())
+	deadline := sched.Now().Add(o.Duration.D()) // the model's clock: the host's but on a simulated machine
 	var runErr error
 	reports := 0
 	for o.Reads == 0 || res.Reads < o.Reads {
-		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && time.Now().After(deadline)) {
+		if runErr = ctx.Err(); runErr != nil || (o.Duration > 0 && sched.Now().After(deadline)) {
 			break
 		}
 		b, err := s.Observe()
