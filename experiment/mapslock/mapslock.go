@@ -255,7 +255,7 @@ instructions of work (model choices).
 	NewOptions: func() *Options { return &Options{Runs: 9, Size: 1 << 30, Cases: Cases} },
 	Settings: func() experiment.Settings {
 		return experiment.Settings{
-			Quick:    []string{"--runs", "9", "--size", "1G"},
+			Quick:    []string{"--runs", "9", "--size", "512M"},
 			Full:     []string{"--runs", "30", "--size", "4G"},
 			Smoke:    []string{"--runs", "2", "--size", "64M"},
 			EstQuick: 5 * time.Second, EstFull: 40 * time.Second,
