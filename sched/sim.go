@@ -757,14 +757,21 @@ func ThreadCPUTime() (time.Duration, bool) {
 func KernelInstruction() {
 	if t := running(); t != nil && t.det.sim != nil {
 		s := t.sys().det.sim
-		c := s.cpuOf(t)
-		d := s.instruction(t)
-		if n := c.clock + d; n < c.nextTick && n < s.horizon && !c.resched && !c.lazy {
-			c.clock = n
-			return
-		}
-		s.charge(t, d, ctxIRQ)
+		s.instructionIn(t, s.horizon, ctxIRQ)
 	}
+}
+
+// instructionIn runs t's next instruction in context ctx: its CPU's clock
+// advances without leaving t while the instruction ends before horizon
+// and the next tick and no reschedule is pending, else it is charged.
+func (s *simRun) instructionIn(t *Thread, horizon int64, ctx int) {
+	c := s.cpuOf(t)
+	d := s.instruction(t)
+	if n := c.clock + d; n < c.nextTick && n < horizon && !c.resched && !c.lazy {
+		c.clock = n
+		return
+	}
+	s.charge(t, d, ctx)
 }
 
 // instruction is the cost of t's next instruction in ns: PointCost, or
@@ -786,12 +793,4 @@ func (s *simRun) now(t *Thread) time.Duration { return time.Duration(s.cpuOf(t).
 
 // userPoint is Point in sim mode: an instruction of PointCost in user
 // mode, without leaving the thread when nothing falls due.
-func (s *simRun) userPoint(t *Thread) {
-	c := s.cpuOf(t)
-	d := s.instruction(t)
-	if n := c.clock + d; n < c.nextTick && n < s.userHorizon && !c.resched && !c.lazy {
-		c.clock = n
-		return
-	}
-	s.charge(t, d, ctxUser)
-}
+func (s *simRun) userPoint(t *Thread) { s.instructionIn(t, s.userHorizon, ctxUser) }
