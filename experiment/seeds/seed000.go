@@ -259,10 +259,7 @@ func forkstallSection(s *Seed, docs Docs) report.Seed {
 // rows, published beside the simulated VM's, and the verdict clause
 // (simVerdict000).
 func (s *Seed) simForkstallPart(doc *report.Document[forkstall.Options, forkstall.Result]) (report.Part, string) {
-	mach := "sim"
-	if doc.ModelMachine != nil {
-		mach = "sim, " + doc.ModelMachine.Name
-	}
+	_, mach := simMachine(doc.ModelMachine)
 	part := report.Part{Experiment: "forkstall", Title: "Seed 000's table on its machine (" + mach + "): longest fork() and attach time, ms"}
 	t := report.Table{
 		Title: fmt.Sprintf("ms. published: %s; %s: %s busy region, the median of %d runs, virtual time", s.Published.Setting, mach, doc.Params.Size, doc.Params.Runs),

@@ -207,10 +207,7 @@ func (s *Seed) mapscanPart(doc *report.Document[mapscan.Options, mapscan.Result]
 // (published: the four smallest and four largest of 100), and the verdict
 // clause (simVerdict003).
 func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Result]) (report.Part, string) {
-	mach := "sim"
-	if doc.ModelMachine != nil {
-		mach = "sim, " + doc.ModelMachine.Name
-	}
+	name, mach := simMachine(doc.ModelMachine)
 	pub := s.Published.Mapscan
 	part := report.Part{Experiment: "mapscan", Title: "Seed 003's test on its machine (" + mach + "): mapper latency with two text scanners"}
 	find := func(variant string) (mapscan.Result, bool) {
@@ -258,7 +255,7 @@ func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Resu
 	part.Tables = append(part.Tables, t)
 	ch := report.Chart{Title: "per-sample maximum latency, sorted: published and " + mach, Kind: report.Lines,
 		XLabel: "sample's rank (fraction of the samples)", YLabel: "per-sample maximum (ms)", LogY: true,
-		Command: "mmlab run mapscan --target sim --machine " + strings.TrimPrefix(mach, "sim, ") + " " + strings.Join(experiment.Args(&doc.Params, mapscan.NewOptions()), " ")}
+		Command: "mmlab run mapscan --target sim --machine " + name + " " + strings.Join(experiment.Args(&doc.Params, mapscan.NewOptions()), " ")}
 	for _, v := range []struct {
 		name string
 		p    PubLatency

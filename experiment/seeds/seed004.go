@@ -246,10 +246,7 @@ func mops(x float64, ok bool) string {
 // seed's two kernels and today's beside the published rows, one chart per
 // case on logarithmic axes, and the verdict clause (simVerdict004).
 func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Result]) (report.Part, string) {
-	mach := "sim"
-	if doc.ModelMachine != nil {
-		mach = "sim, " + doc.ModelMachine.Name
-	}
+	name, mach := simMachine(doc.ModelMachine)
 	part := report.Part{Experiment: "trigger", Title: "Seed 004's sweep on its machine (" + mach + "): uprobe hits per second on 1..80 CPUs"}
 	pts := simPoints004(doc.Results)
 	variants := []string{"srcu", "tasks-trace", "v6.14+"}
@@ -264,7 +261,7 @@ func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Resu
 		}
 		return fmt.Sprintf("%.2fx", a/b)
 	}
-	command := "mmlab run trigger --target sim --machine " + strings.TrimPrefix(mach, "sim, ") + " " + strings.Join(experiment.Args(&doc.Params, trigger.NewOptions()), " ")
+	command := "mmlab run trigger --target sim --machine " + name + " " + strings.Join(experiment.Args(&doc.Params, trigger.NewOptions()), " ")
 	for _, c := range cases {
 		ch := report.Chart{Title: c + ": hits per second, published and " + mach, Kind: report.Lines, XLabel: "CPUs (producers)",
 			YLabel: "M hits/s", LogX: true, LogY: true, Command: command}
@@ -281,10 +278,10 @@ func (s *Seed) simTriggerPart(doc *report.Document[trigger.Options, trigger.Resu
 			row = append(row, ratio(rs.Mops, ps, oks && okp), ratio(rt.Mops, pt, okt2 && okt))
 			t.Rows = append(t.Rows, row)
 		}
-		for _, tt := range []bool{false, true} {
-			se := report.Series{Name: "published " + variants[map[bool]int{false: 0, true: 1}[tt]]}
+		for i, name := range variants[:2] {
+			se := report.Series{Name: "published " + name}
 			for _, n := range cpus {
-				if x, ok := s.pubTrigger(c, n, tt); ok {
+				if x, ok := s.pubTrigger(c, n, i == 1); ok {
 					se.Points = append(se.Points, report.Point{X: float64(n), Y: x})
 				}
 			}
@@ -328,6 +325,15 @@ func casesAndCPUs(rs []trigger.Result) (cases []string, cpus []int) {
 	}
 	slices.Sort(cpus)
 	return cases, cpus
+}
+
+// simMachine returns the name of a sim document's machine and its column
+// label ("sim, NAME").
+func simMachine(m *report.ModelMachine) (name, label string) {
+	if m == nil {
+		return "", "sim"
+	}
+	return m.Name, "sim, " + m.Name
 }
 
 // simSetting says how a sim document's points were taken.
