@@ -735,6 +735,16 @@ func ChargeUser(d time.Duration) {
 	}
 }
 
+// ReturnToUser is the running thread's return to user mode at the end of
+// a system call, in a sim run (exit_to_user_mode_loop()): a pending
+// reschedule takes effect here under every preemption model, none
+// included. It charges nothing. A no-op outside sim mode.
+func ReturnToUser() {
+	if t := running(); t != nil && t.det.sim != nil {
+		t.sys().det.sim.charge(t, 0, ctxUser)
+	}
+}
+
 // ThreadCPUTime returns, in a sim run, the running thread's virtual CPU
 // time (sum_exec_runtime, with its current run) and true; elsewhere 0 and
 // false: sched reads no host clock, and a real-time runner reads its OS

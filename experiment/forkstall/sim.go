@@ -319,6 +319,7 @@ func populateSim(t *kernel.Task, size uint64, started func()) (time.Time, time.D
 	if err != nil {
 		return start, d, fmt.Errorf("busy mmap: %w", err)
 	}
+	sched.ReturnToUser()
 	sched.ChargeCost(sched.CostSyscall, 1)
 	if simZap > 0 {
 		// A zap that costs something: munmap's read-locked part
@@ -331,6 +332,7 @@ func populateSim(t *kernel.Task, size uint64, started func()) (time.Time, time.D
 	if err := t.MM.Munmap(t, a, size); err != nil {
 		return start, d, fmt.Errorf("busy munmap: %w", err)
 	}
+	sched.ReturnToUser()
 	return start, d, nil
 }
 
@@ -352,6 +354,7 @@ func (w *simWorld) forkLoop(r *kernel.Runner, cr *childRunner, record bool) {
 		start := sched.Now()
 		sched.ChargeCost(sched.CostSyscall, 1)
 		c, err := p.Fork()
+		sched.ReturnToUser()
 		d := sched.Since(start)
 		bl := p.TakeBlocked()
 		if err != nil {

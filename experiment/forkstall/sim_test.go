@@ -219,3 +219,19 @@ func TestSimAfterRegistersBeatTheBusyProcess(t *testing.T) {
 			attach[kernel.DesignBefore], attach[kernel.DesignAfter], simPopulateMs)
 	}
 }
+
+// Under preemption none a busy process that loops its system calls still
+// gives way at each return to user mode: on a 2-CPU machine the forker and
+// the tracer share a CPU with it, and the run ends with its windows timed.
+func TestSimPreemptNoneGivesWayAtReturnToUser(t *testing.T) {
+	d := machine.MustNamed("x86-64")
+	d.Kernel.Preempt = "none"
+	runs, err := runCaseSim(context.Background(), caseRun{Machine: d, Design: kernel.DesignBefore, Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1,
+		Size: 16 << 20, Hold: time.Millisecond}, kernel.Sim{Seed: 1, Until: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].AttachMs <= 0 {
+		t.Fatalf("runs %+v", runs)
+	}
+}
