@@ -380,10 +380,8 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
-		for i := range Idle(o.Case) {
-			if _, err := binfmt.Exec(u, fmt.Sprint("idle", i), probed, 1); err != nil {
-				return nil, err
-			}
+		if err := execIdle(u, probed, Idle(o.Case)); err != nil {
+			return nil, err
 		}
 	}
 	f, err := binfmt.Exec(u, "forker", forkerText, 1)
@@ -478,4 +476,15 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// execIdle starts the idle cases' n processes, each mapping the probed
+// file and doing nothing.
+func execIdle(u *uprobes.Uprobes, probed *mm.File, n int) error {
+	for i := range n {
+		if _, err := binfmt.Exec(u, fmt.Sprint("idle", i), probed, 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }

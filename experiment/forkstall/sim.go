@@ -193,10 +193,8 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 		w.start(bt, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
 		forkerText = probed
 	case CaseIdle1000, CaseIdle5000:
-		for i := range Idle(o.Case) {
-			if _, err := binfmt.Exec(u, fmt.Sprint("idle", i), probed, 1); err != nil {
-				return nil, err
-			}
+		if err := execIdle(u, probed, Idle(o.Case)); err != nil {
+			return nil, err
 		}
 	}
 	f, err := binfmt.Exec(u, "forker", forkerText, 1)

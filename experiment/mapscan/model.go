@@ -195,6 +195,19 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 	}
 	<-mapperDone
 	sys.Stop()
+	st, err := runStats(&acc, opErr, scanErr[:], passes, scanners, true)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.NoHostPriority = !sys.HostPriority()
+	return st, ctx.Err()
+}
+
+// runStats ends a run of either runner: the mapper's or a scanner's error,
+// else the mapper's figures with the scanners' passes, preemptions and
+// lock waits, and with hostWait their waits for a host CPU (a simulated
+// machine has no host).
+func runStats(acc *Acc, opErr error, scanErr []error, passes []int, scanners []scanner, hostWait bool) (Stats, error) {
 	if opErr != nil {
 		return Stats{}, fmt.Errorf("mapscan: mapper: %w", opErr)
 	}
@@ -204,7 +217,6 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		}
 	}
 	st := acc.Stats()
-	st.NoHostPriority = !sys.HostPriority()
 	for i, p := range passes {
 		st.ScanPasses += p
 		st.Preempted = scanners[i].held.merge(st.Preempted)
@@ -213,10 +225,12 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
 			}
 			st.ScannersRunWait = t.runWait.merge(st.ScannersRunWait)
-			st.ScannersHostWait = t.hostWait.merge(st.ScannersHostWait)
+			if hostWait {
+				st.ScannersHostWait = t.hostWait.merge(st.ScannersHostWait)
+			}
 		}
 	}
-	return st, ctx.Err()
+	return st, nil
 }
 
 // newRegion returns the mapper's address space in ns on machine d, its

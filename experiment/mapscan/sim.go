@@ -206,24 +206,9 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 	if _, err := sys.Run(); err != nil {
 		return Stats{}, fmt.Errorf("mapscan: simulated machine %s: %w", d.Name, err)
 	}
-	if opErr != nil {
-		return Stats{}, fmt.Errorf("mapscan: mapper: %w", opErr)
-	}
-	for _, err := range scanErr {
-		if err != nil {
-			return Stats{}, fmt.Errorf("mapscan: scanner: %w", err)
-		}
-	}
-	st := acc.Stats()
-	for i, p := range passes {
-		st.ScanPasses += p
-		st.Preempted = scanners[i].held.merge(st.Preempted)
-		if t := scanners[i].task; t != nil {
-			for lock, b := range t.TakeBlocked() {
-				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
-			}
-			st.ScannersRunWait = t.runWait.merge(st.ScannersRunWait)
-		}
+	st, err := runStats(&acc, opErr, scanErr[:], passes, scanners, false)
+	if err != nil {
+		return Stats{}, err
 	}
 	return st, ctx.Err()
 }
