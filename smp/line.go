@@ -216,7 +216,7 @@ func (m *memory) compact() {
 		}
 		f := m.freed[st.name]
 		if f == nil {
-			f = &lineState{name: st.name, from: map[int]int64{}, to: map[int]int64{}}
+			f = newSum(st.name)
 			m.freed[st.name] = f
 		}
 		f.add(st)
@@ -224,6 +224,11 @@ func (m *memory) compact() {
 	clear(m.lines[len(live):])
 	m.lines = live
 	m.compactAt = max(4096, 2*len(live))
+}
+
+// newSum returns an empty state that sums the counts of lines named name.
+func newSum(name string) *lineState {
+	return &lineState{name: name, from: map[int]int64{}, to: map[int]int64{}}
 }
 
 // add adds o's counts to st's.
@@ -263,7 +268,7 @@ func (m *memory) byName() []*lineState {
 	add := func(st *lineState) {
 		f := sums[st.name]
 		if f == nil {
-			f = &lineState{name: st.name, from: map[int]int64{}, to: map[int]int64{}}
+			f = newSum(st.name)
 			sums[st.name] = f
 			order = append(order, st.name)
 		}
