@@ -148,9 +148,11 @@ func TestPKRUCopied(t *testing.T) {
 // On a simulated machine a Runner's second Run keeps its TLB while no flush
 // went round (its code runs without asking for a page again: no mmap_lock
 // acquisition), and starts with an empty one after a FlushTLB; a Run on a
-// real-time machine always starts empty.
+// real-time machine always starts empty. Not parallel: while a sim run is
+// active, smp's words take any goroutine's access for the run's current
+// thread (sched's detCur), so the other tests' machines must not run
+// beside it.
 func TestRunKeepsTLBWithoutFlush(t *testing.T) {
-	t.Parallel()
 	a := cpu.NewAsm(0x400000)
 	a.MovImm32(cpu.RCX, 10).Label("l").Call("f").Dec32(cpu.RCX).Jnz("l").Hlt()
 	a.Label("f").Inc32(cpu.RAX).Ret()
