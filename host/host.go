@@ -3,7 +3,8 @@
 // it may run on (sched_getaffinity(2), sched_setaffinity(2)), its
 // scheduling policy (sched_setattr(2): SCHED_FIFO, or SCHED_NORMAL at a
 // nice), one nanosleep(2), its CPU-time clock (CLOCK_THREAD_CPUTIME_ID) and
-// its run delay (/proc/thread-self/schedstat). A caller that changes its
+// its run delay (/proc/thread-self/schedstat) and a signal to itself
+// (tgkill(2)). A caller that changes its
 // thread locks its goroutine to it first (runtime.LockOSThread).
 //
 // The live experiments and the model's runners use it; the model packages

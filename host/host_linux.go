@@ -80,6 +80,16 @@ func Nanosleep(d time.Duration) {
 	}
 }
 
+// SignalThread sends sig to the calling OS thread (tgkill(2)). The kernel
+// hands a thread the signals directed at it before those pending for the
+// whole process, and both before the system call returns.
+func SignalThread(sig unix.Signal) error {
+	if err := unix.Tgkill(unix.Getpid(), unix.Gettid(), sig); err != nil {
+		return os.NewSyscallError("tgkill", err)
+	}
+	return nil
+}
+
 // ThreadCPUTime returns the CPU time (user and system) of the calling OS
 // thread (CLOCK_THREAD_CPUTIME_ID), and whether the OS gives it: the clock
 // of a benchmark or a run on a locked thread, such as a model CPU's, that a

@@ -5,6 +5,7 @@ package host
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"time"
 
 	"mmlab/machine"
@@ -28,6 +29,9 @@ func SetNice(int) error { return errNotLinux }
 
 // SetTimerSlack returns an error off Linux.
 func SetTimerSlack(time.Duration) error { return errNotLinux }
+
+// SignalThread returns an error off Linux.
+func SignalThread(syscall.Signal) error { return errNotLinux }
 
 // Nanosleep is time.Sleep off Linux.
 func Nanosleep(d time.Duration) { time.Sleep(d) }

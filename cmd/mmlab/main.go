@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
+	"time"
 
+	"mmlab/experiment"
+	"mmlab/host"
 	"mmlab/live"
 )
 
@@ -83,29 +86,77 @@ func main() {
 	}
 	ctx, interrupted := interruptible()
 	code := c.run(ctx, os.Args[2:])
-	if sig := interrupted(); sig == syscall.SIGTERM && code == 130 {
-		code = 143
+	if sig := interrupted(); sig != nil {
+		if code == experiment.ExitOK {
+			fmt.Fprintf(os.Stderr, "mmlab: %v arrived as the %s ended: what it wrote is complete\n", sig, os.Args[1])
+			code = experiment.ExitInterrupted
+		}
+		if sig == syscall.SIGTERM && code == experiment.ExitInterrupted {
+			code = 143
+		}
 	}
 	os.Exit(code)
 }
 
 // interruptible returns a context that SIGINT or SIGTERM cancels, and a
-// function that says which of them did (nil for none). A second signal
-// has its default effect: it ends mmlab at once.
+// function, called once as mmlab ends, that says which of them did (nil
+// for none): every such signal the kernel delivered before that call
+// counts, even if the goroutine that cancels had not run yet (a busy host
+// may keep it waiting longer than a short run lasts). A second signal has
+// its default effect: it ends mmlab at once.
 func interruptible() (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	var got atomic.Value
+	var got os.Signal
+	end, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		s := <-sigc
-		got.Store(s)
-		signal.Stop(sigc)
-		cancel()
+		defer close(done)
+		select {
+		case got = <-sigc:
+		case <-end:
+			select {
+			case got = <-sigc:
+			default:
+			}
+		}
+		if got != nil {
+			signal.Stop(sigc)
+			cancel()
+		}
 	}()
 	return ctx, func() os.Signal {
-		s, _ := got.Load().(os.Signal)
-		return s
+		settleSignals()
+		close(end)
+		<-done
+		return got
+	}
+}
+
+// settleSignals returns once os/signal has passed on every signal the
+// kernel delivered to mmlab before the call. It sends the calling thread
+// SIGWINCH twice, each after the last has come back through os/signal:
+// the first is handled on the return from tgkill(2) together with any
+// signal still pending for the process, so that the runtime holds every
+// earlier signal before the second is sent, and the runtime passes on the
+// signals it holds in order of their numbers (signal_recv), SIGINT (2) and
+// SIGTERM (15) before SIGWINCH (28), whose default is to be ignored. Off
+// Linux, or if a round takes more than a second, it returns early.
+func settleSignals() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGWINCH)
+	defer signal.Stop(c)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range 2 {
+		if host.SignalThread(syscall.SIGWINCH) != nil {
+			return
+		}
+		select {
+		case <-c:
+		case <-time.After(time.Second):
+			return
+		}
 	}
 }
 

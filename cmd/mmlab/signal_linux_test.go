@@ -311,3 +311,26 @@ func TestSignals(t *testing.T) {
 		t.Errorf("BPF links left with no file open for them: IDs %v", leaked)
 	}
 }
+
+// TestInterruptedCountsEveryDeliveredSignal sends mmlab's own process a
+// signal and asks at once which signal interrupted it, as main asks when a
+// command returns: the answer names the signal, although the goroutine that
+// cancels may not have run by then, and it has cancelled the context. With
+// no signal sent the answer is nil.
+func TestInterruptedCountsEveryDeliveredSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for range 100 {
+			ctx, interrupted := interruptible()
+			if err := syscall.Kill(os.Getpid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			if got := interrupted(); got != sig || ctx.Err() == nil {
+				t.Fatalf("after kill(%v): interrupted() = %v, context error %v", sig, got, ctx.Err())
+			}
+		}
+	}
+	ctx, interrupted := interruptible()
+	if got := interrupted(); got != nil || ctx.Err() != nil {
+		t.Errorf("with no signal: interrupted() = %v, context error %v", got, ctx.Err())
+	}
+}
