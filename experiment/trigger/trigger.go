@@ -408,9 +408,17 @@ var SeedCPUs = []int{1, 2, 4, 8, 16, 32, 64, 80}
 // and the extra rows (uprobe-ret, uprobe-nop5) on every variant, one point
 // per producer count, the contention profile at 8 producers (the seed's
 // peak). Samples of 10 ms of virtual time stand for the seed's 1 s ones (a
-// choice of the simulation): up to 16 CPUs a run's samples agree to 0.1%,
-// and from 32 CPUs, where a contended line crosses the sockets, they vary
-// by some 5%, as the seed's own do less (its ± at 16 and 32 CPUs).
+// choice of the simulation): up to 16 CPUs a run's samples agree to 0.1%.
+// From 32 CPUs, where mmap_lock's lines cross the sockets, a sample
+// measures one order of the producers' convoy on them: the seed's ties
+// set it when the producers start, all at one instant, and nothing in the
+// model reorders it before the sample ends, so the sample's rate is that
+// order's, by how often the lines cross the sockets on their way round
+// (srcu and tasks-trace: 20-35% between a run's samples). A point's mean
+// is then over 5 orders, and moves 2-12% with the seed; 20 samples
+// (--duration 200ms) halve that, and 2% would take some 150, which the
+// sweep's time does not allow. The seed's own ± at 16 and 32 CPUs is
+// smaller: a real machine reorders the convoy all the time.
 func simSettings() *experiment.SimSettings {
 	timing := func(warmup, duration, interval string) []string {
 		return []string{"--warmup", warmup, "--duration", duration, "--interval", interval}
