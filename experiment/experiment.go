@@ -43,6 +43,15 @@ const (
 // IsModel reports whether t runs the model: Model or Sim.
 func (t Target) IsModel() bool { return t == Model || t == Sim }
 
+// Label returns t as a table names it: "sim:NAME" for a result on the
+// simulated machine NAME, t alone where machine is empty.
+func (t Target) Label(machine string) string {
+	if machine == "" {
+		return string(t)
+	}
+	return string(t) + ":" + machine
+}
+
 // SimRun is how a sim target's simulated machines run.
 type SimRun struct {
 	// Seed breaks the ties of the simulated scheduler (--sim-seed).

@@ -2,6 +2,7 @@ package live
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -156,6 +157,28 @@ func (h *Helper) Expect(word string) (string, error) {
 		return "", fmt.Errorf("%q", line)
 	}
 	return strings.TrimSpace(rest), nil
+}
+
+// ExpectContext is Expect until ctx is done, when it returns ctx.Err()
+// itself, not wrapped, which the caller can tell from the helper's errors:
+// the read goes on until the helper answers or its stdout closes, so the
+// caller then kills the helper.
+func (h *Helper) ExpectContext(ctx context.Context, word string) (string, error) {
+	type answer struct {
+		line string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		line, err := h.Expect(word)
+		done <- answer{line, err}
+	}()
+	select {
+	case a := <-done:
+		return a.line, a.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // Kill closes the helper's stdin, kills it and waits for it.

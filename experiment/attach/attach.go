@@ -139,10 +139,7 @@ func Us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func Table(w io.Writer, o *Options, rs []Result) {
 	var last string
 	for _, r := range rs {
-		target := string(r.Target)
-		if r.Machine != "" {
-			target += ":" + r.Machine
-		}
+		target := r.Target.Label(r.Machine)
 		if key := fmt.Sprint(target, r.Variant); key != last {
 			fmt.Fprintf(w, "attach/detach, %s %s (median of %v runs [min-max]; a nop5 probe's first hit, which optimizes it where the kernel does, and a later one)\n", target, r.Variant, o.Runs)
 			fmt.Fprintf(w, "  %-14s %4s  %-26s %-26s %-26s %s\n", "attach", "n", "attach ms", "detach ms", "nop5 first hit us", "later hit us")

@@ -379,12 +379,8 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		<-started
 		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
 		forkerText = probed
-	case CaseIdle1000, CaseIdle5000:
-		if err := execIdle(u, probed, Idle(o.Case)); err != nil {
-			return nil, err
-		}
 	}
-	f, err := binfmt.Exec(u, "forker", forkerText, 1)
+	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {
 		return nil, err
 	}
@@ -476,6 +472,15 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// execForker starts the processes of case c that come after its busy
+// ones: its idle processes, if any, then the forker, mapping text.
+func execForker(u *uprobes.Uprobes, c string, probed, text *mm.File) (*kernel.Task, error) {
+	if err := execIdle(u, probed, Idle(c)); err != nil {
+		return nil, err
+	}
+	return binfmt.Exec(u, "forker", text, 1)
 }
 
 // execIdle starts the idle cases' n processes, each mapping the probed

@@ -192,12 +192,8 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 		bc := w.newChildRunner("busy")
 		w.start(bt, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
 		forkerText = probed
-	case CaseIdle1000, CaseIdle5000:
-		if err := execIdle(u, probed, Idle(o.Case)); err != nil {
-			return nil, err
-		}
 	}
-	f, err := binfmt.Exec(u, "forker", forkerText, 1)
+	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {
 		return nil, err
 	}

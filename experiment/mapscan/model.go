@@ -141,9 +141,8 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 		for i := range NumScanners {
 			cpu := 1 + i
 			sys.Spawn(cpu, ScannerNice, func(th *sched.Thread) {
-				first := true
 				defer func() {
-					if first {
+					if passes[i] == 0 {
 						scanning <- struct{}{}
 					}
 				}()
@@ -166,24 +165,14 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 					return
 				}
 				defer null.Close()
-				for !th.Stopping() {
-					var err error
-					if o.Scanners == "text" {
+				pass := func() error { return scanQuery(f, name, nil) }
+				if o.Scanners == "text" {
+					pass = func() error {
 						spend(th, PassCost)
-						err = scanText(f, null)
-					} else {
-						err = scanQuery(f, name, nil)
-					}
-					if err != nil {
-						scanErr[i] = err
-						return
-					}
-					passes[i]++
-					if first {
-						first = false
-						scanning <- struct{}{}
+						return scanText(f, null)
 					}
 				}
+				scanErr[i] = scanPasses(th.Stopping, pass, &passes[i], func() { scanning <- struct{}{} })
 			})
 		}
 		// As proc-vs-map.sh: the busy-waiters start after the scanners.
@@ -201,6 +190,22 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 	}
 	st.NoHostPriority = !sys.HostPriority()
 	return st, ctx.Err()
+}
+
+// scanPasses is a scanner's loop on either runner: pass until stop says
+// so or pass fails, each pass counted in *n, and first called after the
+// first one.
+func scanPasses(stop func() bool, pass func() error, n *int, first func()) error {
+	for !stop() {
+		if err := pass(); err != nil {
+			return err
+		}
+		*n++
+		if *n == 1 {
+			first()
+		}
+	}
+	return nil
 }
 
 // runStats ends a run of either runner: the mapper's or a scanner's error,

@@ -161,9 +161,8 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 		for i := range NumScanners {
 			cpu := simFirstBusy + i
 			sys.SpawnNamed(fmt.Sprintf("scanner%d", i), cpu, ScannerNice, func(th *sched.Thread) {
-				first := true
 				defer func() {
-					if first {
+					if passes[i] == 0 {
 						scannerStarted()
 					}
 				}()
@@ -178,24 +177,14 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 				}
 				s.f = f
 				name := make([]byte, 256)
-				for !done {
-					var err error
-					if o.Scanners == "text" {
+				pass := func() error { return simScanQuery(f, name) }
+				if o.Scanners == "text" {
+					pass = func() error {
 						sched.ChargeUser(PassCost)
-						err = simScanText(f)
-					} else {
-						err = simScanQuery(f, name)
-					}
-					if err != nil {
-						scanErr[i] = err
-						return
-					}
-					passes[i]++
-					if first {
-						first = false
-						scannerStarted()
+						return simScanText(f)
 					}
 				}
+				scanErr[i] = scanPasses(func() bool { return done }, pass, &passes[i], scannerStarted)
 			})
 		}
 		for i := range NumScanners {

@@ -207,10 +207,7 @@ func table(w io.Writer, o *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tcase\thold\tquery\tprobed\treturned_first\t\n")
 	for _, r := range rs {
-		target := string(r.Target)
-		if r.Machine != "" {
-			target += ":" + r.Machine
-		}
+		target := r.Target.Label(r.Machine)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.0f%%\t\n", target, r.Variant, r.Case, dur(r.HoldMs), dur(r.QueryMs), r.Probed, len(r.HoldMsRuns), 100*r.First)
 	}
 	tw.Flush()

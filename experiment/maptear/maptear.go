@@ -223,10 +223,7 @@ func Table(w io.Writer, _ *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tvariant\tfile\tcase\treads\tmodified\tduplicates\tgaps\tunexpected\tunison\tqueries\tquery_gaps\tquery_wrong\tverdict\t\n")
 	for _, r := range rs {
-		target := string(r.Target)
-		if r.Machine != "" {
-			target += ":" + r.Machine
-		}
+		target := r.Target.Label(r.Machine)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", target, r.Variant, r.File, r.Case,
 			r.Reads, r.Modified, r.Duplicates, r.Gaps, r.Unexpected, r.Unison, r.Queries, r.QueryGaps, r.QueryWrong, r.Judgement())
 	}

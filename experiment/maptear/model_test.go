@@ -15,8 +15,13 @@ import (
 // runModel runs the check of o on the model with variants.
 func runModel(t *testing.T, o *Options, variants ...string) []Result {
 	t.Helper()
+	return runIn(t, o, experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants})
+}
+
+// runIn runs the check of o in env and returns its results.
+func runIn(t *testing.T, o *Options, env experiment.Env) []Result {
+	t.Helper()
 	var res []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants}
 	if err := Model(context.Background(), o, env, func(r Result) { res = append(res, r) }); err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +72,8 @@ func TestModelHasNoSmaps(t *testing.T) {
 // variants.
 func runSimModel(t *testing.T, o *Options, variants ...string) []Result {
 	t.Helper()
-	var res []Result
-	env := experiment.Env{Target: experiment.Sim, Machine: machine.MustNamed("virtme-ng-4"), Variants: variants,
-		Sim: &experiment.SimRun{Seed: 1, Until: time.Minute}}
-	if err := Model(context.Background(), o, env, func(r Result) { res = append(res, r) }); err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runIn(t, o, experiment.Env{Target: experiment.Sim, Machine: machine.MustNamed("virtme-ng-4"), Variants: variants,
+		Sim: &experiment.SimRun{Seed: 1, Until: time.Minute}})
 }
 
 // On a simulated machine the reader and the modifier interleave on two

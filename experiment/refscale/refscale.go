@@ -165,10 +165,7 @@ func Table(w io.Writer, _ *Options, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "type\ttarget\treaders\tloops\tns/op\t±\truns\thot line\ttransfers/access\t")
 	for _, r := range rs {
-		target := string(r.Target)
-		if r.Machine != "" {
-			target += ":" + r.Machine
-		}
+		target := r.Target.Label(r.Machine)
 		hot, per := "-", "-"
 		if r.HotLine != "" {
 			hot, per = r.HotLine, fmt.Sprintf("%.3f", r.HotLinePerAccess)

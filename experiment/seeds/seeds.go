@@ -326,27 +326,30 @@ func Plan(seeds []*Seed, setting string) []PlannedStep {
 	var plan []PlannedStep
 	for _, s := range seeds {
 		for _, st := range s.Steps {
-			p := PlannedStep{Seed: s, Experiment: st.Experiment, Args: st.Quick, Est: st.EstQuick}
-			switch setting {
-			case Full:
-				p.Args, p.Est = st.Full, st.EstFull
-			case Smoke:
-				p.Args, p.Est = st.Smoke, st.EstQuick/10
-			}
+			p := PlannedStep{Seed: s, Experiment: st.Experiment}
+			p.Args, p.Est = inSetting(setting, st.Quick, st.Full, st.Smoke, st.EstQuick, st.EstFull)
 			plan = append(plan, p)
 			if sim := st.Sim; sim != nil {
-				p := PlannedStep{Seed: s, Experiment: st.Experiment, Args: sim.Quick, Est: sim.EstQuick, Machine: sim.Machine}
-				switch setting {
-				case Full:
-					p.Args, p.Est = sim.Full, sim.EstFull
-				case Smoke:
-					p.Args, p.Est = sim.Smoke, sim.EstQuick/10
-				}
+				p := PlannedStep{Seed: s, Experiment: st.Experiment, Machine: sim.Machine}
+				p.Args, p.Est = inSetting(setting, sim.Quick, sim.Full, sim.Smoke, sim.EstQuick, sim.EstFull)
 				plan = append(plan, p)
 			}
 		}
 	}
 	return plan
+}
+
+// inSetting picks a step's arguments and estimate in setting from its
+// quick, full and smoke arguments and its quick and full estimates: a
+// smoke run is estimated at a tenth of the quick one.
+func inSetting(setting string, quick, full, smoke []string, estQuick, estFull time.Duration) ([]string, time.Duration) {
+	switch setting {
+	case Full:
+		return full, estFull
+	case Smoke:
+		return smoke, estQuick / 10
+	}
+	return quick, estQuick
 }
 
 // Points lists the points of the full setting's sim sweep, the steps of

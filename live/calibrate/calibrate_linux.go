@@ -221,29 +221,15 @@ func Membarrier(ctx context.Context, o Options, a, b int) ([]float64, error) {
 	n := o.count(300)
 	return repeat(ctx, o.Runs, func() (float64, error) {
 		var stop, busy atomic.Bool
-		done := make(chan error, 1)
-		go func() {
-			_, err := onCPU(b, func() (float64, error) {
-				busy.Store(true)
-				for !stop.Load() {
-					if _, err := unix.Read(zero, buf); err != nil && err != unix.EINTR {
-						return 0, err
-					}
+		return beside(a, b, busy.Load, &stop, func() (float64, error) {
+			busy.Store(true)
+			for !stop.Load() {
+				if _, err := unix.Read(zero, buf); err != nil && err != unix.EINTR {
+					return 0, err
 				}
-				return 0, nil
-			})
-			if err != nil {
-				stop.Store(true)
 			}
-			done <- err
-		}()
-		v, err := onCPU(a, func() (float64, error) {
-			for !busy.Load() {
-				if stop.Load() {
-					return 0, nil
-				}
-				time.Sleep(time.Millisecond)
-			}
+			return 0, nil
+		}, func() (float64, error) {
 			return batched(n, 1, func(n int) (time.Duration, error) {
 				start := time.Now()
 				for range n {
@@ -254,12 +240,37 @@ func Membarrier(ctx context.Context, o Options, a, b int) ([]float64, error) {
 				return time.Since(start), nil
 			})
 		})
-		stop.Store(true)
-		if busyErr := <-done; err == nil {
-			err = busyErr
-		}
-		return v, err
 	})
+}
+
+// beside runs partner on a thread pinned to CPU b and timed on one pinned
+// to CPU a, once started reports partner under way (timed is skipped, its
+// figure 0, if stop is set first: partner failed), and returns timed's
+// figure and the first error, timed's before partner's. stop is set when
+// partner fails and once timed returns: it ends partner's loop.
+func beside(a, b int, started func() bool, stop *atomic.Bool, partner, timed func() (float64, error)) (float64, error) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := onCPU(b, partner)
+		if err != nil {
+			stop.Store(true)
+		}
+		done <- err
+	}()
+	v, err := onCPU(a, func() (float64, error) {
+		for !started() {
+			if stop.Load() {
+				return 0, nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return timed()
+	})
+	stop.Store(true)
+	if partnerErr := <-done; err == nil {
+		err = partnerErr
+	}
+	return v, err
 }
 
 // pageSize is the base page.
@@ -353,35 +364,21 @@ func LineHandoff(ctx context.Context, o Options, a, b int) ([]float64, error) {
 		// 256: the word's line holds nothing else.
 		line := new([32]atomic.Int64)
 		word := &line[0]
-		// stop ends the spinning of one side when the other failed: a
-		// load of a line nobody writes until then, which stays shared.
-		var ready atomic.Int32
-		var stop atomic.Bool
-		done := make(chan error, 1)
-		go func() {
-			_, err := onCPU(b, func() (float64, error) {
-				ready.Add(1)
-				for range batches * n {
-					for !word.CompareAndSwap(1, 0) {
-						if stop.Load() {
-							return 0, nil
-						}
+		// stop ends the spinning of one side when the other failed, and
+		// b's once a is done: a load of a line nobody writes until then,
+		// which stays shared.
+		var ready, stop atomic.Bool
+		return beside(a, b, ready.Load, &stop, func() (float64, error) {
+			ready.Store(true)
+			for range batches * n {
+				for !word.CompareAndSwap(1, 0) {
+					if stop.Load() {
+						return 0, nil
 					}
 				}
-				return 0, nil
-			})
-			if err != nil {
-				stop.Store(true)
 			}
-			done <- err
-		}()
-		v, err := onCPU(a, func() (float64, error) {
-			for ready.Load() == 0 {
-				if stop.Load() {
-					return 0, nil
-				}
-				time.Sleep(time.Millisecond)
-			}
+			return 0, nil
+		}, func() (float64, error) {
 			return batched(n, 2, func(n int) (time.Duration, error) {
 				start := time.Now()
 				for range n {
@@ -391,13 +388,6 @@ func LineHandoff(ctx context.Context, o Options, a, b int) ([]float64, error) {
 				return time.Since(start), nil
 			})
 		})
-		if err != nil {
-			stop.Store(true)
-		}
-		if bErr := <-done; err == nil {
-			err = bErr
-		}
-		return v, err
 	})
 }
 

@@ -126,26 +126,15 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	if _, err := fmt.Fprintf(mapper.In, "go %d %d\n", o.Duration.Nanoseconds(), o.Seed); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
 	}
-	type answer struct {
-		line string
-		err  error
+	line, err := mapper.ExpectContext(ctx, "stats")
+	if err != nil && err == ctx.Err() {
+		return mapscan.Stats{}, err // the deferred kills end the helpers
 	}
-	done := make(chan answer, 1)
-	go func() {
-		line, err := mapper.Expect("stats")
-		done <- answer{line, err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		return mapscan.Stats{}, ctx.Err() // the deferred kills end the helpers
-	}
-	if a.err != nil {
-		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", a.err)
+	if err != nil {
+		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper: %w", err)
 	}
 	var rep mapperReport
-	if err := json.Unmarshal([]byte(a.line), &rep); err != nil {
+	if err := json.Unmarshal([]byte(line), &rep); err != nil {
 		return mapscan.Stats{}, fmt.Errorf("mapscan: mapper's stats: %w", err)
 	}
 	st := rep.Stats

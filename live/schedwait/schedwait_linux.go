@@ -68,28 +68,17 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	if _, err := fmt.Fprintf(h.In, "go %d %d\n", o.Duration.D().Nanoseconds(), o.Seed); err != nil {
 		return fmt.Errorf("schedwait: helper: %w", err)
 	}
-	type answer struct {
-		line string
-		err  error
+	line, err := h.ExpectContext(ctx, "done")
+	if err != nil && err == ctx.Err() {
+		return err // the deferred Close and kill remove the instance and end the helper
 	}
-	done := make(chan answer, 1)
-	go func() {
-		line, err := h.Expect("done")
-		done <- answer{line, err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		return ctx.Err() // the deferred Close and kill remove the instance and end the helper
-	}
-	if a.err != nil {
-		return fmt.Errorf("schedwait: helper: %w", a.err)
+	if err != nil {
+		return fmt.Errorf("schedwait: helper: %w", err)
 	}
 	var from, to int64
 	var hogLoops, loops int
-	if _, err := fmt.Sscanf(a.line, "%d %d %d %d", &from, &to, &hogLoops, &loops); err != nil {
-		return fmt.Errorf("schedwait: helper's answer %q: %w", a.line, err)
+	if _, err := fmt.Sscanf(line, "%d %d %d %d", &from, &to, &hogLoops, &loops); err != nil {
+		return fmt.Errorf("schedwait: helper's answer %q: %w", line, err)
 	}
 	if err := tr.Stop(); err != nil {
 		return err

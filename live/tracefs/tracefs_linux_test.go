@@ -15,9 +15,10 @@ import (
 	"mmlab/live"
 )
 
-// An instance has the clock asked for, starts stopped, records the events
-// enabled, and is gone after Close.
-func TestInstance(t *testing.T) {
+// newMono returns a new instance with the mono clock, and skips the test
+// where this host has no tracefs instances.
+func newMono(t *testing.T) *Instance {
+	t.Helper()
 	in, err := New("mono")
 	if errors.Is(err, live.ErrNotSupported) {
 		t.Skip(err)
@@ -25,6 +26,13 @@ func TestInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+// An instance has the clock asked for, starts stopped, records the events
+// enabled, and is gone after Close.
+func TestInstance(t *testing.T) {
+	in := newMono(t)
 	dir := in.Dir()
 	defer func() {
 		if _, err := os.Stat(dir); err == nil {
@@ -154,13 +162,7 @@ func rootChild(t *testing.T) {
 // The next run removes the instance of a run that is no longer alive, and
 // leaves this one's.
 func TestSweep(t *testing.T) {
-	in, err := New("mono")
-	if errors.Is(err, live.ErrNotSupported) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := newMono(t)
 	defer in.Close()
 	// This pid with another start time: a run that has ended.
 	f := strings.Split(live.RunName("-"), "-")
