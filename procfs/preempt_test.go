@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/sched"
 )
@@ -19,8 +18,7 @@ import (
 func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 	t.Parallel()
 	for _, v := range variants {
-		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-		pieces(t, m, walkArena, 20)
+		m := piecesMM(t, 20)
 		sys := sched.NewSystem(1)
 		atPoint := make(chan struct{})
 		release := make(chan struct{})
@@ -81,8 +79,7 @@ func TestPreemptedReaderBlocksWriterOnlyBefore(t *testing.T) {
 // the VMA read-locked.
 func TestLockNextVMAFallsBackOnWriteLockedVMA(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 3)
+	m := piecesMM(t, 3)
 	vs := m.VMAs()
 	m.MmapWriteLock(nil)
 	m.VMAStartWrite(vs[1]) // as an operation modifying it would

@@ -39,9 +39,8 @@ func lastLine(t *testing.T, c []byte) uapi.VMA {
 // (seq_has_overflowed: count == size) and opens the next chunk.
 func TestChunkOfExactlyAPageOverflows(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
 	const n = 93
-	pieces(t, m, walkArena, n)
+	m := piecesMM(t, n)
 	in := mm.NewInode(new(mm.Namespace), "x", 4096, nil)
 	fileAt := uint64(walkArena + n*3*4096)
 	if _, err := m.Mmap(nil, fileAt, 4096, mm.PROT_READ, mm.MAP_PRIVATE|mm.MAP_FIXED, mm.Open(in), 0); err != nil {
@@ -120,8 +119,7 @@ func TestResumePositionPerVersion(t *testing.T) {
 // with PreemptFull also inside, once per line at least.
 func TestPreemptionPoints(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 50)
+	m := piecesMM(t, 50)
 	for _, v := range variants {
 		for _, p := range []Preemption{PreemptNone, PreemptFull} {
 			n := 0
@@ -141,8 +139,7 @@ func TestPreemptionPoints(t *testing.T) {
 // that one).
 func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 5)
+	m := piecesMM(t, 5)
 	vs := m.VMAs()
 	n := 0
 	var locked [][]int // per point, the indices of the read-locked VMAs
@@ -179,8 +176,7 @@ func TestPreemptedAfterWalkHoldsTheVMALock(t *testing.T) {
 // it, which rcu.ReadUnlock reports.
 func TestRCUSectionSpansTheChunk(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 5)
+	m := piecesMM(t, 5)
 	second := m.VMAs()[1].Start
 	sys := sched.NewSystem(1)
 	defer sys.Stop()
@@ -223,8 +219,7 @@ func (w *fatalWaiter) Block(wait func()) {
 // a fatal signal pending gets EINTR instead of sleeping behind the writer.
 func TestFallbackIsKillable(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 3)
+	m := piecesMM(t, 3)
 	vs := m.VMAs()
 	m.MmapWriteLock(nil)
 	m.VMAStartWrite(vs[0]) // the first VMA cannot be read-locked: fall back
@@ -253,8 +248,7 @@ func TestFallbackIsKillable(t *testing.T) {
 // lock_next_vma does; the reader does not fall back to the mmap lock for it.
 func TestDetachedVMARetried(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 3)
+	m := piecesMM(t, 3)
 	v := m.VMAs()[1]
 	v.RefCnt.Store(0) // as vma_mark_detached leaves it before the tree is published
 	var fellBack atomic.Bool

@@ -31,12 +31,19 @@ func pieces(t testing.TB, m *mm.MM, base uint64, n int) {
 	}
 }
 
+// piecesMM returns an x86-64 address space with n pieces at walkArena.
+func piecesMM(t testing.TB, n int) *mm.MM {
+	t.Helper()
+	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
+	pieces(t, m, walkArena, n)
+	return m
+}
+
 // Both walks give the text of the one-chunk walk, in chunks of whole lines
 // of at most ChunkSize bytes.
 func TestWalksMatchMaps(t *testing.T) {
 	t.Parallel()
-	m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-	pieces(t, m, walkArena, 300)
+	m := piecesMM(t, 300)
 	f := mm.Open(mm.NewInode(new(mm.Namespace), "/usr/lib/libmodel.so", 8*4096, nil))
 	if _, err := m.Mmap(nil, 0x7f0000000000, 4*4096, mm.PROT_READ|mm.PROT_EXEC, mm.MAP_PRIVATE, f, 4096); err != nil {
 		t.Fatal(err)
@@ -80,8 +87,7 @@ func TestWalksMatchMaps(t *testing.T) {
 func TestResumeShowsGrownVMATwice(t *testing.T) {
 	t.Parallel()
 	for _, v := range variants {
-		m := mm.New(new(mm.Namespace), machine.MustNamed("x86-64").Features)
-		pieces(t, m, walkArena, 200)
+		m := piecesMM(t, 200)
 		mf := mustOpenMaps(m, Options{Variant: v})
 		c1, err := mf.Read()
 		if err != nil {

@@ -141,11 +141,13 @@ func (up *Uprobe) String() string {
 }
 
 // tryGet mirrors try_get_uprobe(): a reference unless the uprobe is dying.
-func (up *Uprobe) tryGet() bool { return refIncNotZero(&up.ref) }
+func (up *Uprobe) tryGet() bool { return incNotZero(&up.ref) }
 
 // incNotZero mirrors refcount_inc_not_zero() and atomic_inc_not_zero(): it
-// adds one to v unless v is 0, and reports whether it did.
-func incNotZero(v *atomic.Int32) bool {
+// adds one to v unless v is 0, and reports whether it did. On a shared
+// word (package smp) it is a READ_ONCE, then cmpxchg until it succeeds, as
+// refcount_inc_not_zero() does.
+func incNotZero[V int32Counter](v V) bool {
 	for {
 		n := v.Load()
 		if n == 0 {
@@ -157,18 +159,11 @@ func incNotZero(v *atomic.Int32) bool {
 	}
 }
 
-// refIncNotZero is incNotZero of a shared word (package smp): a READ_ONCE,
-// then cmpxchg until it succeeds, as refcount_inc_not_zero() does.
-func refIncNotZero(v *smp.Int32) bool {
-	for {
-		n := v.Load()
-		if n == 0 {
-			return false
-		}
-		if v.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
+// int32Counter is a counter incNotZero takes: *atomic.Int32 or a shared
+// word, *smp.Int32.
+type int32Counter interface {
+	Load() int32
+	CompareAndSwap(old, new int32) bool
 }
 
 // put mirrors put_uprobe() and uprobe_free_deferred(): the last reference

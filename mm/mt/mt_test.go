@@ -230,14 +230,21 @@ func checkNode(t *testing.T, nd *node, h int16) int {
 	return size
 }
 
-// TestCloneIsIndependent: writes to a clone or to the original after Clone are
-// invisible to the other one, and a snapshot never changes.
-func TestCloneIsIndependent(t *testing.T) {
-	t.Parallel()
+// spacedTree returns the tree the clone tests start from: 1000 ranges
+// [i*10, i*10+5], each with an entry of its own.
+func spacedTree() *Tree[int] {
 	var a Tree[int]
 	for i := uint64(0); i < 1000; i++ {
 		a.Store(i*10, i*10+5, new(int))
 	}
+	return &a
+}
+
+// TestCloneIsIndependent: writes to a clone or to the original after Clone are
+// invisible to the other one, and a snapshot never changes.
+func TestCloneIsIndependent(t *testing.T) {
+	t.Parallel()
+	a := spacedTree()
 	snap := a.Snapshot()
 	b := a.Clone()
 	b.Erase(500)
@@ -264,14 +271,11 @@ func TestCloneIsIndependent(t *testing.T) {
 // it did not make.
 func TestCloneGenerations(t *testing.T) {
 	t.Parallel()
-	var a Tree[int]
-	for i := uint64(0); i < 1000; i++ {
-		a.Store(i*10, i*10+5, new(int))
-	}
+	a := spacedTree()
 	b := a.Clone()
 	b.Erase(500)
 	a.Erase(0)
-	for name, tr := range map[string]*Tree[int]{"original": &a, "clone": b} {
+	for name, tr := range map[string]*Tree[int]{"original": a, "clone": b} {
 		if g := maxGen(tr.root.Load()); g > tr.gen {
 			t.Errorf("%s: a reachable node of generation %d, after the tree's %d", name, g, tr.gen)
 		}

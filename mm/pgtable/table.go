@@ -259,19 +259,31 @@ func (pt *pteTable) set(i uint64, p *Page, f uint32) (old *Page, oldf uint32) {
 
 // pteTableOf returns the leaf table for addr without locks, or nil.
 func (t *Table) pteTableOf(addr uint64) *pteTable {
-	slot := t.pudSlot(addr)
-	if slot == nil {
-		return nil
-	}
-	pud := slot.Load()
-	if pud == nil {
-		return nil
-	}
-	pmd := pud.e[pudIndex(addr)].Load()
+	_, _, pmd, _ := t.pmdOf(addr)
 	if pmd == nil {
 		return nil
 	}
 	return pmd.e[pmdIndex(addr)].Load()
+}
+
+// pmdOf returns, without locks, the levels above the leaf table for addr:
+// the entry pointing to its PUD table, the PUD table and the PMD table.
+// When a level is absent, pmd is nil and skip is the first address above
+// addr that the absent level does not cover.
+func (t *Table) pmdOf(addr uint64) (slot *atomic.Pointer[pudTable], pud *pudTable, pmd *pmdTable, skip uint64) {
+	slot = t.pudSlot(addr)
+	if slot == nil {
+		return nil, nil, nil, next(addr, p4dShift)
+	}
+	pud = slot.Load()
+	if pud == nil {
+		return slot, nil, nil, next(addr, pgdShift)
+	}
+	pmd = pud.e[pudIndex(addr)].Load()
+	if pmd == nil {
+		return slot, pud, nil, next(addr, pudShift)
+	}
+	return slot, pud, pmd, 0
 }
 
 // allocPTETable returns the leaf table for addr, allocating missing levels
@@ -422,19 +434,9 @@ func (t *Table) Resident() int { return int(t.resident.Load()) }
 func (t *Table) tables(start, end uint64, fn func(pt *pteTable, s, e uint64) bool) {
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
-		slot := t.pudSlot(a)
-		if slot == nil {
-			a = next(a, p4dShift)
-			continue
-		}
-		pud := slot.Load()
-		if pud == nil {
-			a = next(a, pgdShift)
-			continue
-		}
-		pmd := pud.e[pudIndex(a)].Load()
+		_, _, pmd, skip := t.pmdOf(a)
 		if pmd == nil {
-			a = next(a, pudShift)
+			a = skip
 			continue
 		}
 		n := next(a, pmdShift)
@@ -572,22 +574,12 @@ func (t *Table) freeTables(start, end uint64) {
 	defer t.mu.Unlock()
 	end = min(end, AddrLimit)
 	for a := start; a < end; {
-		slot := t.pudSlot(a)
-		if slot == nil {
-			a = next(a, p4dShift)
-			continue
-		}
-		pud := slot.Load()
-		if pud == nil {
-			a = next(a, pgdShift)
+		slot, pud, pmd, skip := t.pmdOf(a)
+		if pmd == nil {
+			a = skip
 			continue
 		}
 		ui := pudIndex(a)
-		pmd := pud.e[ui].Load()
-		if pmd == nil {
-			a = next(a, pudShift)
-			continue
-		}
 		mi := pmdIndex(a)
 		if pt := pmd.e[mi].Load(); pt != nil {
 			pt.ptl.Lock()
