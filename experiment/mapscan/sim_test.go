@@ -23,6 +23,17 @@ func simSpec(d time.Duration) RunSpec {
 	return RunSpec{Scanners: "text", Duration: d, Seed: 1, BusyDuration: BusySpin}
 }
 
+// runSim is one RunSim of o with variant v on seed 003's machine, with the
+// sim seed seed; it fails the test on an error.
+func runSim(t *testing.T, seed uint64, v procfs.Variant, o RunSpec) Stats {
+	t.Helper()
+	st, err := RunSim(context.Background(), machine.MustNamed("virtme-ng-4"), experiment.SimRun{Seed: seed, Until: time.Hour}, v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // The same machine and seed give the same table, byte for byte.
 func TestSimDeterministic(t *testing.T) {
 	table := func(seed uint64) string {
@@ -55,16 +66,8 @@ func TestSimDeterministic(t *testing.T) {
 // it on mmap_lock; after, the walk takes VMA locks and the slowest call
 // waits on no mmap_lock.
 func TestSimBeforeScannerDelaysMapper(t *testing.T) {
-	d := machine.MustNamed("virtme-ng-4")
-	sim := experiment.SimRun{Seed: 1, Until: time.Hour}
-	before, err := RunSim(context.Background(), d, sim, procfs.Before, simSpec(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := runSim(t, 1, procfs.Before, simSpec(200*time.Millisecond))
+	after := runSim(t, 1, procfs.After, simSpec(200*time.Millisecond))
 	if before.MaxOpWaitUS["mmap_lock"] == 0 || before.ScannersSlept["mmap_lock"].Count == 0 {
 		t.Errorf("before: slowest call waited %v, scanners slept %v: want the mapper delayed by a scanner on mmap_lock", before.MaxOpWaitUS, before.ScannersSlept)
 	}
@@ -85,11 +88,7 @@ func TestSimBeforeScannerDelaysMapper(t *testing.T) {
 func TestSimNice15ScannerGetsItsShare(t *testing.T) {
 	o := simSpec(300 * time.Millisecond)
 	o.BusyDuration = 0
-	st, err := RunSim(context.Background(), machine.MustNamed("virtme-ng-4"), experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.Before, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ScanPasses == 0 {
+	if st := runSim(t, 1, procfs.Before, o); st.ScanPasses == 0 {
 		t.Error("no pass under busy-waiters that never sleep")
 	}
 }
@@ -106,16 +105,8 @@ func TestSimNeedsFourCPUs(t *testing.T) {
 // A sim run's Stats depend on nothing but the machine, the seed and the
 // spec: two runs are equal.
 func TestRunSimRepeats(t *testing.T) {
-	d := machine.MustNamed("virtme-ng-4")
-	sim := experiment.SimRun{Seed: 7, Until: time.Hour}
-	a, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(30*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := RunSim(context.Background(), d, sim, procfs.After, simSpec(30*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := runSim(t, 7, procfs.After, simSpec(30*time.Millisecond))
+	b := runSim(t, 7, procfs.After, simSpec(30*time.Millisecond))
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("two runs differ:\n%+v\n%+v", a, b)
 	}

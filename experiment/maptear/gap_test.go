@@ -74,9 +74,7 @@ func TestGapJudgement(t *testing.T) {
 func TestModelGapLayouts(t *testing.T) {
 	o := &Options{Cases: GapCases, File: "maps", Reads: 2000}
 	res := runModel(t, o, procfs.Variants.Names()...)
-	if len(res) != len(GapCases)*len(procfs.Variants.Names()) {
-		t.Fatalf("%d results, want %d", len(res), len(GapCases)*len(procfs.Variants.Names()))
-	}
+	wantEach(t, res, GapCases)
 	for _, r := range res {
 		t.Logf("%s %s: %d of %d text reads missed, %d of %d queries ENOENT", r.Variant, r.Case, r.Gaps, r.Reads, r.QueryGaps, r.Queries)
 		if r.Failed() {

@@ -28,14 +28,21 @@ func runIn(t *testing.T, o *Options, env experiment.Env) []Result {
 	return res
 }
 
+// wantEach fails t unless res holds as many results as one for each of
+// cases in each variant of procfs.Variants.
+func wantEach(t *testing.T, res []Result, cases []string) {
+	t.Helper()
+	if want := len(cases) * len(procfs.Variants.Names()); len(res) != want {
+		t.Fatalf("%d results, want %d", len(res), want)
+	}
+}
+
 // Both model walks keep the promise: duplicates allowed, never a gap, the
 // query finds the old or the new VMA. Each case must have seen the change.
 func TestModelWalksNeverTear(t *testing.T) {
 	o := &Options{Cases: Cases, File: "maps", Reads: 3000}
 	res := runModel(t, o, procfs.Variants.Names()...)
-	if len(res) != len(Cases)*len(procfs.Variants.Names()) {
-		t.Fatalf("%d results, want %d", len(res), len(Cases)*len(procfs.Variants.Names()))
-	}
+	wantEach(t, res, Cases)
 	for _, r := range res {
 		t.Logf("%+v", r)
 		if r.Failed() {
@@ -91,9 +98,7 @@ func TestSimWalksInterleave(t *testing.T) {
 	if string(ja) != string(jb) {
 		t.Errorf("two sim runs differ:\n%s\n%s", ja, jb)
 	}
-	if len(a) != len(Cases)*len(procfs.Variants.Names()) {
-		t.Fatalf("%d results, want %d", len(a), len(Cases)*len(procfs.Variants.Names()))
-	}
+	wantEach(t, a, Cases)
 	duplicates := 0
 	for _, r := range a {
 		if r.Target != experiment.Sim || r.Machine != "virtme-ng-4" {

@@ -59,16 +59,24 @@ func TestMeasureStopsOnCancel(t *testing.T) {
 	}
 }
 
+// runModel runs o on the model of x86-64 with variants and returns the
+// results in the order RunModel emits them.
+func runModel(t *testing.T, o *Options, variants ...string) []Result {
+	t.Helper()
+	var rs []Result
+	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: variants, Progress: func(string, ...any) {}}
+	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 // The model runner emits one result per (variant, case, cpus), grouped by
 // variant, with the key fields and the paired ratio on the rows of the
 // variants after srcu.
 func TestRunModel(t *testing.T) {
 	o := options(t, "--cpus", "1", "--cases", "nop,uprobe-nop", "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
-	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: Def.Variants, Progress: func(string, ...any) {}}
-	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
-		t.Fatal(err)
-	}
+	rs := runModel(t, o, Def.Variants...)
 	if len(rs) != 6 {
 		t.Fatalf("%d results, want 6", len(rs))
 	}
@@ -98,11 +106,7 @@ func TestRunModel(t *testing.T) {
 func runOptimize(t *testing.T, opt string, want [][2]string) (*Options, []Result) {
 	t.Helper()
 	o := options(t, "--cpus", "1", "--cases", "uprobe-nop5", "--optimize", opt, "--warmup", "1ms", "--duration", "4ms", "--interval", "2ms")
-	var rs []Result
-	env := experiment.Env{Machine: machine.MustNamed("x86-64"), Variants: []string{"srcu", "v6.14+"}, Progress: func(string, ...any) {}}
-	if err := RunModel(context.Background(), o, env, func(r Result) { rs = append(rs, r) }); err != nil {
-		t.Fatal(err)
-	}
+	rs := runModel(t, o, "srcu", "v6.14+")
 	if len(rs) != len(want) {
 		t.Fatalf("--optimize %s: %d results, want %d", opt, len(rs), len(want))
 	}
