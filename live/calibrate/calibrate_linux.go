@@ -577,7 +577,7 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 			func() ([]float64, error) { return Fork(ctx, o, a, forkPages) },
 			func(m machine.Measurement) {
 				d.Costs.ForkPage = machine.Cost{NS: (m.Median - fork0.Median) / forkPages, Source: fmt.Sprintf(
-					"%s: the helper's fork with %d present anonymous 4 KiB pages, median %.1f ns of %d runs (%.1f-%.1f ns), less its fork without them (%.1f ns), per page: copy_pte_range()'s copy_present_pte(), the child's page-table pages included",
+					"%s: the helper's fork with %d present anonymous 4 KiB pages, median %.1f ns of %d runs (%.1f-%.1f ns), less its fork without them (%.1f ns), per page: copy_pte_range()'s copy_present_pte(), with the child's page-table pages and the copy of the pages' one VMA spread over them",
 					at, forkPages, m.Median, len(m.NS), m.Min, m.Max, fork0.Median)}
 			}},
 	}
