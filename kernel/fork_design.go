@@ -65,7 +65,8 @@ type ForkHooks struct {
 // ForkWith is Fork with hooks: it mirrors kernel/fork.c:copy_process(),
 // copy_mm() and dup_mm() in the design of the process's uprobes (its
 // Config, which the child inherits; without one fork takes no
-// dup_mmap_sem).
+// dup_mmap_sem). In a sim run it charges the machine's fork cost, and mm
+// each present PTE copied (sched.CostFork, sched.CostForkPage).
 //
 // Before (v6.19): dup_mmap_sem is taken for read, then dup_mmap sleeps on
 // the parent's mmap lock inside it; a failed copy is torn down (mmput)
@@ -73,6 +74,12 @@ type ForkHooks struct {
 //
 // After (seed 000 patches 2, 6, 7): see forkAfter.
 func (t *Task) ForkWith(h ForkHooks) (*Task, error) {
+	// The fixed work of copy_process(), dup_mm() of a minimal mm and
+	// wake_up_new_task(), charged at once before dup_mmap (a model
+	// choice: the kernel does part of it, dup_mmap()'s per-VMA work of a
+	// small mm, under the parent's mmap lock). The present PTEs dup_mmap
+	// copies are charged per PTE under that lock (mm.MM.ForkWith).
+	sched.ChargeCost(sched.CostFork, 1)
 	c := NewTask(t.ns, t.Comm)
 	c.pkru = t.pkru // fpu_clone(): the child has the parent's PKRU
 	c.uprobes = t.uprobes

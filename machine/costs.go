@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 )
 
@@ -115,6 +116,18 @@ type Costs struct {
 	// LOCK CMPXCHG) on a line already in the CPU's cache; x86's smp_mb()
 	// is one.
 	LockedRMW Cost `json:"locked_rmw"`
+	// Fork is the fixed kernel work of a fork of a minimal process, the
+	// clone(2) syscall less the null syscall's round trip (Syscall):
+	// copy_process(), dup_mm() and dup_mmap() of an address space of a
+	// few VMAs and pages, and wake_up_new_task(). The child's run, exit
+	// and reaping are not in it.
+	Fork Cost `json:"fork"`
+	// ForkPage is what each present 4 KiB PTE adds to a fork:
+	// copy_pte_range()'s copy_present_pte() of one PTE, write-protecting
+	// it in parent and child for COW and raising its page's reference and
+	// map counts (the child's page-table pages amortised over the PTEs
+	// they hold).
+	ForkPage Cost `json:"fork_page"`
 }
 
 // Each calls f with each cost's JSON name and a pointer to it, in the
@@ -135,9 +148,21 @@ func jsonName(f reflect.StructField) string {
 // lineClasses are the line costs that a topology may lack.
 var lineClasses = map[string]bool{"line_smt": true, "line_llc": true, "line_socket": true, "line_remote": true}
 
+// NotCharged, in a cost's source, says that the cost is deliberately
+// zero: a simulated machine charges nothing for the event, a model choice
+// where no figure is at hand. It is the one way besides a missing line
+// class for a cost to be zero.
+const NotCharged = "not charged (a model choice)"
+
+// ErrCostMissing is Validate's error for a cost with neither a figure nor
+// a source: a description (a calibration file) written before the cost
+// existed.
+var ErrCostMissing = errors.New("no such cost in the description")
+
 // Validate reports the first cost of c that a simulated machine cannot
 // charge: a value that is negative or not a number, a cost without a
-// source, or zero where only a missing line class may be.
+// source (ErrCostMissing where the figure is zero too), or zero where only
+// a missing line class or a source saying NotCharged may be.
 func (c *Costs) Validate() error {
 	var err error
 	c.Each(func(name string, cost *Cost) {
@@ -145,9 +170,11 @@ func (c *Costs) Validate() error {
 		case err != nil:
 		case math.IsNaN(cost.NS) || math.IsInf(cost.NS, 0) || cost.NS < 0:
 			err = fmt.Errorf("cost %s is %v ns", name, cost.NS)
+		case cost.NS == 0 && cost.Source == "":
+			err = fmt.Errorf("%w: %s", ErrCostMissing, name)
 		case cost.Source == "":
 			err = fmt.Errorf("cost %s (%v ns) has no source", name, cost.NS)
-		case cost.NS == 0 && !lineClasses[name]:
+		case cost.NS == 0 && !lineClasses[name] && !strings.Contains(cost.Source, NotCharged):
 			err = fmt.Errorf("cost %s is zero (%s)", name, cost.Source)
 		}
 	})
@@ -297,8 +324,8 @@ func (c Calibration) Marshal() ([]byte, error) {
 // of this host as it runs now: the same kernel release and the same online
 // CPUs (where sysfs says; not the CPUs this process may use, which taskset
 // narrows). Its features are Host()'s (read now, as every run reads them).
-// A missing file, or one of another kernel or CPU count, is
-// ErrNotCalibrated.
+// A missing file, one without a cost this mmlab charges (ErrCostMissing),
+// or one of another kernel or CPU count, is ErrNotCalibrated.
 func LoadHost(path string) (Description, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -308,6 +335,11 @@ func LoadHost(path string) (Description, error) {
 		return Description{}, err
 	}
 	c, err := ParseCalibration(b)
+	if errors.Is(err, ErrCostMissing) {
+		// Written by an mmlab that did not measure every cost this one
+		// charges: calibrating again is the remedy.
+		return Description{}, fmt.Errorf("%w: %s: %w (an older mmlab calibrate wrote it)", ErrNotCalibrated, path, err)
+	}
 	if err != nil {
 		return Description{}, fmt.Errorf("%s: %w (mmlab calibrate writes it anew)", path, err)
 	}

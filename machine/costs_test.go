@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ func TestNamedCosts(t *testing.T) {
 			if c.Source == "" {
 				t.Errorf("%s: cost %s has no source", n, name)
 			}
-			if c.NS == 0 && !(name == "line_remote" && d.Topology.Sockets == 1) {
+			if c.NS == 0 && !(name == "line_remote" && d.Topology.Sockets == 1) && !strings.Contains(c.Source, NotCharged) {
 				t.Errorf("%s: cost %s is zero", n, name)
 			}
 		})
@@ -66,10 +67,16 @@ func TestParseNamedRejects(t *testing.T) {
 	if ds, err := parseNamed([]byte(strings.Replace(good, "COSTS", all, 1))); err != nil || len(ds) != 1 {
 		t.Fatalf("a complete entry: %v, %v", ds, err)
 	}
+	// A zero cost whose source says it is not charged is a model choice.
+	notCharged := strings.Replace(all, `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":0,"source":"none at hand: `+NotCharged+`"}`, 1)
+	if ds, err := parseNamed([]byte(strings.Replace(good, "COSTS", notCharged, 1))); err != nil || len(ds) != 1 {
+		t.Errorf("a cost not charged: %v, %v", ds, err)
+	}
 	for _, c := range []struct{ name, json, want string }{
 		{"unknown field", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"name":"a"`, `"name":"a","colour":"red"`, 1), "unknown field"},
 		{"cost without source", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"syscall":{"ns":1,"source":"s"}`, `"syscall":{"ns":1,"source":""}`, 1), "syscall"},
 		{"cost missing", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"ipi":{"ns":1,"source":"s"},`, ``, 1), "ipi"},
+		{"zero cost", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":0,"source":"s"}`, 1), "fork is zero"},
 		{"negative cost", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"int3":{"ns":1`, `"int3":{"ns":-1`, 1), "int3"},
 		{"topology", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"sockets":1`, `"sockets":2`, 1), "topology"},
 		{"no clock", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"ghz":1`, `"ghz":0`, 1), "clock"},
@@ -147,6 +154,26 @@ func TestSimulatedHost(t *testing.T) {
 	}
 	if _, err := Simulated("host"); !errors.Is(err, ErrNotCalibrated) || !strings.Contains(err.Error(), "2.6.32") {
 		t.Errorf("a calibration of another kernel: %v", err)
+	}
+	// A file calibrate wrote before fork was a cost: no "fork" key.
+	c.Description.Kernel.Release = Host().Kernel.Release
+	b, _ = c.Marshal()
+	var file map[string]any
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	costs := file["description"].(map[string]any)["costs"].(map[string]any)
+	delete(costs, "fork")
+	delete(costs, "fork_page")
+	if b, err = json.Marshal(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Simulated("host"); !errors.Is(err, ErrNotCalibrated) || !errors.Is(err, ErrCostMissing) ||
+		!strings.Contains(err.Error(), "mmlab calibrate") || !strings.Contains(err.Error(), "fork") {
+		t.Errorf("a calibration without fork: %v", err)
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)

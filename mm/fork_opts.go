@@ -27,6 +27,9 @@ type ForkOptions struct {
 }
 
 // ForkWith mirrors mm/mmap.c:dup_mmap() (Fork is ForkWith with no options).
+// In a sim run each present PTE it copies costs the machine's fork_page
+// (sched.CostForkPage); the rest of dup_mmap()'s work is in the fork's
+// fixed cost, which the caller charges (kernel.Task.ForkWith).
 // On failure after the child was created it returns the half-built child
 // with the error: its copied VMAs are in the tree and in i_mmap (the
 // kernel's XA_ZERO_ENTRY marks where the copy stopped), and the caller
@@ -78,7 +81,12 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 			nv.File.Inode.iMmapInsertAfter(nv, v)
 		}
 		if vmaNeedsCopy(v) {
-			m.PT.CopyCOW(child.PT, v.Start, v.End)
+			// copy_page_range(): each present PTE is a
+			// copy_present_pte() of copy_pte_range(), charged
+			// here, with both mmap locks held, so that the
+			// parent's hold grows with its resident pages as
+			// dup_mmap()'s does.
+			sched.ChargeCost(sched.CostForkPage, m.PT.CopyCOW(child.PT, v.Start, v.End))
 		}
 		n++
 		if o.OnVMA != nil {

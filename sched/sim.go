@@ -83,9 +83,9 @@ type SimConfig struct {
 // SimCosts are the fixed costs of a sim run's events, as a machine
 // description gives them.
 type SimCosts struct {
-	// Int3, Syscall, PageFault, PopulatePage and IPI are ChargeCost's
-	// events: CostInt3 and the others.
-	Int3, Syscall, PageFault, PopulatePage, IPI time.Duration
+	// Int3, Syscall, PageFault, PopulatePage, IPI, Fork and ForkPage are
+	// ChargeCost's events: CostInt3 and the others.
+	Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage time.Duration
 	// ContextSwitch is charged to the incoming thread of every switch
 	// from one thread to another on a CPU (context_switch(): switch_mm,
 	// switch_to); a CPU that leaves or enters idle pays none of it.
@@ -109,6 +109,8 @@ const (
 	CostPageFault                // a page fault's exception entry and exit (exc_page_fault)
 	CostPopulatePage             // populating one page (__mm_populate)
 	CostIPI                      // one IPI sent and handled (smp_call_function_single)
+	CostFork                     // a fork's fixed work (copy_process, dup_mm, wake_up_new_task)
+	CostForkPage                 // one present PTE copied by a fork (copy_pte_range: copy_present_pte)
 )
 
 // Contexts of a preemption check in sim mode.
@@ -127,7 +129,7 @@ type simRun struct {
 	point   int64
 	pointPS int64 // InstructionPS; 0: point
 	relax   int64
-	costs   [CostIPI + 1]int64
+	costs   [CostForkPage + 1]int64
 	cswitch int64 // SimCosts.ContextSwitch
 	wakeup  int64 // SimCosts.Wakeup
 	cpus    []*simCPU
@@ -200,7 +202,8 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 		point: int64(c.PointCost), relax: int64(c.RelaxCost), pointPS: c.InstructionPS,
 		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0), machine: c.Machine}
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
-		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI)}
+		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI),
+		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage)}
 	if s.point <= 0 {
 		s.point = 1
 	}

@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name:    "calibrate",
-		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, cache lines) as its machine description",
+		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, cache lines, fork) as its machine description",
 		run: func(ctx context.Context, args []string) int {
 			return calibrateMain(ctx, args, os.Stdout, os.Stderr)
 		},
@@ -26,8 +26,8 @@ func init() {
 const calibrateUsage = `usage: mmlab calibrate [--out FILE] [--runs N]
 
 Measures this host's primitives, the costs a simulated machine charges, and
-writes them as the host's machine description (Linux, root; about half a
-minute on 2 CPUs):
+writes them as the host's machine description (Linux, root; about twenty
+seconds on 2 CPUs):
 
   syscall         getppid(2) by a raw syscall
   locked_rmw      an uncontended LOCK XADD
@@ -37,6 +37,11 @@ minute on 2 CPUs):
                   thread spinning on another CPU, less the syscall
   page_fault      first-touch write faults on anonymous 4 KiB pages
   populate_page   mmap(MAP_POPULATE) of anonymous 4 KiB pages, per page
+  fork            fork(2) of a tiny static helper, timed in the helper
+                  (x86-64), less the syscall (twice: the clock reads'
+                  exit and entry around the fork are in the interval)
+  fork_page       what each of 4096 present anonymous pages adds to the
+                  helper's fork (copy_pte_range), per page
   line_*          a cache line's one-way hand-off (CAS ping-pong) for each
                   class of CPU pair: SMT siblings, a shared last-level
                   cache, one socket, two sockets

@@ -2,8 +2,9 @@
 // machine charges, and writes them as the host's machine description:
 // a syscall round trip, a context switch and a cross-CPU wake-up through a
 // pipe, an IPI, an anonymous page fault, populating a page, a cache line's
-// hand-off between each class of CPU pair, and an uncontended locked
-// read-modify-write. It never measures a uprobe, a maps scan or any
+// hand-off between each class of CPU pair, an uncontended locked
+// read-modify-write, and a fork of a minimal process, without and with
+// present pages (ForkHelperELF). It never measures a uprobe, a maps scan or any
 // experiment's own figure: those are what a simulated run is compared with.
 //
 // Each measurement is repeated (Options.Runs) and kept whole in the
@@ -15,7 +16,10 @@
 //
 // What a run creates and how it goes: pinned OS threads, which exit with
 // their goroutine (each is locked and never unlocked); pipes and anonymous
-// mappings, closed and unmapped before each measurement returns; the
+// mappings, closed and unmapped before each measurement returns; the fork
+// helper, in a directory of the run removed when its measurement returns
+// (and by the next mmlab run if this one was killed), and its children,
+// reaped; the
 // output file, written under a temporary name and renamed into place only
 // when every measurement finished, so that an interrupted run leaves
 // nothing.

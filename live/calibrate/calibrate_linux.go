@@ -1,9 +1,14 @@
 package calibrate
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -352,6 +357,91 @@ func PageFault(ctx context.Context, o Options, cpu int) ([]float64, error) {
 	})
 }
 
+// forkPages is the present anonymous pages of the fork_page measurement's
+// helper: 16 MiB, 8 PTE tables.
+const forkPages = 4096
+
+// forkCount is the forks of one timed batch of Fork with pages present
+// pages.
+func forkCount(o Options, pages int) int {
+	if pages == 0 {
+		return o.count(200)
+	}
+	return o.count(50)
+}
+
+// Fork measures fork(2) of a minimal process with pages present anonymous
+// 4 KiB pages, per fork: the time the helper of ForkHelperELF reports for
+// its forks, each from inside one clock_gettime(2) to inside the next
+// (the fork's round trip and one more syscall's exit and entry; not the
+// child's exit nor the wait). The helper is written into a directory of
+// this run (MkdirRunTemp), executed once per batch from a thread pinned to
+// cpu at SCHED_FIFO, whose affinity and policy it inherits, and removed
+// when the measurement ends. It is x86-64 code (ErrNotSupported
+// elsewhere).
+func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, live.Unsupported("the fork helper is x86-64 code; this is %s", runtime.GOARCH)
+	}
+	n := forkCount(o, pages)
+	dir, err := forkHelperDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	helper := filepath.Join(dir, "forkhelper")
+	if err := os.WriteFile(helper, ForkHelperELF(uint32(pages), uint32(n)), 0o755); err != nil {
+		return nil, err
+	}
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			return batched(n, 1, func(int) (time.Duration, error) {
+				var out bytes.Buffer
+				cmd := exec.Command(helper)
+				cmd.Stdout, cmd.Env = &out, []string{}
+				if err := cmd.Run(); err != nil {
+					return 0, fmt.Errorf("the fork helper: %w", err)
+				}
+				if out.Len() != 8 {
+					return 0, fmt.Errorf("the fork helper wrote %d bytes, want 8", out.Len())
+				}
+				return time.Duration(binary.LittleEndian.Uint64(out.Bytes())), nil
+			})
+		})
+	})
+}
+
+// forkHelperPrefix starts the name of the directory of each Fork's helper;
+// the run's live.RunName follows, so that the next run removes the
+// directory of one that was killed.
+const forkHelperPrefix = "mmlab-calibrate-"
+
+func init() {
+	live.RegisterSweeper(func() []string { return live.SweepRunTemp(forkHelperBases(), forkHelperPrefix) })
+}
+
+// forkHelperBases are the directories where forkHelperDir may create its
+// directory.
+func forkHelperBases() []string {
+	bases := []string{os.TempDir()}
+	if d, err := os.UserCacheDir(); err == nil {
+		bases = append(bases, d)
+	}
+	return bases
+}
+
+// forkHelperDir returns a fresh directory of this run on a filesystem that
+// allows exec, for the fork helper.
+func forkHelperDir() (string, error) {
+	for _, base := range forkHelperBases() {
+		var st unix.Statfs_t
+		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
+			return live.MkdirRunTemp(base, forkHelperPrefix)
+		}
+	}
+	return "", errors.New("the fork helper: no temporary directory on a filesystem that allows exec")
+}
+
 // LineHandoff measures a cache line's one-way hand-off between threads
 // pinned to a and b that take turns compare-and-swapping one word (0 -> 1
 // on a, 1 -> 0 on b), spinning until their turn, as
@@ -471,6 +561,32 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 			func() ([]float64, error) { return Populate(ctx, o, a) },
 			func(m machine.Measurement) { d.Costs.PopulatePage = cost(m) }},
 	}
+	// fork is measured as is, fork_page as what forkPages present pages
+	// add to it.
+	var fork0 machine.Measurement
+	forkSteps := []step{
+		{"fork", forkWhat(o, a, 0),
+			func() ([]float64, error) { return Fork(ctx, o, a, 0) },
+			func(m machine.Measurement) {
+				fork0 = m
+				d.Costs.Fork = machine.Cost{NS: m.Median - 2*sys.Median, Source: fmt.Sprintf(
+					"%s: %s, median %.1f ns of %d runs (%.1f-%.1f ns), each the median of %d batches, less twice the syscall's %.1f ns (the fork's round trip, and the exit and entry of the clock_gettime calls around it)",
+					at, m.What, m.Median, len(m.NS), m.Min, m.Max, batches, sys.Median)}
+			}},
+		{fmt.Sprintf("fork_%dpages", forkPages), forkWhat(o, a, forkPages),
+			func() ([]float64, error) { return Fork(ctx, o, a, forkPages) },
+			func(m machine.Measurement) {
+				d.Costs.ForkPage = machine.Cost{NS: (m.Median - fork0.Median) / forkPages, Source: fmt.Sprintf(
+					"%s: the helper's fork with %d present anonymous 4 KiB pages, median %.1f ns of %d runs (%.1f-%.1f ns), less its fork without them (%.1f ns), per page: copy_pte_range()'s copy_present_pte(), with the child's page-table pages and the copy of the pages' one VMA spread over them",
+					at, forkPages, m.Median, len(m.NS), m.Min, m.Max, fork0.Median)}
+			}},
+	}
+	if runtime.GOARCH == "amd64" {
+		steps = append(steps, forkSteps...)
+	} else {
+		notMeasured := machine.Cost{Source: fmt.Sprintf("%s: not measured on %s (the fork helper is x86-64 code): %s", at, runtime.GOARCH, machine.NotCharged)}
+		d.Costs.Fork, d.Costs.ForkPage = notMeasured, notMeasured
+	}
 	defer func() {
 		if e := fifoErr.Load(); e != nil {
 			o.Progress("calibrate: SCHED_FIFO not set (%v): the figures include waits behind the host's other tasks", *e)
@@ -529,6 +645,10 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		return machine.Calibration{}, err
 	}
 	return c, nil
+}
+
+func forkWhat(o Options, cpu, pages int) string {
+	return fmt.Sprintf("fork(2) of a static x86-64 helper of one page with %d present anonymous 4 KiB pages, %d forks a batch, timed in the helper between two clock_gettime(2) around each, from CPU %d at SCHED_FIFO %d, per fork", pages, forkCount(o, pages), cpu, fifoPriority)
 }
 
 func populateWhat(o Options, cpu int) string {

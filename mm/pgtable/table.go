@@ -678,9 +678,11 @@ func (t *Table) Move(oldStart, oldEnd, newStart uint64) {
 // mm breaks COW. Other (page-cache, shared-mapping) PTEs are copied as they
 // are, but clean in dst. Every copy is old (not young) and raises its page's
 // mapcount. The caller chooses which ranges need copying (vma_needs_copy) and
-// holds both mmap write locks. Mirrors mm/memory.c:__copy_present_ptes().
-func (t *Table) CopyCOW(dst *Table, start, end uint64) {
-	copied := int64(0)
+// holds both mmap write locks. It returns the present PTEs it copied, each a
+// copy_present_pte() of copy_pte_range(). Mirrors
+// mm/memory.c:__copy_present_ptes().
+func (t *Table) CopyCOW(dst *Table, start, end uint64) int {
+	copied, n := int64(0), 0
 	t.tables(start, end, func(src *pteTable, s, e uint64) bool {
 		src.ptl.Lock()
 		empty := src.present == 0 || src.dead
@@ -705,6 +707,7 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 				if p == nil {
 					continue
 				}
+				n++
 				bit := uint64(1) << (i % 64)
 				present |= bit
 				if p.anon {
@@ -741,6 +744,7 @@ func (t *Table) CopyCOW(dst *Table, start, end uint64) {
 		return true
 	})
 	dst.resident.Add(copied)
+	return n
 }
 
 // Populate installs a page at every none PTE in [start,end), as faulting the

@@ -341,7 +341,9 @@ func TestCopyCOW(t *testing.T) {
 	for i := uint64(0); i < 4; i++ { // shared file mapping, written
 		tb.Set(3*mib+i*PageSize, PTE{Page: c.Get(i), Write: true, Dirty: true, Young: true})
 	}
-	tb.CopyCOW(child, 0, 4*mib)
+	if n := tb.CopyCOW(child, 0, 4*mib); n != 24 {
+		t.Fatalf("CopyCOW copied %d present PTEs, want 24", n)
+	}
 	if child.Resident() != 24 || parent.Resident() != 24 {
 		t.Fatalf("resident parent %d child %d", parent.Resident(), child.Resident())
 	}
@@ -373,8 +375,7 @@ func TestCopyCOW(t *testing.T) {
 	}
 	// Only the given range is copied.
 	grandchild := NewTable()
-	parent.CopyCOW(grandchild, 3*mib+PageSize, 3*mib+2*PageSize)
-	if grandchild.Resident() != 1 || c.Get(1).MapCount() != 3 || c.Get(0).MapCount() != 2 {
+	if n := parent.CopyCOW(grandchild, 3*mib+PageSize, 3*mib+2*PageSize); n != 1 || grandchild.Resident() != 1 || c.Get(1).MapCount() != 3 || c.Get(0).MapCount() != 2 {
 		t.Fatal("CopyCOW copied outside its range")
 	}
 	// Exit of the child drops the mapcounts again.
