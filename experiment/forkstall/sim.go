@@ -36,11 +36,12 @@ package forkstall
 //     (see forkstall.go): it waits for the busy process's notice, sent
 //     just before its mmap(MAP_POPULATE) call.
 //
-// The kernel work the machine description has no cost for takes no
-// virtual time: copy_process() and dup_mmap() of a fork, exit_mmap(),
-// munmap's zap, build_map_info() and the breakpoint writes of
-// register_for_each_vma() (but for the page each write copies, which mm
-// charges as a populated page).
+// A fork costs the description's fork and fork_page (kernel.Task.ForkWith,
+// mm.MM.ForkWith), which the named machines do not charge (no published
+// figure). The kernel work the description has no cost for takes no
+// virtual time: exit_mmap(), munmap's zap, build_map_info() and the
+// breakpoint writes of register_for_each_vma() (but for the page each
+// write copies, which mm charges as a populated page).
 
 import (
 	"context"
