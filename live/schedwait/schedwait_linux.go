@@ -66,6 +66,11 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	defer tr.Close()
 	env.Progress("tracing the nice-0 task %d and the nice-15 task %d on CPU %d for %v", h.hog, h.nice15, cpu, o.Duration)
 	if _, err := fmt.Fprintf(h.In, "go %d %d\n", o.Duration.D().Nanoseconds(), o.Seed); err != nil {
+		if ctx.Err() != nil {
+			// The helper is a CommandContext: a cancel kills it, so
+			// the write may find its pipe closed.
+			return ctx.Err()
+		}
 		return fmt.Errorf("schedwait: helper: %w", err)
 	}
 	line, err := h.ExpectContext(ctx, "done")
