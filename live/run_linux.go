@@ -2,11 +2,14 @@ package live
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // RunName is this process's name in what it leaves outside its memory
@@ -93,3 +96,31 @@ func SweepRunTemp(bases []string, prefix string) []string {
 	}
 	return gone
 }
+
+// execTempBases are the directories where MkdirExecTemp may create its
+// directory: the temporary directory, then the user's cache directory (a
+// /tmp mounted noexec is common).
+func execTempBases() []string {
+	bases := []string{os.TempDir()}
+	if d, err := os.UserCacheDir(); err == nil {
+		bases = append(bases, d)
+	}
+	return bases
+}
+
+// MkdirExecTemp returns a fresh directory of this run (MkdirRunTemp) with
+// prefix on the first of execTempBases whose filesystem allows exec, for
+// an executable the run writes and runs.
+func MkdirExecTemp(prefix string) (string, error) {
+	for _, base := range execTempBases() {
+		var st unix.Statfs_t
+		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
+			return MkdirRunTemp(base, prefix)
+		}
+	}
+	return "", errors.New("no temporary directory on a filesystem that allows exec")
+}
+
+// SweepExecTemp removes the directories MkdirExecTemp made with prefix
+// for runs that are no longer alive (SweepRunTemp), and returns them.
+func SweepExecTemp(prefix string) []string { return SweepRunTemp(execTempBases(), prefix) }

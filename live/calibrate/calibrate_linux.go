@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -384,9 +383,9 @@ func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
 		return nil, live.Unsupported("the fork helper is x86-64 code; this is %s", runtime.GOARCH)
 	}
 	n := forkCount(o, pages)
-	dir, err := forkHelperDir()
+	dir, err := live.MkdirExecTemp(forkHelperPrefix)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the fork helper: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	helper := filepath.Join(dir, "forkhelper")
@@ -417,29 +416,7 @@ func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
 const forkHelperPrefix = "mmlab-calibrate-"
 
 func init() {
-	live.RegisterSweeper(func() []string { return live.SweepRunTemp(forkHelperBases(), forkHelperPrefix) })
-}
-
-// forkHelperBases are the directories where forkHelperDir may create its
-// directory.
-func forkHelperBases() []string {
-	bases := []string{os.TempDir()}
-	if d, err := os.UserCacheDir(); err == nil {
-		bases = append(bases, d)
-	}
-	return bases
-}
-
-// forkHelperDir returns a fresh directory of this run on a filesystem that
-// allows exec, for the fork helper.
-func forkHelperDir() (string, error) {
-	for _, base := range forkHelperBases() {
-		var st unix.Statfs_t
-		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
-			return live.MkdirRunTemp(base, forkHelperPrefix)
-		}
-	}
-	return "", errors.New("the fork helper: no temporary directory on a filesystem that allows exec")
+	live.RegisterSweeper(func() []string { return live.SweepExecTemp(forkHelperPrefix) })
 }
 
 // LineHandoff measures a cache line's one-way hand-off between threads

@@ -232,35 +232,12 @@ func (p *procs) kill() {
 
 // dirPrefix starts the name of the directory of each run's probed copy;
 // the run's live.RunName follows, so that the next run can remove the
-// directory of one that was killed (sweepDirs).
+// directory of one that was killed (live.SweepExecTemp).
 const dirPrefix = "mmlab-forkstall-"
 
-func init() { live.RegisterSweeper(sweepDirs) }
-
-// execBases are the directories where execDir may create its directory.
-func execBases() []string {
-	bases := []string{os.TempDir()}
-	if d, err := os.UserCacheDir(); err == nil {
-		bases = append(bases, d)
-	}
-	return bases
+func init() {
+	live.RegisterSweeper(func() []string { return live.SweepExecTemp(dirPrefix) })
 }
-
-// execDir returns a fresh temporary directory on a filesystem that allows
-// exec, for the probed copy of the binary.
-func execDir() (string, error) {
-	for _, base := range execBases() {
-		var st unix.Statfs_t
-		if unix.Statfs(base, &st) == nil && st.Flags&unix.ST_NOEXEC == 0 {
-			return live.MkdirRunTemp(base, dirPrefix)
-		}
-	}
-	return "", errors.New("no temporary directory on a filesystem that allows exec")
-}
-
-// sweepDirs removes the probed copies' directories of runs that are no
-// longer alive.
-func sweepDirs() []string { return live.SweepRunTemp(execBases(), dirPrefix) }
 
 // copyExe copies the running executable to dir and returns its path.
 func copyExe(dir string) (string, error) {
@@ -403,7 +380,7 @@ type caseRun struct {
 // runCase runs o.Runs cycles of one case and mode. Everything it starts is
 // gone when it returns, on error and on cancellation too.
 func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
-	dir, err := execDir()
+	dir, err := live.MkdirExecTemp(dirPrefix)
 	if err != nil {
 		return nil, err
 	}
