@@ -95,7 +95,12 @@ session, so an autogroup, of its own; --group-nice sets that group's nice
 against the host's other sessions (-20 takes most of their load out of the
 comparison, for a few seconds of one CPU). The verdict is the ratio of
 the medians (sim / live); a ratio outside 1.5x is the answer, not a failed
-check (exit 1 only when a side has no wake-ups). Live needs Linux and root.
+check (exit 1 only when a side has no wake-ups). Every trace event names
+the task current on its CPU, so the live side sees a switch the kernel did
+not trace (a 6.18 KVM guest traced no switch out of the idle task on one
+of its CPUs); a wake-up whose run began in one is left out, and the
+verdict is then "unreliable", naming how many: another --cpu may trace
+them. Live needs Linux and root.
 `
 
 // Options are the experiment's flags; their JSON is the document's params.
@@ -190,8 +195,14 @@ type Live struct {
 	Clean       int     `json:"clean"`        // the other wake-ups
 	CleanP50US  float64 `json:"clean_p50_us"` // their median wait (0: none)
 	LostEvents  int     `json:"lost_events"`
-	HogLoops    int     `json:"hog_loops"` // the nice-0 task's spin/sleep rounds
-	Autogroup   string  `json:"autogroup"` // the helper's, as /proc/PID/autogroup names it ("" without autogroups)
+	// MissedSwitches are the switches on the CPU that the trace lacks,
+	// which its other events show, and LeftOut the nice-15 task's
+	// wake-ups whose run began in one, left out of the figures
+	// (live/schedwait.Waits).
+	MissedSwitches int    `json:"missed_switches,omitempty"`
+	LeftOut        int    `json:"left_out,omitempty"`
+	HogLoops       int    `json:"hog_loops"` // the nice-0 task's spin/sleep rounds
+	Autogroup      string `json:"autogroup"` // the helper's, as /proc/PID/autogroup names it ("" without autogroups)
 }
 
 // Summarize returns the distribution of ws, with the row.
@@ -275,6 +286,13 @@ func Verdict(_ *Options, rs []Result) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if l := find(rs, experiment.Live); l.Live != nil && l.LeftOut > 0 {
+		// The left-out wake-ups are the ones whose run began where the
+		// trace lacks a switch: on the kernel found so, the switches out
+		// of an idle CPU, so the figures lose the waits that found it idle.
+		return experiment.VerdictLine(fmt.Sprintf("unreliable: the kernel's trace of CPU %d lacks %d switches, and %d of %d wake-ups with them; try another --cpu median_ratio=%.2f",
+			l.CPU, l.MissedSwitches, l.LeftOut, l.Wakeups+l.LeftOut, ratio)), false
+	}
 	within := "within"
 	if ratio > Tolerance || ratio < 1/Tolerance {
 		within = "outside"
@@ -317,6 +335,9 @@ func Table(w io.Writer, o *Options, rs []Result) {
 		}
 		if r.Live != nil {
 			notes = append(notes, fmt.Sprintf("live: CPU %d, %d rounds of the nice-0 task, %d trace events lost, autogroup %q", r.CPU, r.HogLoops, r.LostEvents, r.Autogroup))
+			if r.MissedSwitches > 0 {
+				notes = append(notes, fmt.Sprintf("live: the trace lacks switches on CPU %d that its other events show (the kernel did not trace them): %d, and %d wake-ups of the nice-15 task left out with them", r.CPU, r.MissedSwitches, r.LeftOut))
+			}
 		}
 	}
 	if ratio, ok := Ratio(rs); ok {

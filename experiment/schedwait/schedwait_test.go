@@ -115,6 +115,17 @@ func TestTableAndVerdict(t *testing.T) {
 	if line, failed := Verdict(nil, []Result{sim, live}); failed || !strings.Contains(line, "within") {
 		t.Errorf("verdict %q, failed %v", line, failed)
 	}
+	// A trace that lacked the switches of some wake-ups' runs.
+	gappy := live
+	gappy.Live = &Live{MissedSwitches: 7, LeftOut: 5}
+	if line, failed := Verdict(nil, []Result{sim, gappy}); failed || !strings.Contains(line, "unreliable") || !strings.Contains(line, "5 of 15 wake-ups") {
+		t.Errorf("verdict %q, failed %v", line, failed)
+	}
+	b.Reset()
+	Table(&b, Def.NewOptions(), []Result{sim, gappy})
+	if !strings.Contains(b.String(), "CPU 1 that its other events show (the kernel did not trace them): 7, and 5 wake-ups") {
+		t.Errorf("table does not say what the trace lacks:\n%s", b.String())
+	}
 	live.Wakeups = 0
 	if _, failed := Verdict(nil, []Result{sim, live}); !failed {
 		t.Error("no live wake-ups: not failed")

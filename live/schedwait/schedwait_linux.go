@@ -93,11 +93,11 @@ func Run(ctx context.Context, o *schedwait.Options, env experiment.Env, emit fun
 	if err != nil {
 		return err
 	}
-	ws := Waits(evs, Trace{Hog: h.hog, Nice15: h.nice15, CPU: cpu, From: from, To: to})
+	ws, missed, leftOut := Waits(evs, Trace{Hog: h.hog, Nice15: h.nice15, CPU: cpu, From: from, To: to})
 	r := schedwait.Summarize(experiment.LiveRow, ws)
 	r.CPU = cpu
 	r.Live = liveFigures(ws)
-	r.LostEvents, r.HogLoops, r.Autogroup = lost, hogLoops, group
+	r.LostEvents, r.MissedSwitches, r.LeftOut, r.HogLoops, r.Autogroup = lost, missed, leftOut, hogLoops, group
 	emit(r)
 	return nil
 }

@@ -65,8 +65,15 @@ func needResched(flags string) bool {
 // switched out asleep, to the wakee or to idle), or another task. Others: a task other than the two and idle
 // ran on the CPU during the wait. A wake-up whose run falls after the
 // window's end is left out.
-func Waits(evs []tracefs.Event, tr Trace) []schedwait.Wake {
-	var ws []schedwait.Wake
+//
+// Every event names the task current on its CPU, so an event of the CPU
+// whose task is not the one the last sched_switch switched in shows a
+// switch the trace lacks: a 6.18 KVM guest here traced no switch out of
+// the idle task on one of its two CPUs, and none of its wake-ups that
+// found that CPU idle could be paired with their run. Waits counts those
+// switches (missed), takes the event's task as current, and leaves out a
+// wake-up whose run began in one (leftOut: its start is not in the trace).
+func Waits(evs []tracefs.Event, tr Trace) (ws []schedwait.Wake, missed, leftOut int) {
 	started := false
 	curr := -1 // the CPU's current task by its last sched_switch; -1 unknown
 	type pending struct {
@@ -77,6 +84,14 @@ func Waits(evs []tracefs.Event, tr Trace) []schedwait.Wake {
 	}
 	var p *pending
 	for _, e := range evs {
+		if e.CPU == tr.CPU && curr >= 0 && e.TID != curr {
+			missed++
+			curr = e.TID
+			if p != nil && curr == tr.Nice15 {
+				p = nil // it runs, since a time the trace does not say
+				leftOut++
+			}
+		}
 		switch e.Name {
 		case "sched_wakeup":
 			if intField(e.Args, "pid") != tr.Nice15 || e.TimeNS < tr.From || e.TimeNS > tr.To || !started {
@@ -125,5 +140,5 @@ func Waits(evs []tracefs.Event, tr Trace) []schedwait.Wake {
 			p = nil
 		}
 	}
-	return ws
+	return ws, missed, leftOut
 }

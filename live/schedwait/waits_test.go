@@ -44,7 +44,10 @@ func TestWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Waits(evs, Trace{Hog: 10, Nice15: 20, CPU: 1, From: 100e9, To: 100e9 + 5e6})
+	got, missed, leftOut := Waits(evs, Trace{Hog: 10, Nice15: 20, CPU: 1, From: 100e9, To: 100e9 + 5e6})
+	if missed != 0 || leftOut != 0 {
+		t.Errorf("%d switches missed, %d wake-ups left out in a trace that has them all", missed, leftOut)
+	}
 	us := time.Microsecond
 	want := []schedwait.Wake{
 		{Wait: 4 * us, AtOnce: true, Preempt: true},
@@ -62,5 +65,34 @@ func TestWaits(t *testing.T) {
 	}
 	if l := liveFigures(got); l.OthersShare != .25 || l.Clean != 3 || l.CleanP50US != 4 {
 		t.Errorf("live figures %+v", l)
+	}
+}
+
+// The trace above as a kernel that traces no switch out of the idle task
+// gives it: the switch to the hog after the idle CPU's wake-up of it is
+// missing, and so is the nice-15 task's run after a wake-up that found the
+// CPU idle. The events' tasks show both: the wake-up during the hog's run
+// is not taken for one that found the CPU idle, and the wake-up whose run
+// is missing is left out.
+const traceNoIdleSwitch = `# tracer: nop
+             hog-10      [001] d..2. 100.000000: sched_switch: prev_comm=hog prev_pid=10 prev_prio=120 prev_state=S ==> next_comm=n15 next_pid=20 next_prio=135
+             n15-20      [001] d..2. 100.000100: sched_switch: prev_comm=n15 prev_pid=20 prev_prio=135 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          <idle>-0       [001] dNh2. 100.000500: sched_wakeup: comm=hog pid=10 prio=120 target_cpu=001
+             hog-10      [001] d.h1. 100.001000: sched_wakeup: comm=n15 pid=20 prio=135 target_cpu=001
+             hog-10      [001] d..2. 100.001400: sched_switch: prev_comm=hog prev_pid=10 prev_prio=120 prev_state=S ==> next_comm=n15 next_pid=20 next_prio=135
+             n15-20      [001] d..2. 100.001500: sched_switch: prev_comm=n15 prev_pid=20 prev_prio=135 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+          <idle>-0       [001] dNh2. 100.002500: sched_wakeup: comm=n15 pid=20 prio=135 target_cpu=001
+             n15-20      [001] d..2. 100.002600: sched_switch: prev_comm=n15 prev_pid=20 prev_prio=135 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+`
+
+func TestWaitsMissedSwitches(t *testing.T) {
+	evs, _, err := tracefs.Parse(strings.NewReader(traceNoIdleSwitch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, missed, leftOut := Waits(evs, Trace{Hog: 10, Nice15: 20, CPU: 1, From: 100e9, To: 100e9 + 5e6})
+	want := []schedwait.Wake{{Wait: 400 * time.Microsecond, After: schedwait.AfterSleep}}
+	if missed != 2 || leftOut != 1 || len(got) != 1 || got[0] != want[0] {
+		t.Errorf("wake-ups %+v, %d switches missed, %d left out; want %+v, 2, 1", got, missed, leftOut, want)
 	}
 }
