@@ -56,6 +56,23 @@ const (
 	PassCost = time.Millisecond
 )
 
+// ScannerCPUs returns the CPU of each scanner and its busy-waiter on a
+// machine of ncpu CPUs, the mapper being on CPU 0: with 4 or more, CPUs 2
+// and 3, one scanner and one busy-waiter on each, as run-proc-vs-map.sh
+// runs proc-vs-map.sh (--nbusycpus 2 --cpubusytasks 2; its script keeps
+// CPU 1); with fewer, all four on CPU 1 (a choice of ours: the script
+// needs 4). Both targets place them so.
+func ScannerCPUs(ncpu int) []int {
+	cpus := make([]int, NumScanners)
+	for i := range cpus {
+		cpus[i] = 1
+		if ncpu >= 4 {
+			cpus[i] = 2 + i
+		}
+	}
+	return cpus
+}
+
 // Options are the benchmark's flags; their JSON (with the constants
 // region_bytes, scanner_count and scanner_nice) is the document's params.
 type Options struct {

@@ -3,6 +3,7 @@ package mapscan
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -291,5 +292,15 @@ func TestSpendIsPreemptible(t *testing.T) {
 	<-a.Done()
 	if !ranFirst {
 		t.Error("the better thread ran only after the pass cost was spent")
+	}
+}
+
+// run-proc-vs-map.sh's placement on 4 or more CPUs (scanners on CPUs 2 and
+// 3), all on CPU 1 on fewer.
+func TestScannerCPUs(t *testing.T) {
+	for ncpu, want := range map[int][]int{2: {1, 1}, 3: {1, 1}, 4: {2, 3}, 64: {2, 3}} {
+		if got := ScannerCPUs(ncpu); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d CPUs: %v, want %v", ncpu, got, want)
+		}
 	}
 }

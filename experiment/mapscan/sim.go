@@ -15,12 +15,11 @@ import (
 // The simulated CPUs of run-proc-vs-map.sh's tasks (proc-vs-map.sh's
 // defaults --cpumapper 0 --cpuscript 1 --cpubusytasks 2, and the
 // --nbusycpus 2 that run-proc-vs-map.sh appends): the mapper on CPU 0,
-// the script itself on CPU 1 (idle while the sample runs), and on each of
-// CPUs 2 and 3 one nice-15 scanner and one busy-waiter.
+// the script itself on CPU 1 (idle while the sample runs), and the
+// scanners and busy-waiters where ScannerCPUs puts them.
 const (
 	simMapperCPU = 0
-	simFirstBusy = 2
-	simMinCPUs   = simFirstBusy + NumScanners
+	simMinCPUs   = 2
 	simBusyStep  = 10 * time.Microsecond // how often a sim busy-waiter looks at its clock (model choice)
 	vmaInstrs    = 930                   // per VMA of a maps read or query
 	mmapInstrs   = 26000                 // per mmap call, besides its syscall and populated page
@@ -68,7 +67,8 @@ func walkPreemption(d machine.Description) (procfs.Preemption, error) {
 // RunSim runs one run on a simulated machine described by d (sched's sim
 // mode: virtual CPUs in virtual time, EEVDF), placed as run-proc-vs-map.sh
 // places its tasks: the mapper alone on CPU 0, CPU 1 idle, and on each of
-// CPUs 2 and 3 a nice-15 scanner and a normal busy-waiter. The fair class
+// CPUs 2 and 3 a nice-15 scanner and a normal busy-waiter (on a machine of
+// 2 or 3 CPUs all four on CPU 1, as the live target places them). The fair class
 // gives the scanner its nice-15 weight's share while its busy-waiter spins
 // (no strict priorities). The walk is preempted as d's preemption model
 // says (walkPreemption; o.Preempt is the real-time model's). It reads no
@@ -97,7 +97,7 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 	}
 	ncpu := min(d.Topology.CPUs, sched.MaxSimCPUs)
 	if ncpu < simMinCPUs {
-		return Stats{}, fmt.Errorf("mapscan: machine %s has %d CPUs: run-proc-vs-map.sh needs %d", d.Name, d.Topology.CPUs, simMinCPUs)
+		return Stats{}, fmt.Errorf("mapscan: machine %s has %d CPUs: the mapper and the scanners need %d", d.Name, d.Topology.CPUs, simMinCPUs)
 	}
 	preempt, err := walkPreemption(d)
 	if err != nil {
@@ -157,9 +157,10 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 	passes := make([]int, NumScanners)
 	scanners := make([]scanner, NumScanners)
 	var scanErr [NumScanners]error
+	busyCPUs := ScannerCPUs(ncpu)
 	if o.Scanners != "none" {
 		for i := range NumScanners {
-			cpu := simFirstBusy + i
+			cpu := busyCPUs[i]
 			sys.SpawnNamed(fmt.Sprintf("scanner%d", i), cpu, ScannerNice, func(th *sched.Thread) {
 				defer func() {
 					if passes[i] == 0 {
@@ -189,7 +190,7 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 		}
 		for i := range NumScanners {
 			delay := time.Duration(i) * PassCost
-			sys.SpawnNamed(fmt.Sprintf("busy%d", i), simFirstBusy+i, 0, func(*sched.Thread) { simBusyWait(&done, delay, o.BusyDuration) })
+			sys.SpawnNamed(fmt.Sprintf("busy%d", i), busyCPUs[i], 0, func(*sched.Thread) { simBusyWait(&done, delay, o.BusyDuration) })
 		}
 	}
 	if _, err := sys.Run(); err != nil {

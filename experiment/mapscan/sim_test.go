@@ -93,12 +93,23 @@ func TestSimNice15ScannerGetsItsShare(t *testing.T) {
 	}
 }
 
-// run-proc-vs-map.sh needs CPUs 0 to 3.
-func TestSimNeedsFourCPUs(t *testing.T) {
+// A simulated machine needs CPUs for the mapper and the scanners: 2.
+func TestSimCPUs(t *testing.T) {
 	d := machine.MustNamed("virtme-ng-4")
-	d.Topology.CPUs = 3
+	d.Topology.CPUs = 1
 	if _, err := RunSim(context.Background(), d, experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.Before, simSpec(time.Millisecond)); err == nil {
-		t.Error("ran on 3 CPUs")
+		t.Error("ran on 1 CPU")
+	}
+	// On 2 CPUs the scanners and busy-waiters share CPU 1, as on the
+	// live target: the scanners still make passes, and before, they still
+	// stall the mapper on mmap_lock.
+	d.Topology.CPUs = 2
+	st, err := RunSim(context.Background(), d, experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.Before, simSpec(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ScanPasses == 0 || st.MaxOpWaitUS["mmap_lock"] == 0 {
+		t.Errorf("2 CPUs: %d passes, slowest call waited %v: want passes and a wait on mmap_lock", st.ScanPasses, st.MaxOpWaitUS)
 	}
 }
 

@@ -47,22 +47,6 @@ func startHelper(ctx context.Context, role string, env ...string) (*helperProc, 
 	return h, nil
 }
 
-// scannerCPUs returns the CPU of each scanner and its busy-waiter on a
-// machine with ncpu CPUs, the mapper being on CPU 0: with 4 or more, CPUs 2
-// and 3, one scanner and one busy-waiter on each, as run-proc-vs-map.sh
-// runs proc-vs-map.sh (--nbusycpus 2 --cpubusytasks 2; its script keeps
-// CPU 1); with fewer, all four on CPU 1.
-func scannerCPUs(ncpu int) []int {
-	cpus := make([]int, mapscan.NumScanners)
-	for i := range cpus {
-		cpus[i] = 1
-		if ncpu >= 4 {
-			cpus[i] = 2 + i
-		}
-	}
-	return cpus
-}
-
 // Run runs the benchmark on the running kernel: o.Runs runs of each case,
 // emitting each case's summary.
 func Run(ctx context.Context, o *mapscan.Options, env experiment.Env, emit func(mapscan.Result)) error {
@@ -93,7 +77,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	var scanners []*helperProc
 	if o.Scanners != "none" {
 		// As proc-vs-map.sh: the scanners first, then their busy-waiters.
-		cpus := scannerCPUs(runtime.NumCPU())
+		cpus := mapscan.ScannerCPUs(runtime.NumCPU())
 		for i := range mapscan.NumScanners {
 			s, err := startHelper(ctx, roleScanner, pidEnv+"="+strconv.Itoa(mapper.Cmd.Process.Pid), kindEnv+"="+o.Scanners, cpuEnv+"="+strconv.Itoa(cpus[i]))
 			if err != nil {

@@ -135,13 +135,3 @@ func TestLockFiguresCaptured(t *testing.T) {
 		t.Errorf("figures without calls %+v", st)
 	}
 }
-
-// run-proc-vs-map.sh's placement on 4 or more CPUs (scanners on CPUs 2 and
-// 3), all on CPU 1 on fewer.
-func TestScannerCPUs(t *testing.T) {
-	for ncpu, want := range map[int][]int{2: {1, 1}, 3: {1, 1}, 4: {2, 3}, 64: {2, 3}} {
-		if got := scannerCPUs(ncpu); !reflect.DeepEqual(got, want) {
-			t.Errorf("%d CPUs: %v, want %v", ncpu, got, want)
-		}
-	}
-}
