@@ -955,6 +955,30 @@ func Sleep(d time.Duration) {
 	r.park(t, detSleeping)
 }
 
+// TimerSlack is a normal task's default timer slack (the kernel's
+// init_task.timer_slack_ns, 50 µs): how far past its expiry a sleep's
+// hrtimer may fire, so that timers close together expire with one
+// interrupt.
+const TimerSlack = 50 * time.Microsecond
+
+// Nanosleep is a user task's nanosleep(2) (or any sleep on an hrtimer
+// with its slack): Sleep for d, and in a sim run for d plus the timer
+// slack if the thread is in the fair class (hrtimer_nanosleep() arms the
+// timer with hrtimer_set_expires_range_ns(..., current->timer_slack_ns);
+// __setscheduler_params() sets an RT task's timer_slack_ns to 0). It
+// returns when the timer fired, on the model's clock: the sleeper's
+// wake-up, from which its wait for the CPU runs. A model choice: the
+// timer fires at its hard expiry, as it does when no other interrupt of
+// the CPU falls in the slack (a tick in it would end the sleep earlier).
+func Nanosleep(d time.Duration) time.Time {
+	if t := running(); t != nil && t.det.sim != nil && t.det.sim.policy == PolicyNormal {
+		d += TimerSlack
+	}
+	fired := Now().Add(d)
+	Sleep(d)
+	return fired
+}
+
 // Wait sleeps until ch or fatal (either may be nil) can be received from,
 // and reports which: 0 for ch, 1 for fatal (ch first if both can). It is
 // how model code sleeps: a receive from a channel that wakers send to

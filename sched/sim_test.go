@@ -181,6 +181,47 @@ func TestSimRT(t *testing.T) {
 	}
 }
 
+// TestSimNanosleep: a fair thread's nanosleep ends its timer slack after
+// its length, an RT thread's at its length (its slack is 0), and each
+// returns when its timer fired; outside sim mode the slack is not added.
+func TestSimNanosleep(t *testing.T) {
+	sys := simSystem(2, 10*ms, sched.PreemptNone)
+	var fair, fifo [2]time.Duration // slept, and fired minus start
+	sys.SpawnNamed("fair", 0, 0, func(*sched.Thread) {
+		t0 := sched.Now()
+		fired := sched.Nanosleep(ms)
+		fair = [2]time.Duration{sched.Since(t0), fired.Sub(t0)}
+	})
+	rt := sys.SpawnNamed("fifo", 1, 0, func(*sched.Thread) {
+		t0 := sched.Now()
+		fired := sched.Nanosleep(ms)
+		fifo = [2]time.Duration{sched.Since(t0), fired.Sub(t0)}
+	})
+	rt.SetPolicy(sched.PolicyFIFO, 50)
+	if _, err := sys.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want := ms + sched.TimerSlack; fair != [2]time.Duration{want, want} {
+		t.Errorf("fair thread: slept %v, fired at %v; want %v", fair[0], fair[1], want)
+	}
+	if fifo != [2]time.Duration{ms, ms} {
+		t.Errorf("FIFO thread: slept %v, fired at %v; want %v", fifo[0], fifo[1], ms)
+	}
+	det := sched.New(sched.Config{CPUs: 1, Deterministic: true, Seed: 1})
+	var slept time.Duration
+	det.Spawn(0, 0, func(*sched.Thread) {
+		t0 := sched.Now()
+		sched.Nanosleep(ms)
+		slept = sched.Since(t0)
+	})
+	if _, err := det.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if slept != ms {
+		t.Errorf("deterministic run: slept %v, want %v", slept, ms)
+	}
+}
+
 // TestSimPlacement: an unpinned thread that wakes while its CPU is busy
 // moves to the idle one (select_idle_sibling); a pinned one stays.
 func TestSimPlacement(t *testing.T) {

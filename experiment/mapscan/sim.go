@@ -151,7 +151,7 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 			}
 			acc.AddBlocked(isMmap, el, t.TakeBlocked())
 			sched.ChargeCost(sched.CostSyscall, 1) // nanosleep
-			sched.Sleep(MapperSleep)
+			sched.Nanosleep(MapperSleep)
 		}
 	})
 	passes := make([]int, NumScanners)
@@ -221,7 +221,7 @@ func simBusyWait(done *bool, delay, busy time.Duration) {
 			sched.ChargeUser(step)
 		}
 		if busy > 0 && !*done {
-			sched.Sleep(BusySleep)
+			sched.Nanosleep(BusySleep)
 		}
 	}
 }
