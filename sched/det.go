@@ -965,18 +965,16 @@ const TimerSlack = 50 * time.Microsecond
 // with its slack): Sleep for d, and in a sim run for d plus the timer
 // slack if the thread is in the fair class (hrtimer_nanosleep() arms the
 // timer with hrtimer_set_expires_range_ns(..., current->timer_slack_ns);
-// __setscheduler_params() sets an RT task's timer_slack_ns to 0). It
-// returns when the timer fired, on the model's clock: the sleeper's
-// wake-up, from which its wait for the CPU runs. A model choice: the
-// timer fires at its hard expiry, as it does when no other interrupt of
-// the CPU falls in the slack (a tick in it would end the sleep earlier).
-func Nanosleep(d time.Duration) time.Time {
-	if t := running(); t != nil && t.det.sim != nil && t.det.sim.policy == PolicyNormal {
+// __setscheduler_params() sets an RT task's timer_slack_ns to 0). A model
+// choice: the timer fires at its hard expiry, as it does when no other
+// interrupt of the CPU falls in the slack (a tick in it would end the
+// sleep earlier). A task whose slack was set (prctl(PR_SET_TIMERSLACK))
+// sleeps with Sleep.
+func Nanosleep(d time.Duration) {
+	if t := running(); t != nil && t.Sim() && t.det.sim.policy == PolicyNormal {
 		d += TimerSlack
 	}
-	fired := Now().Add(d)
 	Sleep(d)
-	return fired
 }
 
 // Wait sleeps until ch or fatal (either may be nil) can be received from,

@@ -52,10 +52,11 @@ func SimConfigOf(d machine.Description, until time.Duration) (*sched.SimConfig, 
 }
 
 // SimWaits runs the workload on CPU 0 of a sim System of ncpu CPUs under
-// cfg and returns the nice-15 task's wake-ups. Both tasks sleep as the
-// live helper does, in clock_nanosleep (sched.Nanosleep: with a fair
-// task's timer slack). The wait is from the timer's
-// expiry, where the sim enqueues the sleeper, to the task's running: sim
+// cfg and returns the nice-15 task's wake-ups. Both tasks' sleeps end on
+// time (sched.Sleep, not sched.Nanosleep): the live helper sets its
+// threads' timer slack to 1 ns (pairMain, host.SetTimerSlack). The wait is
+// from the timer's expiry, where the sim enqueues the sleeper, to the
+// task's running: sim
 // mode charges no wake-up or context-switch cost here, so a wake-up that
 // preempts or finds the CPU idle waits 0.
 func SimWaits(cfg *sched.SimConfig, ncpu int, seed uint64) ([]Wake, error) {
@@ -65,7 +66,7 @@ func SimWaits(cfg *sched.SimConfig, ncpu int, seed uint64) ([]Wake, error) {
 		for {
 			sched.ChargeUser(HogSpin)
 			hogAsleep = true
-			sched.Nanosleep(HogSleep)
+			sched.Sleep(HogSleep)
 			hogAsleep = false
 		}
 	})
@@ -74,7 +75,9 @@ func SimWaits(cfg *sched.SimConfig, ncpu int, seed uint64) ([]Wake, error) {
 	sys.SpawnNamed("nice15", 0, Nice15, func(*sched.Thread) {
 		for {
 			sched.ChargeUser(Nice15Run)
-			due := sched.Nanosleep(next())
+			s := next()
+			due := sched.Now().Add(s)
+			sched.Sleep(s)
 			// The hog's flag as of now: set while it sleeps, cleared when
 			// it next runs (so a hog woken but not yet run counts asleep).
 			w := Wake{Wait: sched.Since(due)}
