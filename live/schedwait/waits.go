@@ -68,9 +68,9 @@ func needResched(flags string) bool {
 //
 // Every event names the task current on its CPU, so an event of the CPU
 // whose task is not the one the last sched_switch switched in shows a
-// switch the trace lacks: a 6.18 KVM guest here traced no switch out of
-// the idle task on one of its two CPUs, and none of its wake-ups that
-// found that CPU idle could be paired with their run. Waits counts those
+// switch the trace lacks (a 6.18.44 KVM guest traces no switch out of
+// the idle task on one of its two CPUs, so no wake-up that finds that CPU
+// idle can be paired with its run). Waits counts those
 // switches (missed), takes the event's task as current, and leaves out a
 // wake-up whose run began in one (leftOut: its start is not in the trace).
 func Waits(evs []tracefs.Event, tr Trace) (ws []schedwait.Wake, missed, leftOut int) {
