@@ -11,11 +11,17 @@ import (
 	"mmlab/smp"
 )
 
-// percpuShards is the number of reader counters (the kernel has one per
-// possible CPU). A task on model CPU c uses shard c % percpuShards; a task
-// with no CPU uses a random one, or in a deterministic run the CPU of the
-// running thread.
-const percpuShards = 32
+// percpuShards is the number of reader counters: one per CPU of the
+// largest simulated machine (sched.MaxSimCPUs), as the kernel's
+// read_count has one per possible CPU (alloc_percpu()), so no two
+// simulated CPUs share one. A task on model CPU c uses shard c %
+// percpuShards; a task with no CPU uses a random one, or in a
+// deterministic run the CPU of the running thread. The counters of CPUs
+// a simulated machine lacks are never touched, and a line that no CPU
+// holds costs an access nothing in package smp, so a writer's sum there
+// pays for the machine's CPUs only, as readers_active_check() sums its
+// possible CPUs'.
+const percpuShards = sched.MaxSimCPUs
 
 // percpuShard is one CPU's read_count. The 128-byte stride keeps two
 // shards' counters off each other's cache line (and line pair, which the

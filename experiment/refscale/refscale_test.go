@@ -134,3 +134,20 @@ func TestSimRefcntInterleaves(t *testing.T) {
 		t.Errorf("ns/op %.1f on 1 reader, %.1f on 2: want the second to pay one to three %.1f ns transfers more", one.NsPerOp, two.NsPerOp, xfer)
 	}
 }
+
+// Each CPU has a read_count of its own, as the kernel's percpu_rw_semaphore
+// allocates one per possible CPU: on 64 CPUs no reader's counter moves
+// between CPUs, and percpu_down_read()/percpu_up_read() cost less than one
+// line transfer more than on one CPU (only block's line, read by every
+// CPU once, moves at all).
+func TestSimPercpuRWSemCounterPerCPU(t *testing.T) {
+	o := smallOptions()
+	o.Types, o.Readers, o.Runs = []string{TypePercpuRWSem}, []int{1, 64}, 1
+	rs := run(t, simEnv(t), o)
+	one, many := rs[0], rs[1]
+	xfer := simEnv(t).Machine.Costs.LineLLC.NS
+	if strings.Contains(many.HotLine, "read_count") || many.NsPerOp-one.NsPerOp >= xfer {
+		t.Errorf("64 readers: %.3f ns/op, hot line %q at %.3f transfers per access; 1 reader: %.3f ns/op; want no read_count line moved and less than one %.1f ns transfer more",
+			many.NsPerOp, many.HotLine, many.HotLinePerAccess, one.NsPerOp, xfer)
+	}
+}
