@@ -3,6 +3,7 @@ package locking
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,8 @@ type percpuWaiter struct {
 // rcu_sync.
 type PercpuRWSem struct {
 	shards [percpuShards]percpuShard
-	block  smp.Int32 // 1 while a writer holds or is taking the lock (sem->block; READ_ONCE, xchg)
+	lines  [percpuShards]smp.Line // shards[i].readers' line, named by SetName
+	block  smp.Int32              // 1 while a writer holds or is taking the lock (sem->block; READ_ONCE, xchg)
 
 	// writer is the kernel's rcuwait: the writer waiting for readers to
 	// drain publishes its wake-up channel here.
@@ -97,8 +99,23 @@ func NewPercpuRWSem(name string) *PercpuRWSem {
 // name.writer. Call it before the lock is shared.
 func (s *PercpuRWSem) SetName(name string) {
 	s.lockName.SetName(name)
+	// One string holds every counter's name: naming them costs one
+	// allocation, not one each.
+	var b strings.Builder
+	var ends [percpuShards]int
 	for i := range s.shards {
-		s.shards[i].readers.Init(name + ".read_count[" + strconv.Itoa(i) + "]")
+		b.WriteString(name)
+		b.WriteString(".read_count[")
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString("]")
+		ends[i] = b.Len()
+	}
+	names, start := b.String(), 0
+	for i := range s.shards {
+		n := names[start:ends[i]]
+		start = ends[i]
+		s.lines[i].SetName(n)
+		s.shards[i].readers.InitOn(&s.lines[i], n)
 	}
 	s.block.Init(name + ".block")
 	s.writer.Init(name + ".writer")
