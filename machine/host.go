@@ -210,17 +210,27 @@ const (
 	Remote     = "line_remote"
 )
 
+// Distances are the distance classes, nearest first.
+var Distances = [...]string{SameCore, SameLLC, SameSocket, Remote}
+
 // Distance is the class of the pair a, b.
 func Distance(a, b CPULocation) string {
+	return Distances[DistanceIndex(a.Package == b.Package, a.Core == b.Core, a.LLC == b.LLC)]
+}
+
+// DistanceIndex is the index in Distances of the class of two CPUs, given
+// whether they sit in one package, one core and one last-level cache (the
+// core and the cache count only within one package).
+func DistanceIndex(samePackage, sameCore, sameLLC bool) int {
 	switch {
-	case a.Package != b.Package:
-		return Remote
-	case a.Core == b.Core:
-		return SameCore
-	case a.LLC == b.LLC:
-		return SameLLC
+	case !samePackage:
+		return 3 // Remote
+	case sameCore:
+		return 0 // SameCore
+	case sameLLC:
+		return 1 // SameLLC
 	}
-	return SameSocket
+	return 2 // SameSocket
 }
 
 // ParseCPUList parses a kernel CPU list ("0-3,8,10-11").

@@ -79,7 +79,8 @@ const (
 	nKinds
 )
 
-// Distance classes of a transfer, as machine.Costs names them.
+// Distance classes of a transfer, as machine.Costs names them, in the
+// order of machine.Distances.
 type Class uint8
 
 const (
@@ -172,15 +173,7 @@ func ns(c machine.Cost) int64 { return int64(c.NS + 0.5) }
 // class returns the distance class between two distinct CPUs.
 func (m *memory) class(a, b int) Class {
 	pa, pb := m.place[a], m.place[b]
-	switch {
-	case pa.socket != pb.socket:
-		return ClassRemote
-	case pa.core == pb.core:
-		return ClassSMT
-	case pa.llc == pb.llc:
-		return ClassLLC
-	}
-	return ClassSocket
+	return Class(machine.DistanceIndex(pa.socket == pb.socket, pa.core == pb.core, pa.llc == pb.llc))
 }
 
 // state returns l's state in m, made on its first access in the run.

@@ -141,3 +141,14 @@ func TestLineStateDoesNotKeepObject(t *testing.T) {
 	}
 	runtime.KeepAlive(sys)
 }
+
+// Class c is machine.Distances[c]: the Costs field of a transfer at that
+// distance.
+func TestClassesAreMachineDistances(t *testing.T) {
+	var _ [smp.NumClasses]string = machine.Distances
+	for c := range smp.NumClasses {
+		if got, want := "line_"+c.String(), machine.Distances[c]; got != want {
+			t.Errorf("class %d is %s, machine.Distances has %s", c, got, want)
+		}
+	}
+}
