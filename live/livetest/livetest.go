@@ -3,6 +3,8 @@
 package livetest
 
 import (
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"mmlab/experiment"
@@ -29,4 +31,25 @@ func NeedUprobes(t testing.TB) {
 	if err := uprobe.Supported(); err != nil {
 		t.Skip(err)
 	}
+}
+
+// BuildC compiles the C program src (a path relative to the test's
+// directory) with the first of cc, gcc and clang in PATH and the flags,
+// into the test's temporary directory, and returns the binary's path; it
+// skips t if there is no C compiler and fails it if the build fails.
+func BuildC(t testing.TB, src string, flags ...string) string {
+	t.Helper()
+	for _, c := range []string{"cc", "gcc", "clang"} {
+		cc, err := exec.LookPath(c)
+		if err != nil {
+			continue
+		}
+		bin := filepath.Join(t.TempDir(), filepath.Base(src[:len(src)-len(filepath.Ext(src))]))
+		if out, err := exec.Command(cc, append(append(flags, "-o", bin), src)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cc, err, out)
+		}
+		return bin
+	}
+	t.Skip("no C compiler (cc, gcc or clang) in PATH")
+	return ""
 }

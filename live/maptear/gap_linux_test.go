@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"mmlab/experiment/maptear"
 	"mmlab/explore"
+	"mmlab/live/livetest"
 )
 
 // gapReads bounds each gap case of the live tests (with gapDuration).
@@ -69,20 +69,7 @@ func TestReproducerAgrees(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live races of some seconds")
 	}
-	cc := ""
-	for _, c := range []string{"cc", "gcc", "clang"} {
-		if p, err := exec.LookPath(c); err == nil {
-			cc = p
-			break
-		}
-	}
-	if cc == "" {
-		t.Skip("no C compiler (cc, gcc or clang) in PATH")
-	}
-	bin := filepath.Join(t.TempDir(), "mremap-gap")
-	if out, err := exec.Command(cc, "-O2", "-Wall", "-pthread", "-o", bin, "../../docs/repro/mremap-gap.c").CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
+	bin := livetest.BuildC(t, "../../docs/repro/mremap-gap.c", "-O2", "-Wall", "-pthread")
 	measured := measureGap(t)
 	exposes := slices.ContainsFunc(maptear.GapCases, func(c string) bool {
 		r := measured[strings.TrimPrefix(c, "gap-")]
