@@ -286,11 +286,11 @@ func TestMainMachine(t *testing.T) {
 		t.Fatalf("exit %d, %v, stderr %q", code, err, errs)
 	}
 	pku := machine.MustNamed("x86-64-pku")
-	if len(got) != 1 || got[0] != pku || doc.ModelMachine.Name != "x86-64-pku" || doc.ModelMachine.Features != pku.Features {
+	if len(got) != 1 || !reflect.DeepEqual(got[0], pku) || doc.ModelMachine.Name != "x86-64-pku" || doc.ModelMachine.Features != pku.Features {
 		t.Errorf("the runner got %+v, the document says %+v; want %+v", got, doc.ModelMachine, pku)
 	}
 	got = nil
-	if code, _, errs := run(t, e, context.Background()); code != ExitOK || len(got) != 1 || got[0] != machine.Host() {
+	if code, _, errs := run(t, e, context.Background()); code != ExitOK || len(got) != 1 || !reflect.DeepEqual(got[0], machine.Host()) {
 		t.Errorf("default: exit %d, runner got %+v, stderr %q; want machine.Host()", code, got, errs)
 	}
 	for _, c := range []struct {

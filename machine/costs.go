@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -71,6 +72,51 @@ type Clock struct {
 type Cost struct {
 	NS     float64 `json:"ns"`
 	Source string  `json:"source"`
+}
+
+// Noise is what interrupts a CPU's task besides the events the costs
+// price: interrupts (the tick's own work among them) and, on a virtual
+// machine, the host's own work (a vCPU descheduled, VM exits), as the
+// kernel's osnoise tracer counts them. A simulated CPU that runs a task
+// loses an interruption at a mean rate, each lasting one of the measured
+// durations: Poisson arrivals and durations drawn uniformly from the
+// measured ones are model choices (the tick's part of the noise is
+// periodic in the kernel), and an idle CPU loses nothing.
+type Noise struct {
+	// PerSecond is the interruptions per second of one CPU's busy time.
+	PerSecond float64 `json:"per_second"`
+	// NS are the interruptions' durations, in nanoseconds.
+	NS     []float64 `json:"ns"`
+	Source string    `json:"source"`
+}
+
+// String summarises n: its rate, its durations' median, 99th percentile
+// and maximum, and its source; "none" for the zero Noise.
+func (n Noise) String() string {
+	if len(n.NS) == 0 {
+		return "none (no figure at hand: a model choice)"
+	}
+	d := slices.Sorted(slices.Values(n.NS))
+	q := func(p float64) float64 { return d[min(int(p*float64(len(d))), len(d)-1)] / 1e3 }
+	return fmt.Sprintf("%.0f interruptions per second of a busy CPU, lasting %.1f µs (median), %.1f µs (99th percentile), %.1f µs at most (%s)",
+		n.PerSecond, q(0.5), q(0.99), d[len(d)-1]/1e3, n.Source)
+}
+
+// check reports what makes n unusable: a rate without durations or a
+// source, or a negative figure.
+func (n Noise) check() error {
+	switch {
+	case n.PerSecond == 0 && len(n.NS) == 0:
+		return nil
+	case !(n.PerSecond > 0) || math.IsInf(n.PerSecond, 0) || len(n.NS) == 0 || n.Source == "":
+		return fmt.Errorf("noise: %v per second, %d durations, source %q", n.PerSecond, len(n.NS), n.Source)
+	}
+	for _, d := range n.NS {
+		if !(d > 0) || math.IsInf(d, 0) {
+			return fmt.Errorf("noise: a duration of %v ns", d)
+		}
+	}
+	return nil
 }
 
 // Costs are what a simulated machine charges in virtual time. Each is one
@@ -249,6 +295,9 @@ func (d *Description) check() error {
 	case !(d.Clock.GHz > 0) || d.Clock.Source == "":
 		return fmt.Errorf("clock %+v", d.Clock)
 	}
+	if err := d.Noise.check(); err != nil {
+		return err
+	}
 	return d.Costs.Validate()
 }
 
@@ -310,6 +359,9 @@ func ParseCalibration(b []byte) (Calibration, error) {
 	}
 	if err := c.Description.check(); err != nil {
 		return Calibration{}, err
+	}
+	if c.Description.Noise.Source == "" {
+		return Calibration{}, fmt.Errorf("%w: noise", ErrCostMissing)
 	}
 	return c, nil
 }

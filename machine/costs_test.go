@@ -99,6 +99,7 @@ func hostCalibration() Calibration {
 	if t, _, err := ReadTopology("/sys"); err == nil {
 		d.Topology = t
 	}
+	d.Noise = Noise{PerSecond: 1000, NS: []float64{2000, 30000}, Source: "test"}
 	return Calibration{Description: d, Measurements: []Measurement{{Name: "syscall", What: "test", NS: []float64{1, 2, 3}, Median: 2, Min: 1, Max: 3}}}
 }
 
@@ -175,13 +176,29 @@ func TestSimulatedHost(t *testing.T) {
 		!strings.Contains(err.Error(), "mmlab calibrate") || !strings.Contains(err.Error(), "fork") {
 		t.Errorf("a calibration without fork: %v", err)
 	}
+	// One written before noise was measured: no "noise" key.
+	b, _ = c.Marshal()
+	file = nil
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	delete(file["description"].(map[string]any), "noise")
+	if b, err = json.Marshal(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Simulated("host"); !errors.Is(err, ErrNotCalibrated) || !errors.Is(err, ErrCostMissing) || !strings.Contains(err.Error(), "noise") {
+		t.Errorf("a calibration without noise: %v", err)
+	}
 	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Simulated("host"); err == nil || errors.Is(err, ErrNotCalibrated) {
 		t.Errorf("a broken file: %v, want an error of its own", err)
 	}
-	if d, err := Simulated("epyc-vm-32"); err != nil || d != MustNamed("epyc-vm-32") {
+	if d, err := Simulated("epyc-vm-32"); err != nil || !reflect.DeepEqual(d, MustNamed("epyc-vm-32")) {
 		t.Errorf("Simulated(epyc-vm-32) = %v", err)
 	}
 	if _, err := Simulated("nosuch"); !errors.Is(err, ErrUnknown) {
@@ -285,6 +302,36 @@ func TestPlace(t *testing.T) {
 		s, k, th := c.top.Place(c.cpu)
 		if got := (place{s, k, th}); got != c.want {
 			t.Errorf("%s: Place(%d) = %+v, want %+v", c.top.Numbering, c.cpu, got, c.want)
+		}
+	}
+}
+
+// A noise is none, or a positive rate with durations and a source; the
+// zero one is every named description's.
+func TestNoiseCheck(t *testing.T) {
+	for _, c := range []struct {
+		n  Noise
+		ok bool
+	}{
+		{Noise{}, true},
+		{Noise{Source: "measured: none"}, true},
+		{Noise{PerSecond: 10, NS: []float64{1000}, Source: "s"}, true},
+		{Noise{PerSecond: 10, Source: "s"}, false},
+		{Noise{PerSecond: 10, NS: []float64{1000}}, false},
+		{Noise{NS: []float64{1000}, Source: "s"}, false},
+		{Noise{PerSecond: 10, NS: []float64{0}, Source: "s"}, false},
+		{Noise{PerSecond: -1, NS: []float64{1000}, Source: "s"}, false},
+	} {
+		if err := c.n.check(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok %v", c.n, err, c.ok)
+		}
+	}
+	for _, n := range Names() {
+		if n == "host" {
+			continue
+		}
+		if d := MustNamed(n); !reflect.DeepEqual(d.Noise, Noise{}) {
+			t.Errorf("%s has noise %v", n, d.Noise)
 		}
 	}
 }

@@ -36,6 +36,9 @@ type Description struct {
 	Topology Topology `json:"topology"`
 	Clock    Clock    `json:"clock"`
 	Costs    Costs    `json:"costs"`
+	// Noise is what takes a CPU from its task besides the priced work;
+	// the zero Noise (every named description's) is none.
+	Noise Noise `json:"noise,omitzero"`
 }
 
 // Features are what the model's address-space rules depend on.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -107,7 +108,7 @@ func TestReadHost(t *testing.T) {
 		Kernel:   Kernel{Release: "6.18.44-fc", HZ: 250, Preempt: "voluntary", CPUs: runtime.NumCPU(), MemBytes: 4026532 << 10},
 	}
 	want.Source = "read from " + root + " of this host"
-	if d != want {
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("readHost =\n%+v\nwant\n%+v", d, want)
 	}
 	if d.Features.MinAddr() != 65536 {
@@ -173,14 +174,14 @@ func TestNamed(t *testing.T) {
 		if err != nil || d.Name != n || d.Source == "" {
 			t.Errorf("Named(%q) = %+v, %v", n, d, err)
 		}
-		if l, err := Lookup(n); err != nil || l != d {
+		if l, err := Lookup(n); err != nil || !reflect.DeepEqual(l, d) {
 			t.Errorf("Lookup(%q) = %+v, %v; want Named's %+v", n, l, err, d)
 		}
-		if MustNamed(n) != d {
+		if !reflect.DeepEqual(MustNamed(n), d) {
 			t.Errorf("MustNamed(%q) differs from Named", n)
 		}
 	}
-	if d, err := Lookup("host"); err != nil || d != Host() {
+	if d, err := Lookup("host"); err != nil || !reflect.DeepEqual(d, Host()) {
 		t.Errorf("Lookup(host) = %+v, %v; want Host()", d, err)
 	}
 	for _, bad := range []string{"nosuch", "host", "", "X86-64"} {

@@ -122,4 +122,5 @@ func writeCosts(w io.Writer, d machine.Description) {
 	d.Costs.Each(func(name string, c *machine.Cost) {
 		fmt.Fprintf(w, "    %-15s %8.1f  %s\n", name, c.NS, c.Source)
 	})
+	fmt.Fprintf(w, "  noise:    %s\n", d.Noise)
 }
