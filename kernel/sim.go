@@ -24,7 +24,8 @@ type Sim struct {
 // virtual, in sched's sim mode (see package sched): ncpu at most the
 // description's Topology.CPUs; the tick at d.Kernel.HZ; the preemption
 // model d.Kernel.Preempt; the fair class's base slice of d.Kernel.Release;
-// every cost from d.Costs (SimConfigOf). Its tasks run when Main runs.
+// every cost from d.Costs and its noise from d.Noise (SimConfigOf). Its
+// tasks run when Main runs.
 func NewSimMachine(d machine.Description, ncpu int, sim Sim) (*Machine, error) {
 	cfg, err := SimConfigOf(d, ncpu, sim.Until)
 	if err != nil {
@@ -57,7 +58,12 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	}
 	ns := func(c machine.Cost) time.Duration { return time.Duration(math.Round(c.NS)) }
 	k := d.Costs
+	noise := sched.SimNoise{PerSecond: d.Noise.PerSecond}
+	for _, v := range d.Noise.NS {
+		noise.Durations = append(noise.Durations, time.Duration(math.Round(v)))
+	}
 	return &sched.SimConfig{
+		Noise: noise,
 		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead, Machine: &d,
 		NormalizedSlice: NormalizedSlice(d.Kernel.Release),
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),

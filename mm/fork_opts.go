@@ -85,8 +85,10 @@ func (m *MM) ForkWith(w locking.Waiter, o ForkOptions) (*MM, error) {
 			// copy_present_pte() of copy_pte_range(), charged
 			// here, with both mmap locks held, so that the
 			// parent's hold grows with its resident pages as
-			// dup_mmap()'s does.
-			sched.ChargeCost(sched.CostForkPage, m.PT.CopyCOW(child.PT, v.Start, v.End))
+			// dup_mmap()'s does; copy_pte_range() calls
+			// cond_resched() between its batches (a model
+			// choice: after each PTE).
+			sched.ChargeCostCondResched(sched.CostForkPage, m.PT.CopyCOW(child.PT, v.Start, v.End))
 		}
 		n++
 		if o.OnVMA != nil {

@@ -283,9 +283,10 @@ func (m *MM) mmPopulate(w locking.Waiter, start, length uint64) {
 // the first failure (a page past EOF). A simulated
 // machine charges each page of the range its cost (populate_vma_page_range
 // → __get_user_pages → handle_mm_fault, a page's allocation, zeroing and
-// mapping), under the read lock as the kernel pays it.
+// mapping), under the read lock as the kernel pays it, with the
+// cond_resched() that __get_user_pages() calls for each page.
 func (m *MM) populateVMA(v *VMA, s, e uint64, write bool) {
-	sched.ChargeCost(sched.CostPopulatePage, int((e-s)>>pgtable.PageShift))
+	sched.ChargeCostCondResched(sched.CostPopulatePage, int((e-s)>>pgtable.PageShift))
 	if write && v.IsAnonymous() {
 		m.anonVMAPrepare(v)
 		m.PT.PopulateAnon(s, e, v.Pgoff+(s-v.Start)>>pgtable.PageShift, true)

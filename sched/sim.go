@@ -73,6 +73,9 @@ type SimConfig struct {
 	// instruction; user memory that threads share may be read up to
 	// Lookahead out of order.
 	Lookahead time.Duration
+	// Noise interrupts a busy CPU's thread (machine.Noise; the zero
+	// SimNoise: none).
+	Noise SimNoise
 	// Machine, if set, is the machine whose topology and cache-line
 	// costs package mmlab/smp charges for the run's shared words (nil:
 	// they cost nothing). Its Topology should have at least CPUs CPUs
@@ -99,6 +102,17 @@ type SimCosts struct {
 	Wakeup time.Duration
 }
 
+// SimNoise is the interruptions of a sim run's busy CPUs (machine.Noise):
+// each CPU that runs a thread loses one after an exponentially
+// distributed time of mean 1/PerSecond seconds, for a duration drawn
+// uniformly from Durations, both from the run's seeded generator. It
+// charges the CPU's clock as an interrupt would: the thread's work and
+// its reschedules wait for it.
+type SimNoise struct {
+	PerSecond float64
+	Durations []time.Duration
+}
+
 // Cost is an event with a fixed cost in a sim run (SimCosts).
 type Cost uint8
 
@@ -118,6 +132,7 @@ const (
 	ctxUser  = iota // Point, ChargeUser: return to user
 	ctxPoint        // At: a might_resched() / preempt_enable() point of kernel code
 	ctxIRQ          // an interrupt inside a kernel Charge
+	ctxCond         // a cond_resched() of kernel code
 )
 
 // simRun is the sim-mode half of a detRun.
@@ -143,7 +158,9 @@ type simRun struct {
 	lookahead   int64     // SimConfig.Lookahead
 	ties        []*simCPU // earliest's buffer
 	machine     *machine.Description
-	mem         any // package smp's state of the run (SimMemory)
+	mem         any     // package smp's state of the run (SimMemory)
+	noiseMean   float64 // ns between two interruptions of a busy CPU; 0: no noise
+	noise       []int64 // SimNoise.Durations
 }
 
 type simTimer struct {
@@ -157,11 +174,14 @@ type simCPU struct {
 	id       int
 	clock    int64 // ns since Epoch; rq_clock_task
 	nextTick int64
-	curr     *Thread // rq->curr; nil: idle
-	cfs      *fair.RQ
-	rt       []*Thread // queued RT threads, best priority first, FIFO within one
-	resched  bool      // TIF_NEED_RESCHED
-	lazy     bool      // TIF_NEED_RESCHED_LAZY
+	// nextNoise is when its next interruption falls due while it is
+	// busy (math.MaxInt64: no noise).
+	nextNoise int64
+	curr      *Thread // rq->curr; nil: idle
+	cfs       *fair.RQ
+	rt        []*Thread // queued RT threads, best priority first, FIFO within one
+	resched   bool      // TIF_NEED_RESCHED
+	lazy      bool      // TIF_NEED_RESCHED_LAZY
 }
 
 // simThread is a thread's sim-mode state.
@@ -210,10 +230,37 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	if s.relax <= 0 {
 		s.relax = 140
 	}
+	if c.Noise.PerSecond > 0 && len(c.Noise.Durations) > 0 {
+		s.noiseMean = float64(time.Second) / c.Noise.PerSecond
+		for _, d := range c.Noise.Durations {
+			s.noise = append(s.noise, int64(d))
+		}
+	}
 	for i := range n {
-		s.cpus = append(s.cpus, &simCPU{id: i, cfs: fair.NewRQ(f, norm, fair.BaseSlice(norm, n), s.tick)})
+		s.cpus = append(s.cpus, &simCPU{id: i, cfs: fair.NewRQ(f, norm, fair.BaseSlice(norm, n), s.tick), nextNoise: math.MaxInt64})
 	}
 	return s
+}
+
+// armNoise sets c's next interruption after now (none without noise).
+func (s *simRun) armNoise(c *simCPU, now int64) {
+	if s.noiseMean > 0 {
+		c.nextNoise = now + int64(s.r.rng.ExpFloat64()*s.noiseMean)
+	}
+}
+
+// interrupts takes the ticks and interruptions that fell due on c by its
+// clock, in order; an interruption moves the clock on by its duration
+// (what ran after it started, a context switch's end, waits for it).
+func (s *simRun) interrupts(c *simCPU) {
+	for c.clock >= c.nextTick || c.clock >= c.nextNoise {
+		if c.nextNoise < c.nextTick {
+			c.clock += s.noise[s.r.rng.IntN(len(s.noise))]
+			s.armNoise(c, c.clock)
+			continue
+		}
+		s.tickCPU(c)
+	}
 }
 
 // Sim reports whether s runs in sim mode.
@@ -434,14 +481,13 @@ func (s *simRun) schedule(c *simCPU, voluntary bool) {
 	c.curr = next
 	if prev == nil && next != nil {
 		c.nextTick = (now/s.tick + 1) * s.tick // NO_HZ idle: no ticks while idle
+		s.armNoise(c, now)                     // nor interruptions that matter
 	}
 	if prev != nil && next != nil && prev != next && s.cswitch > 0 {
-		// context_switch(), charged to next; a tick that falls due
-		// inside it is taken at its end.
+		// context_switch(), charged to next; a tick or an interruption
+		// that falls due inside it is taken at its end.
 		c.clock += s.cswitch
-		for c.clock >= c.nextTick {
-			s.tickCPU(c)
-		}
+		s.interrupts(c)
 	}
 	if prev != nil && prev != next {
 		if voluntary {
@@ -488,13 +534,17 @@ func (s *simRun) tickCPU(c *simCPU) {
 // context ctx under the preemption model: at return to user always (both
 // flags); at a kernel preemption point (At) unless the model is none
 // (TIF_NEED_RESCHED only: might_resched() under voluntary, preempt_enable()
-// under full and lazy); at an interrupt in kernel code under full and lazy.
+// under full and lazy); at a cond_resched() under none and voluntary (the
+// models that enable it: sched_dynamic_update()); at an interrupt in
+// kernel code under full and lazy.
 func (s *simRun) honours(c *simCPU, ctx int) bool {
 	switch ctx {
 	case ctxUser:
 		return c.resched || c.lazy
 	case ctxPoint:
 		return c.resched && s.preempt != PreemptNone
+	case ctxCond:
+		return c.resched && (s.preempt == PreemptNone || s.preempt == PreemptVoluntary)
 	default:
 		return c.resched && (s.preempt == PreemptFull || s.preempt == PreemptLazy)
 	}
@@ -678,12 +728,10 @@ func (s *simRun) charge(t *Thread, d int64, ctx int) {
 		if d <= 0 {
 			break
 		}
-		step := min(d, c.nextTick-c.clock, max(s.firstTimer()-c.clock, 0))
+		step := max(min(d, c.nextTick-c.clock, c.nextNoise-c.clock, s.firstTimer()-c.clock), 0)
 		c.clock += step
 		d -= step
-		if c.clock >= c.nextTick {
-			s.tickCPU(c)
-		}
+		s.interrupts(c)
 		if len(s.timers) > 0 && s.timers[0].when <= c.clock || step == 0 && c.clock >= s.until {
 			s.dispatch(t) // the timer fires once every CPU has reached it; or the run ends
 		}
@@ -726,6 +774,34 @@ func ChargeCost(c Cost, n int) {
 		if d := s.costs[c] * int64(n); d > 0 {
 			s.charge(t, d, ctxIRQ)
 		}
+	}
+}
+
+// ChargeCostCondResched is n events of kind c by the running thread of a
+// sim run, in kernel code that calls cond_resched() after each, as the
+// per-page loops of __get_user_pages() and copy_pte_range() do: charged
+// as ChargeCost charges them, but under the none and voluntary models a
+// reschedule that falls due inside takes effect at the end of the event
+// it falls in. A no-op outside sim mode.
+func ChargeCostCondResched(c Cost, n int) {
+	if t := running(); t != nil && t.det.sim != nil {
+		s := t.sys().det.sim
+		s.chargeEach(t, s.costs[c], n)
+	}
+}
+
+// chargeEach charges t n events of d ns each with a cond_resched() after
+// each: in runs of whole events, each ending with the event during which
+// (or at whose end) the CPU's next tick, interruption or timer falls due,
+// and a cond_resched() at each run's end.
+func (s *simRun) chargeEach(t *Thread, d int64, n int) {
+	for d > 0 && n > 0 {
+		c := s.cpuOf(t)
+		next := min(c.nextTick, c.nextNoise, s.firstTimer()) - c.clock
+		k := int(min(int64(n), max((next+d-1)/d, 1)))
+		s.charge(t, int64(k)*d, ctxIRQ)
+		n -= k
+		s.charge(t, 0, ctxCond)
 	}
 }
 
@@ -780,7 +856,7 @@ func KernelInstruction() {
 func (s *simRun) instructionIn(t *Thread, horizon int64, ctx int) {
 	c := s.cpuOf(t)
 	d := s.instruction(t)
-	if n := c.clock + d; n < c.nextTick && n < horizon && !c.resched && !c.lazy {
+	if n := c.clock + d; n < c.nextTick && n < c.nextNoise && n < horizon && !c.resched && !c.lazy {
 		c.clock = n
 		return
 	}

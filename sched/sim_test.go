@@ -15,7 +15,7 @@ import (
 const ms = time.Millisecond
 
 func simSystem(cpus int, until time.Duration, p sched.Preempt) *sched.System {
-	return sched.New(sched.Config{CPUs: cpus, Seed: 1, Sim: &sched.SimConfig{Until: until, HZ: 250, Preempt: p}})
+	return sched.New(sched.Config{CPUs: cpus, Seed: 1, Sim: &sched.SimConfig{Until: until, HZ: 250, Preempt: p, Costs: sched.SimCosts{PopulatePage: ms}}})
 }
 
 // TestSimWorkedCase is machines.md §4's worked case on one CPU at HZ=250
@@ -36,12 +36,16 @@ func simSystem(cpus int, until time.Duration, p sched.Preempt) *sched.System {
 // runs at 16 ms); none waits for a preemption point the hog never reaches,
 // and At is not one under none; under voluntary it is (might_resched()),
 // so the wakee runs at the hog's next At, 10.1 ms (the hog's Ats fall at
-// 4.1 ms + k ms).
+// 4.1 ms + k ms). A cond_resched() after each of the hog's 1 ms pages is
+// one under none and voluntary, so it runs at the tick's page end and at
+// the next page end after the wake-up, as under voluntary with At; under
+// lazy it is none (cond_resched() is off there), as in kernel code.
 func TestSimWorkedCase(t *testing.T) {
 	const (
 		user   = iota // the hog spins in user mode
 		kernel        // in kernel code without a preemption point
 		points        // in kernel code with an At every millisecond
+		pages         // in kernel code with a cond_resched() every millisecond
 
 		run, sleep = 100 * time.Microsecond, 5500 * time.Microsecond
 	)
@@ -59,6 +63,9 @@ func TestSimWorkedCase(t *testing.T) {
 		{sched.PreemptNone, kernel, -1, -1},
 		{sched.PreemptNone, points, -1, -1},
 		{sched.PreemptVoluntary, points, 4 * ms, 10*ms + run - (4*ms + run + sleep)},
+		{sched.PreemptNone, pages, 4 * ms, 10*ms + run - (4*ms + run + sleep)},
+		{sched.PreemptVoluntary, pages, 4 * ms, 10*ms + run - (4*ms + run + sleep)},
+		{sched.PreemptLazy, pages, 8 * ms, 16*ms - (8*ms + run + sleep)},
 	} {
 		name := fmt.Sprintf("%v/hog%d", c.preempt, c.hog)
 		sys := simSystem(1, 30*ms, c.preempt)
@@ -72,7 +79,9 @@ func TestSimWorkedCase(t *testing.T) {
 					sched.Charge(time.Second)
 				case points:
 					sched.Charge(ms)
-					sched.At("cond_resched", "")
+					sched.At("might_resched", "")
+				case pages:
+					sched.ChargeCostCondResched(sched.CostPopulatePage, 1000)
 				}
 			}
 		})
@@ -459,5 +468,37 @@ func TestSimCosts(t *testing.T) {
 	want := []string{"a after two int3 at 600ns", "a after five instructions at 602ns", "b first at 1.602µs", "a again at 2.602µs", "c woken at 5.602µs"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// A busy CPU loses the noise's interruptions, an idle one none: with
+// interruptions of 10 µs at 10,000 a second, 10 ms of kernel work ends
+// later by a whole number of them, about a hundred; a thread that sleeps
+// 10 ms on the other CPU meanwhile wakes on time; the same seed gives the
+// same run, and a machine without noise charges the work exactly.
+func TestSimNoise(t *testing.T) {
+	const blip = 10 * time.Microsecond
+	run := func(seed uint64, noise sched.SimNoise) (work, sleep time.Duration) {
+		sys := sched.New(sched.Config{CPUs: 2, Seed: seed, Sim: &sched.SimConfig{Until: time.Second, Noise: noise}})
+		sys.SpawnNamed("work", 0, 0, func(*sched.Thread) { sched.Charge(10 * ms); work = sched.Since(sched.Epoch) })
+		sys.SpawnNamed("sleeper", 1, 0, func(*sched.Thread) { sched.Sleep(10 * ms); sleep = sched.Since(sched.Epoch) })
+		if _, err := sys.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return work, sleep
+	}
+	noise := sched.SimNoise{PerSecond: 10000, Durations: []time.Duration{blip}}
+	work, sleep := run(1, noise)
+	if n := (work - 10*ms) / blip; (work-10*ms)%blip != 0 || n < 50 || n > 200 {
+		t.Errorf("10 ms of work ended at %v: %v interruptions of %v, want a whole number near 100", work, float64(work-10*ms)/float64(blip), blip)
+	}
+	if sleep != 10*ms {
+		t.Errorf("a 10 ms sleep on an idle CPU ended at %v", sleep)
+	}
+	if again, _ := run(1, noise); again != work {
+		t.Errorf("the same seed: work ended at %v, then at %v", work, again)
+	}
+	if quiet, _ := run(1, sched.SimNoise{}); quiet != 10*ms {
+		t.Errorf("without noise: work ended at %v", quiet)
 	}
 }

@@ -62,8 +62,8 @@ func (s *System) SetSimMemory(v any) {
 
 // Stall is d spent by the running thread of a sim run waiting on memory
 // (a cache line in flight, a store buffer draining): its CPU's clock
-// advances by d and the ticks passed are taken (sched_tick() sets what it
-// sets), but unlike Charge it never schedules, fires no timer and hands
+// advances by d and the ticks and interruptions passed are taken
+// (sched_tick() sets what it sets), but unlike Charge it never schedules, fires no timer and hands
 // the baton to no other thread, so that it may run where model code holds
 // a host lock (a sync.Mutex such as RWSem's wait_lock) that another thread
 // would block on. A reschedule or timer that falls due inside takes effect
@@ -77,9 +77,11 @@ func Stall(d time.Duration) {
 	s := t.sys().det.sim
 	c := s.cpuOf(t)
 	end := c.clock + int64(d)
-	for c.nextTick <= end {
-		c.clock = c.nextTick
-		s.tickCPU(c)
+	for c.nextTick <= end || c.nextNoise <= end {
+		due := min(c.nextTick, c.nextNoise)
+		c.clock = max(c.clock, due)
+		s.interrupts(c)
+		end += c.clock - due // an interruption's time
 	}
-	c.clock = end
+	c.clock = max(c.clock, end)
 }
