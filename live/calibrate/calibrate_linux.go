@@ -578,6 +578,14 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		}
 		s.set(m)
 	}
+	o.Progress("calibrate: measuring noise: what interrupts a thread at SCHED_FIFO on each CPU")
+	noise, what, err := Noise(ctx, o, cpus)
+	if err != nil {
+		return machine.Calibration{}, fmt.Errorf("noise: %w", err)
+	}
+	noise.Source = at + ": " + what
+	d.Noise = noise
+	o.Progress("calibrate: noise: %s", noise)
 	pairs := Pairs(cpus, locs, o.PairsPerClass)
 	for _, class := range []string{machine.SameCore, machine.SameLLC, machine.SameSocket, machine.Remote} {
 		var medians []float64
