@@ -52,6 +52,17 @@ var (
 	Modes = []string{ModeMulti1, ModeMulti4, ModePerf4}
 )
 
+// BusyCPU and ForkerCPU are where both targets pin the busy process (every
+// thread of it) and the forker, modulo the machine's CPU count, with the
+// children each forks: apart, so that the forker forks while the busy
+// process populates on a machine of two CPUs too (neither target balances
+// a CPU's load over the others). The tracer and the idle processes are
+// not pinned.
+const (
+	BusyCPU   = 0
+	ForkerCPU = 1
+)
+
 // Busy reports whether case c has a busy process.
 func Busy(c string) bool { return c == CaseBusyMaps || c == CaseBusyForks }
 

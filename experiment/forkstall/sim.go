@@ -13,19 +13,21 @@ package forkstall
 // (sched.SimCosts), and grace periods are timed at the machine's HZ.
 // Model choices:
 //
-//   - The tasks are not pinned. Each starts on CPU 0, where the tracer
-//     runs, and sleeps once on a start barrier that the tracer opens when
-//     all are there; the sim's wake-up placement (select_idle_sibling(),
-//     sched/sim.go selectCPU) places them from then on.
+//   - The busy process and the forker are pinned as live/forkstall pins
+//     them (BusyCPU, ForkerCPU), each with its children; the tracer is
+//     not. Each task starts on CPU 0, where the tracer runs, and sleeps
+//     once on a start barrier that the tracer opens when all are there;
+//     the sim's wake-up placement (select_idle_sibling(), sched/sim.go
+//     selectCPU) places the tracer from then on.
 //   - A forked child runs, exits at once, and its parent waits for it
 //     (wait4), as the seed's forker and live/forkstall's reap each child.
 //     The children of one forker run on one unpinned model thread, woken
 //     for each child (childRunner): sched keeps every thread a run ever
 //     had, and scans them as its clock advances, so a thread per child
-//     would slow the run with every fork. The thread is placed as a
-//     waking task is, on an idle CPU, as wake_up_new_task() places a
-//     child (SD_BALANCE_FORK finds the idlest CPU); the wake-ups of the
-//     child and of its parent each cost the machine's wakeup.
+//     would slow the run with every fork. The thread runs on its
+//     parent's CPU, as a child inherits its parent's affinity; the
+//     wake-ups of the child and of its parent each cost the machine's
+//     wakeup.
 //   - The busy process's forking thread (busy-forks) pauses 1 ms after
 //     each fork, as live/forkstall's does.
 //   - The busy process's mapping is PROT_READ, as the real-time runner's:
@@ -146,11 +148,12 @@ func runCaseSim(ctx context.Context, o caseRun, sim kernel.Sim) ([]Run, error) {
 	return runs, err
 }
 
-// start runs body as task t, which first waits at the start barrier.
-func (w *simWorld) start(t *kernel.Task, body func(r *kernel.Runner)) {
+// start runs body as task t, pinned to cpu (modulo the machine's CPUs)
+// from its next wake-up; it first waits at the start barrier.
+func (w *simWorld) start(t *kernel.Task, cpu int, body func(r *kernel.Runner)) {
 	w.want++
 	w.runners = append(w.runners, w.k.Machine.Start(t, 0, 0, func(r *kernel.Runner) {
-		r.Thread().SetAffinity() // every CPU, from its next wake-up
+		r.Thread().SetAffinity(cpu % simCPUs(w.o.Machine))
 		if w.in++; w.in == w.want {
 			sched.Notify(w.ready)
 		}
@@ -182,24 +185,24 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.start(b, w.busyLoop)
+		w.start(b, BusyCPU, w.busyLoop)
 	case CaseBusyForks:
 		b, err := binfmt.Exec(u, "busy", other, 2)
 		if err != nil {
 			return nil, err
 		}
 		bt := b.NewThread()
-		w.start(b, w.busyLoop)
-		bc := w.newChildRunner("busy")
-		w.start(bt, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
+		w.start(b, BusyCPU, w.busyLoop)
+		bc := w.newChildRunner("busy", BusyCPU)
+		w.start(bt, BusyCPU, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
 		forkerText = probed
 	}
 	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {
 		return nil, err
 	}
-	fc := w.newChildRunner("forker")
-	w.start(f, func(r *kernel.Runner) { w.forkLoop(r, fc, true) })
+	fc := w.newChildRunner("forker", ForkerCPU)
+	w.start(f, ForkerCPU, func(r *kernel.Runner) { w.forkLoop(r, fc, true) })
 
 	tr := mach.NewTask("tracer")
 	tr.Thread = sched.Current()
@@ -377,11 +380,12 @@ type childRunner struct {
 	exited chan struct{} // the child has exited
 }
 
-// newChildRunner starts the children's thread of the forker named comm.
-func (w *simWorld) newChildRunner(comm string) *childRunner {
+// newChildRunner starts the children's thread of the forker named comm,
+// pinned to its CPU, cpu.
+func (w *simWorld) newChildRunner(comm string, cpu int) *childRunner {
 	cr := &childRunner{go_: make(chan struct{}, 1), exited: make(chan struct{}, 1)}
 	w.runners = append(w.runners, w.k.Machine.Start(w.k.Machine.NewTask(comm+" children"), 0, 0, func(r *kernel.Runner) {
-		r.Thread().SetAffinity()
+		r.Thread().SetAffinity(cpu % simCPUs(w.o.Machine))
 		for {
 			sched.Wait(nil, "fork", cr.go_, nil)
 			if cr.child == nil {

@@ -57,7 +57,7 @@ func pin(cpu int) {
 	_ = host.Pin(cpu % runtime.NumCPU())
 }
 
-// busy loops mmap(size, MAP_POPULATE)/munmap on CPU 0, writing one record
+// busy loops mmap(size, MAP_POPULATE)/munmap on forkstall.BusyCPU, writing one record
 // (start, duration of the populate) per cycle to stdout; with forks set a
 // second thread loops fork() with a 1 ms pause. It returns when the
 // experiment stops reading its records.
@@ -65,7 +65,7 @@ func busy(size uint64, forks bool) int {
 	if forks {
 		go func() {
 			runtime.LockOSThread()
-			pin(0) // the whole busy process stays on CPU 0
+			pin(forkstall.BusyCPU) // the whole busy process stays there
 			for {
 				if pid, e := rawFork(false); e == 0 {
 					var ws syscall.WaitStatus
@@ -76,7 +76,7 @@ func busy(size uint64, forks bool) int {
 		}()
 	}
 	runtime.LockOSThread()
-	pin(0)
+	pin(forkstall.BusyCPU)
 	out := os.Stdout
 	for {
 		t0 := monotonicNs()
@@ -92,11 +92,11 @@ func busy(size uint64, forks bool) int {
 	}
 }
 
-// forker loops fork() on CPU 1 and writes (start, duration) of each to
+// forker loops fork() on forkstall.ForkerCPU and writes (start, duration) of each to
 // stdout until the experiment stops reading them.
 func forker() int {
 	runtime.LockOSThread()
-	pin(1)
+	pin(forkstall.ForkerCPU)
 	out := os.Stdout
 	for {
 		t0 := monotonicNs()
