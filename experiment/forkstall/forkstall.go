@@ -360,25 +360,19 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		}
 	}
 
-	forkerText := other
+	b, forkerText, err := execBusy(u, o.Case, probed, other, 1)
+	if err != nil {
+		return nil, err
+	}
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := binfmt.Exec(u, "busy", probed, 1)
-		if err != nil {
-			return nil, err
-		}
 		goLoop(func() { busyLoop(b) })
 		<-started
 	case CaseBusyForks:
-		b, err := binfmt.Exec(u, "busy", other, 1)
-		if err != nil {
-			return nil, err
-		}
 		bt := b.NewThread()
 		goLoop(func() { busyLoop(b) })
 		<-started
 		goLoop(func() { forkLoop(bt, &stop, nil, errs) })
-		forkerText = probed
 	}
 	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {
@@ -472,6 +466,22 @@ func runCase(ctx context.Context, o caseRun) ([]Run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// execBusy starts the busy process of case c and returns it (nil in the
+// idle cases) with the file the forker is to map: in busy-maps the busy
+// process maps probed and the forker other; in busy-forks the busy process
+// maps other, with stacks for forksThreads threads, and the forker probed.
+func execBusy(u *uprobes.Uprobes, c string, probed, other *mm.File, forksThreads int) (busy *kernel.Task, forkerText *mm.File, err error) {
+	switch c {
+	case CaseBusyMaps:
+		busy, err = binfmt.Exec(u, "busy", probed, 1)
+		return busy, other, err
+	case CaseBusyForks:
+		busy, err = binfmt.Exec(u, "busy", other, forksThreads)
+		return busy, probed, err
+	}
+	return nil, other, nil
 }
 
 // execForker starts the processes of case c that come after its busy

@@ -178,24 +178,18 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 	mach := w.k.Machine
 	probed := newText(&mach.NS.MM, "/usr/lib/libprobed.so")
 	other := newText(&mach.NS.MM, "/usr/bin/forker")
-	forkerText := other
+	b, forkerText, err := execBusy(u, o.Case, probed, other, 2)
+	if err != nil {
+		return nil, err
+	}
 	switch o.Case {
 	case CaseBusyMaps:
-		b, err := binfmt.Exec(u, "busy", probed, 1)
-		if err != nil {
-			return nil, err
-		}
 		w.start(b, BusyCPU, w.busyLoop)
 	case CaseBusyForks:
-		b, err := binfmt.Exec(u, "busy", other, 2)
-		if err != nil {
-			return nil, err
-		}
 		bt := b.NewThread()
 		w.start(b, BusyCPU, w.busyLoop)
 		bc := w.newChildRunner("busy", BusyCPU)
 		w.start(bt, BusyCPU, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
-		forkerText = probed
 	}
 	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {

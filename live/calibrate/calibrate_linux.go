@@ -288,6 +288,20 @@ func thpAlways() bool {
 	return strings.Contains(string(b), "[always]")
 }
 
+// smallPages maps size bytes of anonymous private read-write memory that
+// faults in 4 KiB pages (madvise(MADV_NOHUGEPAGE)); the caller unmaps it.
+func smallPages(size int) ([]byte, error) {
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Madvise(m, unix.MADV_NOHUGEPAGE); err != nil {
+		unix.Munmap(m)
+		return nil, err
+	}
+	return m, nil
+}
+
 // populatePages is the pages of one timed populate or fault batch.
 const populatePages = 1024
 
@@ -312,14 +326,11 @@ func Populate(ctx context.Context, o Options, cpu int) ([]float64, error) {
 					}
 					return d, unix.Munmap(m)
 				}
-				m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				m, err := smallPages(size)
 				if err != nil {
 					return 0, err
 				}
 				defer unix.Munmap(m)
-				if err := unix.Madvise(m, unix.MADV_NOHUGEPAGE); err != nil {
-					return 0, err
-				}
 				start := time.Now()
 				if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
 					return 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
@@ -338,14 +349,11 @@ func PageFault(ctx context.Context, o Options, cpu int) ([]float64, error) {
 	return repeat(ctx, o.Runs, func() (float64, error) {
 		return onCPU(cpu, func() (float64, error) {
 			return batched(n, 1, func(n int) (time.Duration, error) {
-				m, err := unix.Mmap(-1, 0, n*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				m, err := smallPages(n * pageSize)
 				if err != nil {
 					return 0, err
 				}
 				defer unix.Munmap(m)
-				if err := unix.Madvise(m, unix.MADV_NOHUGEPAGE); err != nil {
-					return 0, err
-				}
 				start := time.Now()
 				for i := 0; i < len(m); i += pageSize {
 					m[i] = 1
