@@ -52,15 +52,17 @@ var (
 	Modes = []string{ModeMulti1, ModeMulti4, ModePerf4}
 )
 
-// BusyCPU and ForkerCPU are where both targets pin the busy process (every
-// thread of it) and the forker, modulo the machine's CPU count, with the
-// children each forks: apart, so that the forker forks while the busy
-// process populates on a machine of two CPUs too (neither target balances
-// a CPU's load over the others). The tracer and the idle processes are
-// not pinned.
+// BusyCPU, BusyForkCPU and ForkerCPU are where both targets pin the busy
+// process's populating thread, its forking thread (busy-forks) and the
+// forker, modulo the machine's CPU count, each with the children it
+// forks: on CPUs of their own where the machine has three, so that each
+// loops as on a large machine, and the forker apart from the populate on
+// a machine of two (neither target balances a CPU's load over the
+// others). The tracer and the idle processes are not pinned.
 const (
-	BusyCPU   = 0
-	ForkerCPU = 1
+	BusyCPU     = 0
+	ForkerCPU   = 1
+	BusyForkCPU = 2
 )
 
 // Busy reports whether case c has a busy process.
@@ -189,8 +191,9 @@ func settings() experiment.Settings {
 // full setting is the seed's own (4 GiB, every case and mode, 15 runs: the
 // low end of the seed's 15-45), one point per case and mode; the quick one
 // the seed's 4 GiB populate in the multi-1 rows of three cases, one run
-// each (about 11 s on a 2-CPU host). The host time is mostly the forks,
-// some 10^5 a virtual second of windows when nothing stalls them.
+// each (about 40 s on a 2-CPU host). The host time is mostly the forks,
+// some 3·10^5 a virtual second of windows when nothing stalls them (the
+// forker and its children share ForkerCPU: no cross-CPU wake-ups).
 func simSettings() *experiment.SimSettings {
 	full := []string{"--runs", "15", "--size", "4G", "--cases", strings.Join(Cases, ","), "--modes", strings.Join(Modes, ",")}
 	var points [][]string
@@ -205,7 +208,7 @@ func simSettings() *experiment.SimSettings {
 		Full:     full,
 		Smoke:    []string{"--runs", "1", "--size", "16M", "--cases", "busy-maps", "--modes", "multi-1"},
 		Points:   points,
-		EstQuick: 15 * time.Second, EstFull: 45 * time.Minute,
+		EstQuick: 40 * time.Second, EstFull: 90 * time.Minute,
 	}
 }
 

@@ -13,9 +13,9 @@ package forkstall
 // (sched.SimCosts), and grace periods are timed at the machine's HZ.
 // Model choices:
 //
-//   - The busy process and the forker are pinned as live/forkstall pins
-//     them (BusyCPU, ForkerCPU), each with its children; the tracer is
-//     not. Each task starts on CPU 0, where the tracer runs, and sleeps
+//   - The busy process's threads and the forker are pinned as
+//     live/forkstall pins them (BusyCPU, BusyForkCPU, ForkerCPU), each
+//     with its children; the tracer is not. Each task starts on CPU 0, where the tracer runs, and sleeps
 //     once on a start barrier that the tracer opens when all are there;
 //     the sim's wake-up placement (select_idle_sibling(), sched/sim.go
 //     selectCPU) places the tracer from then on.
@@ -188,8 +188,8 @@ func (w *simWorld) run(ctx context.Context) ([]Run, error) {
 	case CaseBusyForks:
 		bt := b.NewThread()
 		w.start(b, BusyCPU, w.busyLoop)
-		bc := w.newChildRunner("busy", BusyCPU)
-		w.start(bt, BusyCPU, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
+		bc := w.newChildRunner("busy", BusyForkCPU)
+		w.start(bt, BusyForkCPU, func(r *kernel.Runner) { w.forkLoop(r, bc, false) })
 	}
 	f, err := execForker(u, o.Case, probed, forkerText)
 	if err != nil {

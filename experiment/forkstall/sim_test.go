@@ -52,11 +52,12 @@ var simPopulateMs = float64(simSize/4096) * simMachine.Costs.PopulatePage.NS / 1
 
 // The busy process's hold is its populate's cost on the machine: one
 // populate_page per 4 KiB page, and the mmap lock's own cache-line
-// hand-offs, a few microseconds.
+// hand-offs and the RCU callbacks that run on its CPU meanwhile (at a
+// cond_resched() of the populate), a fraction of a percent.
 func TestSimBusyHoldIsThePopulateCost(t *testing.T) {
 	for _, d := range kernel.Designs.Values() {
 		r := simRun(t, d, CaseBusyMaps)
-		if r.BusyHoldMs < simPopulateMs || r.BusyHoldMs > simPopulateMs*1.001 {
+		if r.BusyHoldMs < simPopulateMs || r.BusyHoldMs > simPopulateMs*1.01 {
 			t.Errorf("%s: busy hold %v ms, want %d pages x %v ns = %v ms and the lock's hand-offs", d, r.BusyHoldMs, simSize/4096,
 				simMachine.Costs.PopulatePage.NS, simPopulateMs)
 		}

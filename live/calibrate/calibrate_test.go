@@ -63,6 +63,7 @@ func TestWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mmlab")
 	path := filepath.Join(dir, "host.json")
 	c := machine.Calibration{Description: machine.MustNamed("x86-64"), Measurements: []machine.Measurement{Summarize("syscall", "test", []float64{1, 2})}}
+	c.Description.Noise = machine.Noise{PerSecond: 100, NS: []float64{5000}, Source: "test"}
 	if err := Write(path, c); err != nil {
 		t.Fatal(err)
 	}

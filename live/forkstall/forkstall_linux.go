@@ -59,13 +59,13 @@ func pin(cpu int) {
 
 // busy loops mmap(size, MAP_POPULATE)/munmap on forkstall.BusyCPU, writing one record
 // (start, duration of the populate) per cycle to stdout; with forks set a
-// second thread loops fork() with a 1 ms pause. It returns when the
+// second thread loops fork() with a 1 ms pause on forkstall.BusyForkCPU. It returns when the
 // experiment stops reading its records.
 func busy(size uint64, forks bool) int {
 	if forks {
 		go func() {
 			runtime.LockOSThread()
-			pin(forkstall.BusyCPU) // the whole busy process stays there
+			pin(forkstall.BusyForkCPU)
 			for {
 				if pid, e := rawFork(false); e == 0 {
 					var ws syscall.WaitStatus
