@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name:    "calibrate",
-		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, cache lines, fork) as its machine description",
+		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, cache lines, fork, noise) as its machine description",
 		run: func(ctx context.Context, args []string) int {
 			return calibrateMain(ctx, args, os.Stdout, os.Stderr)
 		},
@@ -48,6 +48,10 @@ seconds on 2 CPUs):
   instruction     one cycle at /proc/cpuinfo's clock (a model choice)
   int3            not measured (the Go runtime owns SIGTRAP): the syscall
                   plus the published int3-versus-syscall delta
+  noise           what interrupts a thread at SCHED_FIFO on each CPU, all
+                  at once (as the osnoise tracer counts it): every gap
+                  over 1 us between two clock reads in 500 bursts of 2 ms,
+                  as a rate and the gaps' durations
 
 It never measures a uprobe, a maps scan or any experiment's own figure.
 In a VM the figures are the guest's: a line's hand-off between two vCPUs
