@@ -3,6 +3,7 @@
 package livetest
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -52,4 +53,19 @@ func BuildC(t testing.TB, src string, flags ...string) string {
 	}
 	t.Skip("no C compiler (cc, gcc or clang) in PATH")
 	return ""
+}
+
+// Run runs the program bin with args and returns its combined output and
+// exit status; a failure to run it fails t.
+func Run(t testing.TB, bin string, args ...string) ([]byte, int) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out, ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, 0
 }

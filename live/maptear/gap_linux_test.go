@@ -2,8 +2,6 @@ package maptear
 
 import (
 	"context"
-	"errors"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -76,14 +74,7 @@ func TestReproducerAgrees(t *testing.T) {
 		return r.Gaps+r.QueryGaps > 0
 	})
 	for _, l := range explore.GapLayouts {
-		out, err := exec.Command(bin, "-l", l.Name, "-t", "5").CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		out, code := livetest.Run(t, bin, "-l", l.Name, "-t", "5")
 		t.Logf("-l %s: exit %d\n%s", l.Name, code, out)
 		r := measured[l.Name]
 		switch {

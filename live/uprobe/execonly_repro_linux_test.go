@@ -1,8 +1,6 @@
 package uprobe_test
 
 import (
-	"errors"
-	"os/exec"
 	"testing"
 
 	"mmlab/live/livetest"
@@ -18,14 +16,7 @@ import (
 func TestLiveStrayInt3Reproducer(t *testing.T) {
 	livetest.NeedUprobes(t)
 	bin := livetest.BuildC(t, "../../docs/repro/stray-int3-execonly.c", "-O2", "-Wall")
-	out, err := exec.Command(bin).CombinedOutput()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	out, code := livetest.Run(t, bin)
 	want := 0
 	if machine.Host().Features.OSPKE {
 		want = 1
