@@ -472,15 +472,19 @@ func TestSimCosts(t *testing.T) {
 }
 
 // A busy CPU loses the noise's interruptions, an idle one none: with
-// interruptions of 10 µs at 10,000 a second, 10 ms of kernel work ends
-// later by a whole number of them, about a hundred; a thread that sleeps
+// interruptions of 10 µs at 10,000 a second, 10 ms of kernel work and
+// waits on memory ends later by a whole number of them, about a hundred; a thread that sleeps
 // 10 ms on the other CPU meanwhile wakes on time; the same seed gives the
 // same run, and a machine without noise charges the work exactly.
 func TestSimNoise(t *testing.T) {
 	const blip = 10 * time.Microsecond
 	run := func(seed uint64, noise sched.SimNoise) (work, sleep time.Duration) {
 		sys := sched.New(sched.Config{CPUs: 2, Seed: seed, Sim: &sched.SimConfig{Until: time.Second, Noise: noise}})
-		sys.SpawnNamed("work", 0, 0, func(*sched.Thread) { sched.Charge(10 * ms); work = sched.Since(sched.Epoch) })
+		sys.SpawnNamed("work", 0, 0, func(*sched.Thread) {
+			sched.Charge(5 * ms)
+			sched.Stall(5 * ms) // a wait on memory is interrupted too
+			work = sched.Since(sched.Epoch)
+		})
 		sys.SpawnNamed("sleeper", 1, 0, func(*sched.Thread) { sched.Sleep(10 * ms); sleep = sched.Since(sched.Epoch) })
 		if _, err := sys.Run(); err != nil {
 			t.Fatal(err)
@@ -489,8 +493,8 @@ func TestSimNoise(t *testing.T) {
 	}
 	noise := sched.SimNoise{PerSecond: 10000, Durations: []time.Duration{blip}}
 	work, sleep := run(1, noise)
-	if n := (work - 10*ms) / blip; (work-10*ms)%blip != 0 || n < 50 || n > 200 {
-		t.Errorf("10 ms of work ended at %v: %v interruptions of %v, want a whole number near 100", work, float64(work-10*ms)/float64(blip), blip)
+	if n := (work - 10*ms) / blip; (work-10*ms)%blip != 0 || n < 70 || n > 130 {
+		t.Errorf("10 ms of work ended at %v: %v interruptions of %v, want a whole number near 100 (some 50 in each half)", work, float64(work-10*ms)/float64(blip), blip)
 	}
 	if sleep != 10*ms {
 		t.Errorf("a 10 ms sleep on an idle CPU ended at %v", sleep)

@@ -63,10 +63,11 @@ func (s *System) SetSimMemory(v any) {
 // Stall is d spent by the running thread of a sim run waiting on memory
 // (a cache line in flight, a store buffer draining): its CPU's clock
 // advances by d and the ticks and interruptions passed are taken
-// (sched_tick() sets what it sets), but unlike Charge it never schedules, fires no timer and hands
-// the baton to no other thread, so that it may run where model code holds
-// a host lock (a sync.Mutex such as RWSem's wait_lock) that another thread
-// would block on. A reschedule or timer that falls due inside takes effect
+// (sched_tick() sets what it sets; an interruption moves the end on), but
+// unlike Charge it never schedules, fires no timer and hands the baton to
+// no other thread, so that it may run where model code holds a host lock
+// (a sync.Mutex such as RWSem's wait_lock) that another thread would
+// block on. A reschedule or timer that falls due inside takes effect
 // at the thread's next preemption point (At, Point, Relax, Charge), where
 // it finds its clock past the horizon. A no-op outside sim mode.
 func Stall(d time.Duration) {
@@ -78,10 +79,10 @@ func Stall(d time.Duration) {
 	c := s.cpuOf(t)
 	end := c.clock + int64(d)
 	for c.nextTick <= end || c.nextNoise <= end {
-		due := min(c.nextTick, c.nextNoise)
-		c.clock = max(c.clock, due)
+		c.clock = max(c.clock, min(c.nextTick, c.nextNoise))
+		at := c.clock
 		s.interrupts(c)
-		end += c.clock - due // an interruption's time
+		end += c.clock - at // the interruptions' time
 	}
 	c.clock = max(c.clock, end)
 }
