@@ -86,9 +86,13 @@ func runStrayInt3(t *testing.T, pc uintptr) strayOutcome {
 // read fails on the execute-only key, so it restarts the int3, for ever,
 // and the task never gets its SIGTRAP. Without keys the text reads like
 // r-x and the SIGTRAP comes. Read-execute text delivers SIGTRAP either
-// way. The model predicts each of these for its machine's features.
+// way. The model predicts each of these for its machine's features. It
+// runs in a fresh process, whose mm no earlier test gave uprobes.
 func TestLiveStrayBreakpointExecOnly(t *testing.T) {
 	needLive(t)
+	if !inFreshProcess(t) {
+		return
+	}
 	pku := machine.Host().Features.OSPKE
 	page := func(prot int) uintptr {
 		b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)

@@ -56,6 +56,25 @@ func TestLiveUprobeSyscallOutsideTrampoline(t *testing.T) {
 	}
 }
 
+// inFreshProcess reports whether t runs in a fresh process, one that no
+// earlier test of this binary has given uprobes, their pages or their mm
+// flags (MMF_HAS_UPROBES). If not, it runs t alone in a re-execution of
+// this test binary, checks that it passed, and returns false.
+func inFreshProcess(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("MMLAB_UPROBE_FRESH") != "" {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MMLAB_UPROBE_FRESH=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("fresh process:\n%s", out)
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
+		t.Errorf("fresh process: %v", err)
+	}
+	return false
+}
+
 // mapsEntry is one line of /proc/PID/maps.
 type mapsEntry struct {
 	start, end, pgoff uint64
@@ -150,14 +169,7 @@ func mapAboveHole(t *testing.T, path string) uintptr {
 // maps no earlier test has given uprobes pages.
 func TestLiveOptimizedMapsMatchModel(t *testing.T) {
 	needOptimized(t)
-	if os.Getenv("MMLAB_UPROBE_FRESH") == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestLiveOptimizedMapsMatchModel$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), "MMLAB_UPROBE_FRESH=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("fresh process:\n%s", out)
-		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestLiveOptimizedMapsMatchModel")) {
-			t.Errorf("fresh process: %v", err)
-		}
+	if !inFreshProcess(t) {
 		return
 	}
 	nop5, ret := target(t, "nop5"), target(t, "ret")
