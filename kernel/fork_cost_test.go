@@ -76,3 +76,57 @@ func TestForkCost(t *testing.T) {
 		}
 	}
 }
+
+// munmapTime populates pages pages of an anonymous private mapping on a
+// simulated machine of d and returns the virtual time its munmap takes.
+func munmapTime(t *testing.T, d machine.Description, pages int) time.Duration {
+	t.Helper()
+	mach, err := kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mach.Stop()
+	task := mach.NewTaskMM("unmapper")
+	const base = 0x40000000
+	if _, err := task.MM.Mmap(nil, base, 512*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if pages > 0 {
+		if _, err := task.MM.Mmap(nil, base, uint64(pages)*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var took time.Duration
+	err = mach.Main("test", func() error {
+		r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
+			start := sched.Now()
+			if err := task.MM.Munmap(task, base, 512*4096); err != nil {
+				t.Error(err)
+			}
+			took = sched.Since(start)
+		})
+		r.Wait()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return took
+}
+
+// In sim an munmap of a mapping with P present pages takes P times the
+// machine's zap_page longer than on the same machine without it, and an
+// unpopulated one nothing more.
+func TestZapCost(t *testing.T) {
+	free := machine.MustNamed("x86-64")
+	free.Costs.ZapPage = machine.Cost{NS: 0, Source: "test: " + machine.NotCharged}
+	costed := free
+	const page = 150 * time.Nanosecond
+	costed.Costs.ZapPage = machine.Cost{NS: float64(page.Nanoseconds()), Source: "test"}
+	for _, p := range []int{0, 1, 100, 512} {
+		t0, t1 := munmapTime(t, free, p), munmapTime(t, costed, p)
+		if want := time.Duration(p) * page; t1-t0 != want {
+			t.Errorf("%d pages: munmap %v, %v without zap_page: want %v more", p, t1, t0, want)
+		}
+	}
+}

@@ -174,6 +174,11 @@ type Costs struct {
 	// map counts (the child's page-table pages amortised over the PTEs
 	// they hold).
 	ForkPage Cost `json:"fork_page"`
+	// ZapPage is what each present 4 KiB PTE adds to an unmap (munmap,
+	// MAP_FIXED over a mapping, exit): zap_pte_range() clearing it,
+	// dropping its page's map count and, with the last reference, freeing
+	// the page (the page-table pages' freeing amortised over the PTEs).
+	ZapPage Cost `json:"zap_page"`
 }
 
 // Each calls f with each cost's JSON name and a pointer to it, in the

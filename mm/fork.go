@@ -22,8 +22,9 @@ func vmaNeedsCopy(v *VMA) bool {
 
 // Exit mirrors mm/mmap.c:exit_mmap() (and __mmput's uprobe_clear_state
 // through Hooks.Exit) in two phases, as v6.19 has them: the page tables of
-// every VMA are zapped under the mmap read lock (unmap_vmas), which maps
-// readers still share; then, under the write lock, the VMAs are detached
+// every VMA are zapped under the mmap read lock (unmap_vmas; a simulated
+// machine charges its zap_page per present PTE), which maps readers still
+// share; then, under the write lock, the VMAs are detached
 // and freed (vma_mark_detached, remove_vma) and the tree emptied at once
 // (__mt_destroy), not range by range: an erase copies the path of its
 // range (the tree is copy-on-write for its lock-free readers), which for a
@@ -33,7 +34,7 @@ func (m *MM) Exit() {
 	sched.At("exit_mmap", "")
 	m.MmapReadLock(nil)
 	for _, v := range m.mt.All() {
-		m.PT.Zap(v.Start, v.End, nil)
+		sched.ChargeCostCondResched(sched.CostZapPage, m.PT.Zap(v.Start, v.End, nil))
 	}
 	m.MmapReadUnlock()
 	m.MmapWriteLock(nil)

@@ -192,10 +192,12 @@ func (m *MM) detachVMAs(vmas []*VMA) {
 	m.commitTree()
 }
 
-// zapVMAs mirrors unmap_vmas() over detached VMAs: clear their PTEs.
+// zapVMAs mirrors unmap_vmas() over detached VMAs: clear their PTEs. A
+// simulated machine charges each present one its cost (zap_pte_range(),
+// with zap_pmd_range()'s cond_resched(); a model choice: after each PTE).
 func (m *MM) zapVMAs(vmas []*VMA) {
 	for _, v := range vmas {
-		m.PT.Zap(v.Start, v.End, nil)
+		sched.ChargeCostCondResched(sched.CostZapPage, m.PT.Zap(v.Start, v.End, nil))
 	}
 }
 

@@ -86,9 +86,9 @@ type SimConfig struct {
 // SimCosts are the fixed costs of a sim run's events, as a machine
 // description gives them.
 type SimCosts struct {
-	// Int3, Syscall, PageFault, PopulatePage, IPI, Fork and ForkPage are
-	// ChargeCost's events: CostInt3 and the others.
-	Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage time.Duration
+	// Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage and
+	// ZapPage are ChargeCost's events: CostInt3 and the others.
+	Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage, ZapPage time.Duration
 	// ContextSwitch is charged to the incoming thread of every switch
 	// from one thread to another on a CPU (context_switch(): switch_mm,
 	// switch_to); a CPU that leaves or enters idle pays none of it.
@@ -125,6 +125,7 @@ const (
 	CostIPI                      // one IPI sent and handled (smp_call_function_single)
 	CostFork                     // a fork's fixed work (copy_process, dup_mm, wake_up_new_task)
 	CostForkPage                 // one present PTE copied by a fork (copy_pte_range: copy_present_pte)
+	CostZapPage                  // one present PTE zapped by an unmap (zap_pte_range)
 )
 
 // Contexts of a preemption check in sim mode.
@@ -144,7 +145,7 @@ type simRun struct {
 	point   int64
 	pointPS int64 // InstructionPS; 0: point
 	relax   int64
-	costs   [CostForkPage + 1]int64
+	costs   [CostZapPage + 1]int64
 	cswitch int64 // SimCosts.ContextSwitch
 	wakeup  int64 // SimCosts.Wakeup
 	cpus    []*simCPU
@@ -223,7 +224,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0), machine: c.Machine}
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI),
-		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage)}
+		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage), CostZapPage: int64(c.Costs.ZapPage)}
 	if s.point <= 0 {
 		s.point = 1
 	}

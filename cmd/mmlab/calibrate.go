@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name:    "calibrate",
-		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, cache lines, fork, noise) as its machine description",
+		summary: "measure this host's primitives (syscall, switch, wake-up, IPI, fault, populate, zap, cache lines, fork, noise) as its machine description",
 		run: func(ctx context.Context, args []string) int {
 			return calibrateMain(ctx, args, os.Stdout, os.Stderr)
 		},
@@ -37,6 +37,7 @@ seconds on 2 CPUs):
                   thread spinning on another CPU, less the syscall
   page_fault      first-touch write faults on anonymous 4 KiB pages
   populate_page   mmap(MAP_POPULATE) of anonymous 4 KiB pages, per page
+  zap_page        munmap(2) of populated anonymous 4 KiB pages, per page
   fork            fork(2) of a tiny static helper, timed in the helper
                   (x86-64), less the syscall (twice: the clock reads'
                   exit and entry around the fork are in the interval)

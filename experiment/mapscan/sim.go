@@ -39,7 +39,11 @@ const (
 // instruction per cycle (the machines' own rule, machine.Costs.Instruction)
 // that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps
 // line (show_map_vma, the walk's step and per-VMA lock, the chunk's copy
-// to user). A model choice: a PROCMAP_QUERY costs one line's.
+// to user). A model choice: a PROCMAP_QUERY costs one line's. The counts
+// include the zap of the page a call unmaps, which mm charges again as the
+// description's zap_page where it has one (a calibrated host; the named
+// machines do not charge it): a model choice, a page's zap counted twice,
+// a few percent of a call.
 
 // instrs is n instructions on machine d.
 func instrs(d machine.Description, n int) time.Duration {

@@ -341,6 +341,31 @@ func Populate(ctx context.Context, o Options, cpu int) ([]float64, error) {
 	})
 }
 
+// Zap measures unmapping an anonymous private mapping of populated 4 KiB
+// pages (MADV_NOHUGEPAGE, MADV_POPULATE_WRITE, untimed) on cpu, per page:
+// the munmap(2), whose zap_pte_range() clears each PTE and frees each
+// page, its fixed work spread over the batch's pages.
+func Zap(ctx context.Context, o Options, cpu int) ([]float64, error) {
+	n := o.count(populatePages)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			return batched(n, 1, func(n int) (time.Duration, error) {
+				m, err := smallPages(n * pageSize)
+				if err != nil {
+					return 0, err
+				}
+				if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
+					unix.Munmap(m)
+					return 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
+				}
+				start := time.Now()
+				err = unix.Munmap(m)
+				return time.Since(start), err
+			})
+		})
+	})
+}
+
 // PageFault measures first-touch write faults on an anonymous private
 // mapping of 4 KiB pages (MADV_NOHUGEPAGE) on cpu, per page: the
 // exception, the page's allocation and zeroing, the PTE, and the return.
@@ -545,6 +570,9 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		{"populate_page", populateWhat(o, a),
 			func() ([]float64, error) { return Populate(ctx, o, a) },
 			func(m machine.Measurement) { d.Costs.PopulatePage = cost(m) }},
+		{"zap_page", fmt.Sprintf("munmap(2) of %d populated anonymous 4 KiB pages (MADV_NOHUGEPAGE) on CPU %d, per page", o.count(populatePages), a),
+			func() ([]float64, error) { return Zap(ctx, o, a) },
+			func(m machine.Measurement) { d.Costs.ZapPage = cost(m) }},
 	}
 	// fork is measured as is, fork_page as what forkPages present pages
 	// add to it.

@@ -487,8 +487,9 @@ func (t *Table) Walk(start, end uint64, fn func(addr uint64, pte PTE) bool) {
 // and, for the tables, mm/mmap.c:free_pgtables().
 // For each present one it drops the page's mapcount and then calls fn (if
 // not nil) with the ptl held; fn must not call methods of t. Leaf tables left
-// empty, and upper tables left empty by that, are freed.
-func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
+// empty, and upper tables left empty by that, are freed. It returns how
+// many present PTEs it cleared.
+func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) int {
 	zapped := int64(0)
 	t.writePresentTables(start, end, func(pt *pteTable, s, e uint64) {
 		for a, p := range pt.presentPages(s, e) {
@@ -513,6 +514,7 @@ func (t *Table) Zap(start, end uint64, fn func(addr uint64, pte PTE)) {
 	})
 	t.resident.Add(-zapped)
 	t.freeTables(start, end)
+	return int(zapped)
 }
 
 // writePresentTables calls fn for each leaf table of [start,end) that has
