@@ -39,9 +39,10 @@ package forkstall
 //     just before its mmap(MAP_POPULATE) call.
 //
 // A fork costs the description's fork and fork_page (kernel.Task.ForkWith,
-// mm.MM.ForkWith), which the named machines do not charge (no published
+// mm.MM.ForkWith), and munmap's and exit_mmap()'s zap its zap_page per
+// present PTE (mm), which the named machines do not charge (no published
 // figure). The kernel work the description has no cost for takes no
-// virtual time: exit_mmap(), munmap's zap, build_map_info() and the
+// virtual time: the rest of exit_mmap(), build_map_info() and the
 // breakpoint writes of register_for_each_vma() (but for the page each
 // write copies, which mm charges as a populated page).
 
@@ -313,25 +314,12 @@ func populateSim(t *kernel.Task, size uint64, started func()) (time.Time, time.D
 	}
 	sched.ReturnToUser()
 	sched.ChargeCost(sched.CostSyscall, 1)
-	if simZap > 0 {
-		// A zap that costs something: munmap's read-locked part
-		// (the write lock downgraded), then the VMA's removal.
-		t.MM.MmapWriteLock(t)
-		t.MM.MmapWriteDowngrade()
-		sched.Charge(simZap)
-		t.MM.MmapReadUnlock()
-	}
 	if err := t.MM.Munmap(t, a, size); err != nil {
 		return start, d, fmt.Errorf("busy munmap: %w", err)
 	}
 	sched.ReturnToUser()
 	return start, d, nil
 }
-
-// simZap, if set (export_test.go), is a time munmap's zap holds the busy
-// mm's lock for read before the munmap: the machine descriptions have no
-// cost for it, so it is zero in every run of the experiment.
-var simZap time.Duration
 
 // forkLoop forks until the run stops, each fork a CostSyscall and the
 // kernel's fork (kernel.Task.Fork); the child runs on cr, exits, and is

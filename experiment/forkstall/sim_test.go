@@ -45,6 +45,14 @@ func simRun(t *testing.T, d kernel.Design, c string) Run {
 
 const simSize = 128 << 20 // a populate of 32768 pages
 
+// zapMachine is simMachine with a zap_page that makes the busy process's
+// munmap of simSize cost zap.
+func zapMachine(zap time.Duration) machine.Description {
+	d := simMachine
+	d.Costs.ZapPage = machine.Cost{NS: float64(zap) / float64(simSize/4096), Source: "test"}
+	return d
+}
+
 // simPopulateMs is the cost of populating simSize on simMachine: one
 // populate_page per 4 KiB page, some 10 ms, longer than the grace period
 // (2 ms at HZ=1000) a register waits for first.
@@ -167,28 +175,27 @@ func TestSimModelDeterministic(t *testing.T) {
 // Why a register before waits two populates, not one: the populate's read
 // unlock wakes the queued register, which runs a wakeup later (4.05 us on
 // simMachine); the busy process meanwhile takes its lock for munmap and
-// mmap and the next populate (two syscalls: munmap's zap has no cost),
+// mmap and the next populate (two syscalls: munmap's zap costs nothing on simMachine),
 // since a writer waiting sets RWSEM_FLAG_HANDOFF only when it runs and
 // finds the lock taken. A zap that holds the lock longer than the wake-up
 // lets the register set the handoff bit: it then waits one populate and
 // the zap.
 func TestSimZapDecidesOneOrTwoPopulates(t *testing.T) {
-	run := func() Run {
-		runs, err := runCaseSim(context.Background(), caseRun{Machine: simMachine, Design: kernel.DesignBefore, Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1,
+	run := func(d machine.Description) Run {
+		runs, err := runCaseSim(context.Background(), caseRun{Machine: d, Design: kernel.DesignBefore, Case: CaseBusyMaps, Mode: ModeMulti1, Runs: 1,
 			Size: simSize, Hold: time.Millisecond}, kernel.Sim{Seed: 1, Until: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return runs[0]
 	}
-	r0 := run()
+	r0 := run(simMachine)
 	t.Logf("no zap: attach %v ms, blocked on mmap_lock %v ms, longest fork %v ms", r0.AttachMs, r0.AttachMmapMs, r0.ForkMaxMs)
 	if r := r0; r.AttachMmapMs < 1.5*simPopulateMs {
 		t.Errorf("no zap cost: the register waited %v ms on mmap_lock, want two populates of %v ms", r.AttachMmapMs, simPopulateMs)
 	}
 	zap := 100 * time.Microsecond
-	defer SetSimZap(zap)()
-	r1 := run()
+	r1 := run(zapMachine(zap))
 	t.Logf("zap %v: attach %v ms, blocked on mmap_lock %v ms, longest fork %v ms", zap, r1.AttachMs, r1.AttachMmapMs, r1.ForkMaxMs)
 	if r := r1; r.AttachMmapMs > 1.5*simPopulateMs || r.AttachMmapMs < simPopulateMs/2 {
 		t.Errorf("zap %v: the register waited %v ms on mmap_lock, want one populate of %v ms and the zap", zap, r.AttachMmapMs, simPopulateMs)
@@ -204,10 +211,9 @@ func TestSimZapDecidesOneOrTwoPopulates(t *testing.T) {
 // tracer's path between two registers has no cost on the machine) and
 // waits no populate.
 func TestSimAfterRegistersBeatTheBusyProcess(t *testing.T) {
-	defer SetSimZap(100 * time.Microsecond)()
 	attach := map[kernel.Design]float64{}
 	for _, d := range kernel.Designs.Values() {
-		runs, err := runCaseSim(context.Background(), caseRun{Machine: simMachine, Design: d, Case: CaseBusyMaps, Mode: ModeMulti4, Runs: 1,
+		runs, err := runCaseSim(context.Background(), caseRun{Machine: zapMachine(100 * time.Microsecond), Design: d, Case: CaseBusyMaps, Mode: ModeMulti4, Runs: 1,
 			Size: simSize, Hold: time.Millisecond}, kernel.Sim{Seed: 1, Until: time.Minute})
 		if err != nil {
 			t.Fatal(err)
