@@ -17,24 +17,9 @@ import (
 // held) and to the fork's return.
 func forkTimes(t *testing.T, d machine.Description, pages int) (copied, forked time.Duration) {
 	t.Helper()
-	mach, err := kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mach, task := withPages(t, d, pages)
 	defer mach.Stop()
-	task := mach.NewTaskMM("forker")
-	// One PTE table's range (2 MiB aligned): the same page-table work
-	// for every pages.
-	const base = 0x40000000
-	if _, err := task.MM.Mmap(nil, base, 512*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	if pages > 0 {
-		if _, err := task.MM.Mmap(nil, base, uint64(pages)*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err = mach.Main("test", func() error {
+	err := mach.Main("test", func() error {
 		r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
 			start := sched.Now()
 			c, err := task.ForkWith(kernel.ForkHooks{OnVMA: func(int) { copied = sched.Since(start) }})
@@ -52,6 +37,31 @@ func forkTimes(t *testing.T, d machine.Description, pages int) (copied, forked t
 		t.Fatal(err)
 	}
 	return copied, forked
+}
+
+// pagesBase is where withPages maps: one PTE table's range (2 MiB
+// aligned), the same page-table work for any number of pages.
+const pagesBase = 0x40000000
+
+// withPages returns a simulated machine of d with one CPU (the caller
+// stops it) and a task of it whose one mapping, 512 pages of anonymous
+// private memory at pagesBase, has its first pages pages present.
+func withPages(t *testing.T, d machine.Description, pages int) (*kernel.Machine, *kernel.Task) {
+	t.Helper()
+	mach, err := kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := mach.NewTaskMM("task")
+	if _, err := task.MM.Mmap(nil, pagesBase, 512*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if pages > 0 {
+		if _, err := task.MM.Mmap(nil, pagesBase, uint64(pages)*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mach, task
 }
 
 // In sim a fork of a process with P present pages takes the machine's
@@ -77,30 +87,17 @@ func TestForkCost(t *testing.T) {
 	}
 }
 
-// munmapTime populates pages pages of an anonymous private mapping on a
-// simulated machine of d and returns the virtual time its munmap takes.
+// munmapTime returns the virtual time the munmap of withPages's mapping
+// takes, pages of it present.
 func munmapTime(t *testing.T, d machine.Description, pages int) time.Duration {
 	t.Helper()
-	mach, err := kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mach, task := withPages(t, d, pages)
 	defer mach.Stop()
-	task := mach.NewTaskMM("unmapper")
-	const base = 0x40000000
-	if _, err := task.MM.Mmap(nil, base, 512*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	if pages > 0 {
-		if _, err := task.MM.Mmap(nil, base, uint64(pages)*4096, mm.PROT_READ|mm.PROT_WRITE, mm.MAP_PRIVATE|mm.MAP_ANONYMOUS|mm.MAP_FIXED|mm.MAP_POPULATE, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var took time.Duration
-	err = mach.Main("test", func() error {
+	err := mach.Main("test", func() error {
 		r := mach.Start(task, 0, 0, func(r *kernel.Runner) {
 			start := sched.Now()
-			if err := task.MM.Munmap(task, base, 512*4096); err != nil {
+			if err := task.MM.Munmap(task, pagesBase, 512*4096); err != nil {
 				t.Error(err)
 			}
 			took = sched.Since(start)

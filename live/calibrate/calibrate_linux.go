@@ -311,34 +311,50 @@ const populatePages = 1024
 // madvise(MADV_NOHUGEPAGE) and madvise(MADV_POPULATE_WRITE), the same
 // __get_user_pages loop with 4 KiB pages. The munmap is not timed.
 func Populate(ctx context.Context, o Options, cpu int) ([]float64, error) {
-	n := o.count(populatePages)
 	always := thpAlways()
-	return repeat(ctx, o.Runs, func() (float64, error) {
-		return onCPU(cpu, func() (float64, error) {
-			return batched(n, 1, func(n int) (time.Duration, error) {
-				size := n * pageSize
-				if !always {
-					start := time.Now()
-					m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-					d := time.Since(start)
-					if err != nil {
-						return 0, err
-					}
-					return d, unix.Munmap(m)
-				}
-				m, err := smallPages(size)
-				if err != nil {
-					return 0, err
-				}
-				defer unix.Munmap(m)
-				start := time.Now()
-				if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
-					return 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
-				}
-				return time.Since(start), nil
-			})
-		})
+	return perPage(ctx, o, cpu, func(n int) (time.Duration, error) {
+		size := n * pageSize
+		if !always {
+			start := time.Now()
+			m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+			d := time.Since(start)
+			if err != nil {
+				return 0, err
+			}
+			return d, unix.Munmap(m)
+		}
+		m, d, err := populatedSmallPages(size)
+		if err != nil {
+			return 0, err
+		}
+		return d, unix.Munmap(m)
 	})
+}
+
+// perPage runs op's batches of populatePages (scaled) pages on cpu, runs
+// times, and returns each run's time per page.
+func perPage(ctx context.Context, o Options, cpu int, op func(pages int) (time.Duration, error)) ([]float64, error) {
+	n := o.count(populatePages)
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) { return batched(n, 1, op) })
+	})
+}
+
+// populatedSmallPages maps size bytes with smallPages and populates them
+// for writing (madvise(MADV_POPULATE_WRITE): __get_user_pages over 4 KiB
+// pages), returning the mapping and how long the populate took; the
+// caller unmaps it.
+func populatedSmallPages(size int) ([]byte, time.Duration, error) {
+	m, err := smallPages(size)
+	if err != nil {
+		return nil, 0, err
+	}
+	start := time.Now()
+	if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
+		unix.Munmap(m)
+		return nil, 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
+	}
+	return m, time.Since(start), nil
 }
 
 // Zap measures unmapping an anonymous private mapping of populated 4 KiB
@@ -346,23 +362,14 @@ func Populate(ctx context.Context, o Options, cpu int) ([]float64, error) {
 // the munmap(2), whose zap_pte_range() clears each PTE and frees each
 // page, its fixed work spread over the batch's pages.
 func Zap(ctx context.Context, o Options, cpu int) ([]float64, error) {
-	n := o.count(populatePages)
-	return repeat(ctx, o.Runs, func() (float64, error) {
-		return onCPU(cpu, func() (float64, error) {
-			return batched(n, 1, func(n int) (time.Duration, error) {
-				m, err := smallPages(n * pageSize)
-				if err != nil {
-					return 0, err
-				}
-				if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil {
-					unix.Munmap(m)
-					return 0, fmt.Errorf("madvise(MADV_POPULATE_WRITE): %w", err)
-				}
-				start := time.Now()
-				err = unix.Munmap(m)
-				return time.Since(start), err
-			})
-		})
+	return perPage(ctx, o, cpu, func(n int) (time.Duration, error) {
+		m, _, err := populatedSmallPages(n * pageSize)
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		err = unix.Munmap(m)
+		return time.Since(start), err
 	})
 }
 
@@ -370,22 +377,17 @@ func Zap(ctx context.Context, o Options, cpu int) ([]float64, error) {
 // mapping of 4 KiB pages (MADV_NOHUGEPAGE) on cpu, per page: the
 // exception, the page's allocation and zeroing, the PTE, and the return.
 func PageFault(ctx context.Context, o Options, cpu int) ([]float64, error) {
-	n := o.count(populatePages)
-	return repeat(ctx, o.Runs, func() (float64, error) {
-		return onCPU(cpu, func() (float64, error) {
-			return batched(n, 1, func(n int) (time.Duration, error) {
-				m, err := smallPages(n * pageSize)
-				if err != nil {
-					return 0, err
-				}
-				defer unix.Munmap(m)
-				start := time.Now()
-				for i := 0; i < len(m); i += pageSize {
-					m[i] = 1
-				}
-				return time.Since(start), nil
-			})
-		})
+	return perPage(ctx, o, cpu, func(n int) (time.Duration, error) {
+		m, err := smallPages(n * pageSize)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Munmap(m)
+		start := time.Now()
+		for i := 0; i < len(m); i += pageSize {
+			m[i] = 1
+		}
+		return time.Since(start), nil
 	})
 }
 
