@@ -3,7 +3,6 @@ package locking
 import (
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +17,10 @@ import (
 // simulated CPUs share one. A task on model CPU c uses shard c %
 // percpuShards; a task with no CPU uses a random one, or in a
 // deterministic run the CPU of the running thread. The counters of CPUs
-// a simulated machine lacks are never touched, and a line that no CPU
-// holds costs an access nothing in package smp, so a writer's sum there
-// pays for the machine's CPUs only, as readers_active_check() sums its
-// possible CPUs'.
+// a simulated machine lacks are never touched (SetName names only the
+// machine's), and a line that no CPU holds costs an access nothing in
+// package smp, so a writer's sum there pays for the machine's CPUs only,
+// as readers_active_check() sums its possible CPUs'.
 const percpuShards = sched.MaxSimCPUs
 
 // percpuShard is one CPU's read_count. The 128-byte stride keeps two
@@ -67,8 +66,7 @@ type percpuWaiter struct {
 // rcu_sync.
 type PercpuRWSem struct {
 	shards [percpuShards]percpuShard
-	lines  [percpuShards]smp.Line // shards[i].readers' line, named by SetName
-	block  smp.Int32              // 1 while a writer holds or is taking the lock (sem->block; READ_ONCE, xchg)
+	block  smp.Int32 // 1 while a writer holds or is taking the lock (sem->block; READ_ONCE, xchg)
 
 	// writer is the kernel's rcuwait: the writer waiting for readers to
 	// drain publishes its wake-up channel here.
@@ -86,36 +84,23 @@ type PercpuRWSem struct {
 	stats waitStats
 }
 
-// NewPercpuRWSem returns an unlocked per-CPU semaphore; name appears in
-// stats and in BlockRecorder calls.
-func NewPercpuRWSem(name string) *PercpuRWSem {
+// NewPercpuRWSem returns an unlocked per-CPU semaphore of a machine of
+// ncpu CPUs; name appears in stats and in BlockRecorder calls.
+func NewPercpuRWSem(name string, ncpu int) *PercpuRWSem {
 	s := &PercpuRWSem{}
-	s.SetName(name)
+	s.SetName(name, ncpu)
 	return s
 }
 
 // SetName sets the name used in stats and BlockRecorder calls, and names
-// the shared words (package smp): name.read_count[i], name.block,
-// name.writer. Call it before the lock is shared.
-func (s *PercpuRWSem) SetName(name string) {
+// the shared words (package smp): name.read_count[i] of each of the
+// machine's ncpu CPUs (the counters a simulated machine's CPUs use; the
+// others stay unnamed), name.block, name.writer. Call it before the lock
+// is shared.
+func (s *PercpuRWSem) SetName(name string, ncpu int) {
 	s.lockName.SetName(name)
-	// One string holds every counter's name: naming them costs one
-	// allocation, not one each.
-	var b strings.Builder
-	var ends [percpuShards]int
-	for i := range s.shards {
-		b.WriteString(name)
-		b.WriteString(".read_count[")
-		b.WriteString(strconv.Itoa(i))
-		b.WriteString("]")
-		ends[i] = b.Len()
-	}
-	names, start := b.String(), 0
-	for i := range s.shards {
-		n := names[start:ends[i]]
-		start = ends[i]
-		s.lines[i].SetName(n)
-		s.shards[i].readers.InitOn(&s.lines[i], n)
+	for i := range min(ncpu, percpuShards) {
+		s.shards[i].readers.Init(name + ".read_count[" + strconv.Itoa(i) + "]")
 	}
 	s.block.Init(name + ".block")
 	s.writer.Init(name + ".writer")

@@ -45,7 +45,7 @@ func TestPercpuRWSemUncontended(t *testing.T) {
 // The writer sets block at once (new readers queue), waits for the readers
 // inside, and at UpWrite the queued readers get in.
 func TestPercpuRWSemWriterWaitsForReaders(t *testing.T) {
-	s := locking.NewPercpuRWSem("dup_mmap_sem")
+	s := locking.NewPercpuRWSem("dup_mmap_sem", 2)
 	r1 := newTask("r1")
 	s.DownRead(r1)
 	wt := newTask("writer")

@@ -24,7 +24,7 @@ func TestC2CReaders(t *testing.T) {
 	d := machine.MustNamed("xeon-gold-6138-2s")
 	sys := sched.New(sched.Config{CPUs: 4, Seed: 1, Sim: &sched.SimConfig{Until: time.Second, Machine: &d}})
 	mmapLock := locking.NewRWSem("mmap_lock")
-	dupMmap := locking.NewPercpuRWSem("dup_mmap_sem")
+	dupMmap := locking.NewPercpuRWSem("dup_mmap_sem", 4)
 	for cpu := range 4 {
 		sys.SpawnNamed(fmt.Sprintf("reader%d", cpu), cpu, 0, func(*sched.Thread) {
 			for range n {

@@ -302,7 +302,7 @@ func New(m *kernel.Machine, c Config) (*Uprobes, error) {
 	u.tree.Init("uprobes_tree")
 	u.treeSeq.SetName("uprobes_seqcount")
 	u.tree.Store(new([]*Uprobe))
-	u.DupMmapSem.SetName("dup_mmap_sem")
+	u.DupMmapSem.SetName("dup_mmap_sem", m.Sys.NumCPU())
 	u.DupMmapSem.SetClass(lockrank.DupMmapSem)
 	u.DupMmapSem.SetRCUSync(rcu.NewClassicAt(m.Sys, c.GP)) // percpu_init_rwsem()
 	for i := range u.mmapMutex {

@@ -31,7 +31,7 @@ func newSection(typ string, m *kernel.Machine) section {
 		s := locking.NewRWSem("refscale.test_rwsem")
 		return func(r *kernel.Runner) { s.DownRead(r); s.UpRead() }
 	case TypePercpuRWSem:
-		s := locking.NewPercpuRWSem("refscale.percpu_rwsem")
+		s := locking.NewPercpuRWSem("refscale.percpu_rwsem", m.Sys.NumCPU())
 		return func(r *kernel.Runner) { s.DownRead(r); s.UpRead(r) }
 	case TypeSRCU:
 		s := rcu.NewSRCU(m.Sys)
