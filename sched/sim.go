@@ -159,9 +159,9 @@ type simRun struct {
 	lookahead   int64     // SimConfig.Lookahead
 	ties        []*simCPU // earliest's buffer
 	machine     *machine.Description
-	mem         any     // package smp's state of the run (SimMemory)
-	noiseMean   float64 // ns between two interruptions of a busy CPU; 0: no noise
-	noise       []int64 // SimNoise.Durations
+	mem         any             // package smp's state of the run (SimMemory)
+	noiseMean   float64         // ns between two interruptions of a busy CPU; 0: no noise
+	noise       []time.Duration // SimNoise.Durations
 }
 
 type simTimer struct {
@@ -232,10 +232,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 		s.relax = 140
 	}
 	if c.Noise.PerSecond > 0 && len(c.Noise.Durations) > 0 {
-		s.noiseMean = float64(time.Second) / c.Noise.PerSecond
-		for _, d := range c.Noise.Durations {
-			s.noise = append(s.noise, int64(d))
-		}
+		s.noiseMean, s.noise = float64(time.Second)/c.Noise.PerSecond, c.Noise.Durations
 	}
 	for i := range n {
 		s.cpus = append(s.cpus, &simCPU{id: i, cfs: fair.NewRQ(f, norm, fair.BaseSlice(norm, n), s.tick), nextNoise: math.MaxInt64})
@@ -256,7 +253,7 @@ func (s *simRun) armNoise(c *simCPU, now int64) {
 func (s *simRun) interrupts(c *simCPU) {
 	for c.clock >= c.nextTick || c.clock >= c.nextNoise {
 		if c.nextNoise < c.nextTick {
-			c.clock += s.noise[s.r.rng.IntN(len(s.noise))]
+			c.clock += int64(s.noise[s.r.rng.IntN(len(s.noise))])
 			s.armNoise(c, c.clock)
 			continue
 		}

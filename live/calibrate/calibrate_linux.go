@@ -625,7 +625,7 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 	d.Noise = noise
 	o.Progress("calibrate: noise: %s", noise)
 	pairs := Pairs(cpus, locs, o.PairsPerClass)
-	for _, class := range []string{machine.SameCore, machine.SameLLC, machine.SameSocket, machine.Remote} {
+	for _, class := range machine.Distances {
 		var medians []float64
 		var names []string
 		for _, p := range pairs[class] {
