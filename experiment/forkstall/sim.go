@@ -15,13 +15,14 @@ package forkstall
 //
 //   - The busy process's threads and the forker are pinned as
 //     live/forkstall pins them (BusyCPU, BusyForkCPU, ForkerCPU), each
-//     with its children; the tracer is not. Each task starts on CPU 0, where the tracer runs, and sleeps
-//     once on a start barrier that the tracer opens when all are there;
-//     the sim's wake-up placement (select_idle_sibling(), sched/sim.go
-//     selectCPU) places the tracer from then on.
+//     with its children; the tracer is not. Each task starts on CPU 0,
+//     where the tracer runs, and sleeps once on a start barrier that the
+//     tracer opens when all are there; the sim's wake-up placement
+//     (select_idle_sibling(), sched/sim.go selectCPU) places the tracer
+//     from then on.
 //   - A forked child runs, exits at once, and its parent waits for it
 //     (wait4), as the seed's forker and live/forkstall's reap each child.
-//     The children of one forker run on one unpinned model thread, woken
+//     The children of one forker run on one model thread, woken
 //     for each child (childRunner): sched keeps every thread a run ever
 //     had, and scans them as its clock advances, so a thread per child
 //     would slow the run with every fork. The thread runs on its

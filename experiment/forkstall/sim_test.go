@@ -175,9 +175,9 @@ func TestSimModelDeterministic(t *testing.T) {
 // Why a register before waits two populates, not one: the populate's read
 // unlock wakes the queued register, which runs a wakeup later (4.05 us on
 // simMachine); the busy process meanwhile takes its lock for munmap and
-// mmap and the next populate (two syscalls: munmap's zap costs nothing on simMachine),
-// since a writer waiting sets RWSEM_FLAG_HANDOFF only when it runs and
-// finds the lock taken. A zap that holds the lock longer than the wake-up
+// mmap and the next populate (two syscalls: munmap's zap costs nothing on
+// simMachine), since a writer waiting sets RWSEM_FLAG_HANDOFF only when it
+// runs and finds the lock taken. A zap that holds the lock longer than the wake-up
 // lets the register set the handoff bit: it then waits one populate and
 // the zap.
 func TestSimZapDecidesOneOrTwoPopulates(t *testing.T) {

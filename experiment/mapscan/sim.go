@@ -72,11 +72,12 @@ func walkPreemption(d machine.Description) (procfs.Preemption, error) {
 // mode: virtual CPUs in virtual time, EEVDF), placed as run-proc-vs-map.sh
 // places its tasks: the mapper alone on CPU 0, CPU 1 idle, and on each of
 // CPUs 2 and 3 a nice-15 scanner and a normal busy-waiter (on a machine of
-// 2 or 3 CPUs all four on CPU 1, as the live target places them). The fair class
-// gives the scanner its nice-15 weight's share while its busy-waiter spins
-// (no strict priorities). The walk is preempted as d's preemption model
-// says (walkPreemption; o.Preempt is the real-time model's). It reads no
-// host clock: the same d, sim and o give the same Stats.
+// 2 or 3 CPUs all four on CPU 1, as the live target places them). The
+// fair class gives the scanner its nice-15 weight's share while its
+// busy-waiter spins (no strict priorities). The walk is preempted as d's
+// preemption model says (walkPreemption; o.Preempt is the real-time
+// model's). It reads no host clock: the same d, sim and o give the same
+// Stats.
 //
 // Charged in virtual time: each call's syscall (sched.CostSyscall) and
 // its instructions (mmapInstrs, munmapInstrs) before mm takes the mmap

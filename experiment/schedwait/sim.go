@@ -56,9 +56,8 @@ func SimConfigOf(d machine.Description, until time.Duration) (*sched.SimConfig, 
 // time (sched.Sleep, not sched.Nanosleep): the live helper sets its
 // threads' timer slack to 1 ns (pairMain, host.SetTimerSlack). The wait is
 // from the timer's expiry, where the sim enqueues the sleeper, to the
-// task's running: sim
-// mode charges no wake-up or context-switch cost here, so a wake-up that
-// preempts or finds the CPU idle waits 0.
+// task's running: sim mode charges no wake-up or context-switch cost here,
+// so a wake-up that preempts or finds the CPU idle waits 0.
 func SimWaits(cfg *sched.SimConfig, ncpu int, seed uint64) ([]Wake, error) {
 	sys := sched.New(sched.Config{CPUs: ncpu, Seed: seed, Sim: cfg})
 	hogAsleep := false

@@ -57,10 +57,11 @@ func pin(cpu int) {
 	_ = host.Pin(cpu % runtime.NumCPU())
 }
 
-// busy loops mmap(size, MAP_POPULATE)/munmap on forkstall.BusyCPU, writing one record
-// (start, duration of the populate) per cycle to stdout; with forks set a
-// second thread loops fork() with a 1 ms pause on forkstall.BusyForkCPU. It returns when the
-// experiment stops reading its records.
+// busy loops mmap(size, MAP_POPULATE)/munmap on forkstall.BusyCPU, writing
+// one record (start, duration of the populate) per cycle to stdout; with
+// forks set a second thread loops fork() with a 1 ms pause on
+// forkstall.BusyForkCPU. It returns when the experiment stops reading its
+// records.
 func busy(size uint64, forks bool) int {
 	if forks {
 		go func() {
@@ -92,8 +93,8 @@ func busy(size uint64, forks bool) int {
 	}
 }
 
-// forker loops fork() on forkstall.ForkerCPU and writes (start, duration) of each to
-// stdout until the experiment stops reading them.
+// forker loops fork() on forkstall.ForkerCPU and writes (start, duration)
+// of each to stdout until the experiment stops reading them.
 func forker() int {
 	runtime.LockOSThread()
 	pin(forkstall.ForkerCPU)

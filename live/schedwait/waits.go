@@ -70,9 +70,9 @@ func needResched(flags string) bool {
 // whose task is not the one the last sched_switch switched in shows a
 // switch the trace lacks (a 6.18.44 KVM guest traces no switch out of
 // the idle task on one of its two CPUs, so no wake-up that finds that CPU
-// idle can be paired with its run). Waits counts those
-// switches (missed), takes the event's task as current, and leaves out a
-// wake-up whose run began in one (leftOut: its start is not in the trace).
+// idle can be paired with its run). Waits counts those switches (missed),
+// takes the event's task as current, and leaves out a wake-up whose run
+// began in one (leftOut: its start is not in the trace).
 func Waits(evs []tracefs.Event, tr Trace) (ws []schedwait.Wake, missed, leftOut int) {
 	started := false
 	curr := -1 // the CPU's current task by its last sched_switch; -1 unknown
