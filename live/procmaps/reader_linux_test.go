@@ -115,6 +115,20 @@ func (h *holder) stop() {
 	h.cmd.Wait()
 }
 
+// freeze stops the child with SIGSTOP and waits until every thread of it
+// has stopped, so that its mappings (the Go runtime's among them) cannot
+// change until it is killed.
+func (h *holder) freeze(t testing.TB) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, h.pid(), &info, unix.WSTOPPED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // killNoReap kills the child and waits until it is a zombie, without reaping
 // it: its mm is gone but its pid still exists.
 func (h *holder) killNoReap(t testing.TB) {
@@ -588,9 +602,11 @@ func TestZombieAtOpen(t *testing.T) {
 
 // With a buffer smaller than a line, every read() returns part of a line
 // (seq_file keeps the rest for the next): the walk must join the pieces and
-// grow the buffer, and still re-create the text exactly.
+// grow the buffer, and still re-create the text exactly. The holder is
+// stopped so that its maps read the same both times.
 func TestSmallBufferSplitsLines(t *testing.T) {
 	h := startHolder(t, 50)
+	h.freeze(t)
 	r := open(t, h.pid())
 	r.buf = make([]byte, 7)
 	got, err := walkText(r, r.Walk)
