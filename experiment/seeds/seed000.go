@@ -43,7 +43,7 @@ func exploreStep() Step {
 	st := step(explorer.Def)
 	st.read = func(b []byte) error {
 		var head struct {
-			Params map[string]any `json:"params"`
+			Params map[string]json.RawMessage `json:"params"`
 		}
 		json.Unmarshal(b, &head) // a document that does not decode is refused by read
 		switch {
