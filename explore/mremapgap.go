@@ -8,7 +8,6 @@ import (
 	"mmlab/errno"
 	"mmlab/kernel"
 	"mmlab/locking"
-	"mmlab/machine"
 	"mmlab/mm"
 	"mmlab/mm/pgtable"
 	"mmlab/procfs"
@@ -231,7 +230,7 @@ func gapScenario(l *GapLayout, query bool) *Scenario {
 // gapRace is the build of a gapScenario.
 func gapRace(w *World, l *GapLayout, query bool, prop Property) {
 	p := l.Place(gapBase, pgtable.PageSize)
-	m := newMM(&w.Mach.NS.MM, machine.Host().Features, w.Design)
+	m := newMM(&w.Mach.NS.MM, w.Mach.Desc.Features, w.Design)
 	if err := p.Setup(Modelled{M: m}); err != nil {
 		panic(err)
 	}
