@@ -304,7 +304,7 @@ func simForkRows(pub []PubFork, rs []forkstall.Result) []simForkRow {
 }
 
 // simVerdict000 is the clause that says whether the simulated VM
-// reproduces seed 000's table, by issue 29's tests: in the six busy rows
+// reproduces seed 000's table, by these tests: in the six busy rows
 // the longest fork before within 2x of the seed's and after at most 1 ms,
 // the attach time after/before between 0.9 and 1.2 where the busy process
 // maps the file and below 0.1 where it forks; in the two idle rows the

@@ -285,7 +285,7 @@ func (s *Seed) simMapscanPart(doc *report.Document[mapscan.Options, mapscan.Resu
 }
 
 // simVerdict003 is the clause that says whether the simulated test
-// reproduces the seed, by issue 29's tests: the median per-sample maximum
+// reproduces the seed, by these tests: the median per-sample maximum
 // at least 6x lower after (the cover letter's "close to 10x"), after-design
 // maxima at most 0.5 ms in at least 90% of samples, and the median
 // per-sample means within 2x of the published ones.

@@ -377,7 +377,7 @@ func (s *Seed) pubTrigger(c string, cpus int, tt bool) (float64, bool) {
 }
 
 // simVerdict004 is the clause that says whether the simulated sweep
-// reproduces the seed, by issue 29's tests: tasks-trace at least srcu at
+// reproduces the seed, by these tests: tasks-trace at least srcu at
 // every published point (or within the larger of the two points' spreads),
 // its lead on one CPU between +1% and +8%, each kernel's peak at 4, 8 or
 // 16 CPUs with a fall beyond it, and each published point within 1.5x.
