@@ -118,24 +118,22 @@ func (h *holder) stop() {
 // freeze stops the child with SIGSTOP and waits until every thread of it
 // has stopped, so that its mappings (the Go runtime's among them) cannot
 // change until it is killed.
-func (h *holder) freeze(t testing.TB) {
-	t.Helper()
-	if err := h.cmd.Process.Signal(unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, h.pid(), &info, unix.WSTOPPED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
-}
+func (h *holder) freeze(t testing.TB) { h.signalAndWait(t, unix.SIGSTOP, unix.WSTOPPED) }
 
 // killNoReap kills the child and waits until it is a zombie, without reaping
 // it: its mm is gone but its pid still exists.
-func (h *holder) killNoReap(t testing.TB) {
+func (h *holder) killNoReap(t testing.TB) { h.signalAndWait(t, unix.SIGKILL, unix.WEXITED) }
+
+// signalAndWait sends the child sig and waits, without consuming the
+// report (WNOWAIT), until waitid(2) reports the state event: WSTOPPED once
+// the whole group has stopped, WEXITED once it is a zombie.
+func (h *holder) signalAndWait(t testing.TB, sig unix.Signal, event int) {
 	t.Helper()
-	h.cmd.Process.Kill()
+	if err := unix.Kill(h.pid(), sig); err != nil {
+		t.Fatal(err)
+	}
 	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, h.pid(), &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+	if err := unix.Waitid(unix.P_PID, h.pid(), &info, event|unix.WNOWAIT, nil); err != nil {
 		t.Fatal(err)
 	}
 }
