@@ -45,12 +45,20 @@ func (l *ticketLock) lock() {
 
 func (l *ticketLock) unlock() { l.head.Store(l.head.Load() + 1) }
 
+// pauseCycles is the latency of PAUSE, the x86 cpu_relax() of the spin in
+// arch_spin_lock(), on Skylake-SP: "as many as 140 cycles" (Intel 64 and
+// IA-32 Architectures Optimization Reference Manual, as
+// ../shared/research/machines.md §1(a) quotes it).
+const pauseCycles = 140
+
 // ticketRun runs n sim CPUs of machine d that each take the lock, hold it
 // for serial, release it and work parallel outside it, for span of
-// virtual time; it returns the acquisitions per µs.
+// virtual time; it returns the acquisitions per µs. A spinner's turn
+// costs one PAUSE at d's clock.
 func ticketRun(t *testing.T, d machine.Description, n int, split bool, serial, parallel, span time.Duration) float64 {
 	t.Helper()
-	sys := sched.New(sched.Config{CPUs: n, Seed: 1, Sim: &sched.SimConfig{Until: span, Machine: &d, RelaxCost: 5 * time.Nanosecond}})
+	pause := time.Duration(pauseCycles / d.Clock.GHz)
+	sys := sched.New(sched.Config{CPUs: n, Seed: 1, Sim: &sched.SimConfig{Until: span, Machine: &d, RelaxCost: pause}})
 	l := newTicketLock(split)
 	var acquired int
 	for cpu := range n {
@@ -109,41 +117,60 @@ func peak(v []float64) int {
 
 // TestTicketLockCollapse prints a ticket lock's throughput in sim beside
 // the Markov model's prediction for the machine's transfer cost and the
-// same critical and parallel sections, and checks that the sim collapses
-// (its throughput peaks, then falls below half the peak by 20 CPUs).
-// CPUs 1..20 of xeon-gold-6138-2s are the cores of socket 0, so every
-// transfer is LineLLC (the model's c). The sim collapses earlier and more
-// abruptly than the model (as the paper found of real machines): a line
-// serialises every waiter's re-read after a release, so the next release
-// lands only after all k of them (k·c, where the model charges the next
-// holder's c·k/2), and each arrival's xadd invalidates the waiters' copies
-// too, a second storm of re-reads that the model leaves out.
+// same critical and parallel sections, in two settings, and checks where
+// the sim collapses. CPUs 1..20 of xeon-gold-6138-2s are the cores of
+// socket 0, so every transfer is LineLLC (the model's c).
+//
+// The model charges a hand-off as the next holder's place in the re-reads
+// after a release, c·k/2, and leaves out the rest of them: the next
+// release's store queues behind every re-read still in flight, and each
+// arrival's xadd invalidates the waiters' copies again, a second storm of
+// re-reads. A long serial section hides both: with s = 1 µs (21c) the sim
+// must peak within one CPU of the model. A short one does not: with
+// s = 100 ns (2c) the sim must still collapse (peak, then fall below half
+// the peak by 20 CPUs), and earlier than the model, as the paper found of
+// real machines.
 func TestTicketLockCollapse(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("40 sim runs")
+		t.Skip("80 sim runs")
 	}
 	d := machine.MustNamed("xeon-gold-6138-2s")
 	const (
-		serial   = 100 * time.Nanosecond
-		parallel = 2 * time.Microsecond
-		span     = time.Millisecond
-		maxCPUs  = 20
+		span    = 2 * time.Millisecond
+		maxCPUs = 20
 	)
 	c := d.Costs.LineLLC.NS
-	var sim, split, model []float64
-	var b strings.Builder
-	fmt.Fprintf(&b, "ticket lock on %s: s=%v a=%v (exponential) c=%.1f ns (line_llc)\n%4s %12s %12s %14s %12s\n", d.Name, serial, parallel, c,
-		"CPUs", "sim acq/µs", "sim speedup", "split speedup", "model")
-	for n := 1; n <= maxCPUs; n++ {
-		sim = append(sim, ticketRun(t, d, n, false, serial, parallel, span))
-		split = append(split, ticketRun(t, d, n, true, serial, parallel, span))
-		model = append(model, markovSpeedup(n, float64(parallel), float64(serial), c))
-		fmt.Fprintf(&b, "%4d %12.3f %12.2f %14.2f %12.2f\n", n, sim[n-1], sim[n-1]/sim[0], split[n-1]/split[0], model[n-1])
-	}
-	ps, pm := peak(sim), peak(model)
-	fmt.Fprintf(&b, "peak: sim %d CPUs, split %d CPUs, model %d CPUs", ps, peak(split), pm)
-	t.Log(b.String())
-	if ps == maxCPUs || sim[maxCPUs-1] > sim[ps-1]/2 {
-		t.Errorf("sim does not collapse: peak at %d CPUs, %d CPUs at %.2f of it", ps, maxCPUs, sim[maxCPUs-1]/sim[ps-1])
+	for _, set := range []struct {
+		name             string
+		serial, parallel time.Duration
+	}{
+		{"long serial section", time.Microsecond, 10 * time.Microsecond},
+		{"short serial section", 100 * time.Nanosecond, 2 * time.Microsecond},
+	} {
+		var sim, split, model []float64
+		var b strings.Builder
+		fmt.Fprintf(&b, "ticket lock on %s, %s: s=%v a=%v (exponential) c=%.1f ns (line_llc)\n%4s %12s %12s %14s %12s\n", d.Name, set.name, set.serial, set.parallel, c,
+			"CPUs", "sim acq/µs", "sim speedup", "split speedup", "model")
+		for n := 1; n <= maxCPUs; n++ {
+			sim = append(sim, ticketRun(t, d, n, false, set.serial, set.parallel, span))
+			split = append(split, ticketRun(t, d, n, true, set.serial, set.parallel, span))
+			model = append(model, markovSpeedup(n, float64(set.parallel), float64(set.serial), c))
+			fmt.Fprintf(&b, "%4d %12.3f %12.2f %14.2f %12.2f\n", n, sim[n-1], sim[n-1]/sim[0], split[n-1]/split[0], model[n-1])
+		}
+		ps, pm := peak(sim), peak(model)
+		fmt.Fprintf(&b, "peak: sim %d CPUs, split %d CPUs, model %d CPUs", ps, peak(split), pm)
+		t.Log(b.String())
+		if set.serial >= time.Microsecond {
+			if ps < pm-1 || ps > pm+1 {
+				t.Errorf("%s: sim peaks at %d CPUs, the model at %d: want within one CPU", set.name, ps, pm)
+			}
+			continue
+		}
+		if ps == maxCPUs || sim[maxCPUs-1] > sim[ps-1]/2 {
+			t.Errorf("%s: sim does not collapse: peak at %d CPUs, %d CPUs at %.2f of it", set.name, ps, maxCPUs, sim[maxCPUs-1]/sim[ps-1])
+		}
+		if ps >= pm {
+			t.Errorf("%s: sim peaks at %d CPUs, the model at %d: want earlier (the re-reads the model leaves out)", set.name, ps, pm)
+		}
 	}
 }
