@@ -69,7 +69,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),
 			PopulatePage: ns(k.PopulatePage), IPI: ns(k.IPI), Fork: ns(k.Fork), ForkPage: ns(k.ForkPage), ZapPage: ns(k.ZapPage),
-			ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup)},
+			ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup), KernelInstructionPS: int64(math.Round(k.KernelInstruction.NS * 1000))},
 	}, nil
 }
 

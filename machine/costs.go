@@ -126,6 +126,13 @@ type Costs struct {
 	// clock, a model choice where no table per instruction class is at
 	// hand.
 	Instruction Cost `json:"instruction"`
+	// KernelInstruction is one instruction of kernel software beyond a
+	// system call's or trap's entry and exit (which Syscall and Int3
+	// price): what the kernel paths that the model prices by their
+	// instruction count cost (a uprobe hit, package uprobes). calibrate
+	// fits it to one declared point, openat(2) and close(2) of /dev/null;
+	// a machine without such a figure does not charge it (NotCharged).
+	KernelInstruction Cost `json:"kernel_instruction"`
 	// Int3 is the int3 exception entry and the IRET back: a breakpoint's
 	// round trip through the kernel, without the handler's work.
 	Int3 Cost `json:"int3"`

@@ -93,6 +93,9 @@ type SimCosts struct {
 	// from one thread to another on a CPU (context_switch(): switch_mm,
 	// switch_to); a CPU that leaves or enters idle pays none of it.
 	ContextSwitch time.Duration
+	// KernelInstructionPS is one instruction of kernel software beyond an
+	// entry and exit, in picoseconds: ChargeKernelInstructions' cost.
+	KernelInstructionPS int64
 	// Wakeup is the latency a wake-up by another thread (try_to_wake_up()
 	// from Notify or Close) adds before the wakee runs when it lands on an
 	// idle CPU: the IPI to it and its exit from idle. The waker pays
@@ -146,6 +149,7 @@ type simRun struct {
 	pointPS int64 // InstructionPS; 0: point
 	relax   int64
 	costs   [CostZapPage + 1]int64
+	kinstPS int64 // SimCosts.KernelInstructionPS
 	cswitch int64 // SimCosts.ContextSwitch
 	wakeup  int64 // SimCosts.Wakeup
 	cpus    []*simCPU
@@ -221,7 +225,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	}
 	s := &simRun{r: r, preempt: c.Preempt, tick: int64(time.Second) / int64(hz), until: int64(c.Until),
 		point: int64(c.PointCost), relax: int64(c.RelaxCost), pointPS: c.InstructionPS,
-		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), lookahead: max(int64(c.Lookahead), 0), machine: c.Machine}
+		cswitch: int64(c.Costs.ContextSwitch), wakeup: int64(c.Costs.Wakeup), kinstPS: c.Costs.KernelInstructionPS, lookahead: max(int64(c.Lookahead), 0), machine: c.Machine}
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI),
 		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage), CostZapPage: int64(c.Costs.ZapPage)}
@@ -770,6 +774,19 @@ func ChargeCost(c Cost, n int) {
 	if t := running(); t != nil && t.det.sim != nil {
 		s := t.sys().det.sim
 		if d := s.costs[c] * int64(n); d > 0 {
+			s.charge(t, d, ctxIRQ)
+		}
+	}
+}
+
+// ChargeKernelInstructions is n instructions of kernel software by the
+// running thread of a sim run, at SimCosts.KernelInstructionPS (rounded to
+// the nanosecond), charged as Charge charges kernel work. A no-op outside
+// sim mode.
+func ChargeKernelInstructions(n int) {
+	if t := running(); t != nil && t.det.sim != nil {
+		s := t.sys().det.sim
+		if d := (s.kinstPS*int64(n) + 500) / 1000; d > 0 {
 			s.charge(t, d, ctxIRQ)
 		}
 	}

@@ -435,10 +435,11 @@ func TestSimManyCPUs(t *testing.T) {
 }
 
 // The costs of SimConfig: ChargeCost's events, instructions in
-// picoseconds, a context switch charged to the incoming thread, and a
-// wake-up's latency onto an idle CPU.
+// picoseconds (of user code and of kernel software), a context switch
+// charged to the incoming thread, and a wake-up's latency onto an idle
+// CPU.
 func TestSimCosts(t *testing.T) {
-	costs := sched.SimCosts{Int3: 300, Syscall: 100, ContextSwitch: 1000, Wakeup: 5000}
+	costs := sched.SimCosts{Int3: 300, Syscall: 100, ContextSwitch: 1000, Wakeup: 5000, KernelInstructionPS: 550}
 	sys := sched.New(sched.Config{CPUs: 2, Seed: 1, Sim: &sched.SimConfig{Until: ms, HZ: 250, InstructionPS: 400, Costs: costs}})
 	var got []string
 	note := func(format string, args ...any) { got = append(got, fmt.Sprintf(format, args...)) }
@@ -447,6 +448,8 @@ func TestSimCosts(t *testing.T) {
 	a = sys.SpawnNamed("a", 0, 0, func(*sched.Thread) {
 		sched.ChargeCost(sched.CostInt3, 2)
 		note("a after two int3 at %v", sched.Since(sched.Epoch))
+		sched.ChargeKernelInstructions(1001) // 550.55 ns: 551
+		note("a after 1001 kernel instructions at %v", sched.Since(sched.Epoch))
 		for range 5 {
 			a.Point() // 5 x 400 ps: 2 ns
 		}
@@ -465,7 +468,8 @@ func TestSimCosts(t *testing.T) {
 	if _, err := sys.Run(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a after two int3 at 600ns", "a after five instructions at 602ns", "b first at 1.602µs", "a again at 2.602µs", "c woken at 5.602µs"}
+	want := []string{"a after two int3 at 600ns", "a after 1001 kernel instructions at 1.151µs", "a after five instructions at 1.153µs",
+		"b first at 2.153µs", "a again at 3.153µs", "c woken at 6.153µs"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

@@ -47,6 +47,11 @@ seconds on 2 CPUs):
                   class of CPU pair: SMT siblings, a shared last-level
                   cache, one socket, two sockets
   instruction     one cycle at /proc/cpuinfo's clock (a model choice)
+  kernel_instruction
+                  openat(2) of /dev/null and close(2), less two syscalls,
+                  over the 4895 kernel instructions the pair runs on 6.18
+                  (counted in an emulator): what a uprobe hit's counted
+                  kernel work costs here
   int3            not measured (the Go runtime owns SIGTRAP): the syscall
                   plus the published int3-versus-syscall delta
   noise           what interrupts a thread at SCHED_FIFO on each CPU, all

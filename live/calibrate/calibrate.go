@@ -3,9 +3,12 @@
 // a syscall round trip, a context switch and a cross-CPU wake-up through a
 // pipe, an IPI, an anonymous page fault, populating a page, a cache line's
 // hand-off between each class of CPU pair, an uncontended locked
-// read-modify-write, and a fork of a minimal process, without and with
-// present pages (ForkHelperELF). It never measures a uprobe, a maps scan or any
-// experiment's own figure: those are what a simulated run is compared with.
+// read-modify-write, a fork of a minimal process, without and with
+// present pages (ForkHelperELF), and openat(2) and close(2) of /dev/null,
+// the declared point that the cost of a kernel instruction is fitted to
+// (machine.Costs.KernelInstruction). It never measures a uprobe, a maps
+// scan or any experiment's own figure: those are what a simulated run is
+// compared with.
 //
 // Each measurement is repeated (Options.Runs) and kept whole in the
 // calibration file; a cost is the median of its runs. The int3 trap is not
