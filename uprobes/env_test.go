@@ -2,6 +2,7 @@ package uprobes
 
 import (
 	"testing"
+	"time"
 
 	"mmlab/cpu"
 	"mmlab/kernel"
@@ -43,13 +44,27 @@ func newEnvConfig(t testing.TB, ncpu int, c Config, prog func(a *cpu.Asm)) *env 
 
 // newEnvOn is newEnvConfig on the CPUs of sys, in its mode.
 func newEnvOn(t testing.TB, sys *sched.System, c Config, prog func(a *cpu.Asm)) *env {
+	return newEnvMachine(t, kernel.NewMachineOn(machine.MustNamed("x86-64"), sys), c, prog)
+}
+
+// newSimEnv is newEnvConfig on a simulated machine of d with one CPU;
+// its runs go inside e.mach.Main.
+func newSimEnv(t testing.TB, d machine.Description, c Config, prog func(a *cpu.Asm)) *env {
+	mach, err := kernel.NewSimMachine(d, 1, kernel.Sim{Seed: 1, Until: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnvMachine(t, mach, c, prog)
+}
+
+// newEnvMachine is newEnvConfig on mach.
+func newEnvMachine(t testing.TB, mach *kernel.Machine, c Config, prog func(a *cpu.Asm)) *env {
 	a := cpu.NewAsm(textAddr)
 	prog(a)
 	code, err := a.Assemble()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mach := kernel.NewMachineOn(machine.MustNamed("x86-64"), sys)
 	t.Cleanup(mach.Stop)
 	u, err := New(mach, c)
 	if err != nil {

@@ -26,6 +26,51 @@ const (
 	trampolineOff = 0 // slot 0 holds the uretprobe trampoline
 )
 
+// The kernel software of a hit, in instructions beyond the entry and exit
+// of its trap or system call (which machine.Costs.Int3 and Syscall price),
+// charged on a simulated machine at machine.Costs.KernelInstruction
+// (sched.ChargeKernelInstructions: nothing where the machine has no such
+// figure). Counted, not timed: Debian's 6.18.15 and 6.12.117 cloud kernels
+// (linux-image-*-cloud-amd64) booted in QEMU 7.2's TCG with -icount
+// shift=0 (one guest instruction per nanosecond of guest time), one CPU,
+// lsm=lockdown,capability,landlock,bpf, ran this repository's trigger
+// experiment (--target live --cpus 1, one BPF program on a uprobe_multi
+// link) and a getpid(2) loop. A count is the trigger loop's instructions
+// per call with the probe, less the loop's without it (5.0), less one
+// getpid() round trip (311.7 on 6.18, 334.6 on 6.12) per kernel entry.
+// Model choices: a hit is charged its count whatever its consumers (the
+// counted one had one BPF program), all of it where the model's handler
+// starts.
+const (
+	// swbpInstructions* are handle_swbp() on a uprobe on a nop
+	// (uprobe-nop: 995.0 instructions per call on 6.12, 1066.1 on 6.18):
+	// the lookup, handler_chain() and its consumer, the nop's emulation.
+	swbpInstructionsV612  = 655
+	swbpInstructionsToday = 749
+	// retInstructions* are what a uretprobe adds besides its second kernel
+	// entry (uretprobe-nop: 1988.1 per call on 6.12, 1923.1 on 6.18):
+	// prepare_uretprobe() at the hit, then the return through the
+	// trampoline (x86-64's uretprobe syscall and
+	// uprobe_handle_trampoline(); the model's trampoline is an int3).
+	retInstructionsV612  = 659
+	retInstructionsToday = 545
+	// sysUprobeInstructions is the uprobe syscall of an optimized uprobe
+	// on a 5-byte nop (uprobe-nop5 on 6.18, 1161.4 per call; 6.12 does
+	// not optimize): the trampoline's own instructions, sys_uprobe() and
+	// handle_syscall_uprobe(). The model charges it to the jmp-slot
+	// design's syscall too.
+	sysUprobeInstructions = 845
+)
+
+// hitInstructions returns the counts of u's hit path: a handle_swbp() and
+// a uretprobe's return.
+func (u *Uprobes) hitInstructions() (swbp, ret int) {
+	if u.hitPath == HitPathV612 {
+		return swbpInstructionsV612, retInstructionsV612
+	}
+	return swbpInstructionsToday, retInstructionsToday
+}
+
 // utask mirrors struct uprobe_task, current->utask: one task's uprobe state.
 // Only the task's own thread touches it.
 type utask struct {
@@ -106,6 +151,8 @@ func (u *Uprobes) handleSwbp(r *kernel.Runner, bp uint64) kernel.Signal {
 	th := r.Task.Thread
 	idx := u.flavor.ReadLock(th)
 	defer func() { u.flavor.ReadUnlock(th, idx) }()
+	swbp, _ := u.hitInstructions()
+	sched.ChargeKernelInstructions(swbp)
 	up, isSwbp := u.findActiveUprobe(r, bp)
 	if up == nil {
 		if isSwbp {
@@ -490,6 +537,8 @@ func (u *Uprobes) handleTrampoline(r *kernel.Runner, ut *utask) kernel.Signal {
 	if len(ut.ris) == 0 {
 		return sigill
 	}
+	_, ret := u.hitInstructions()
+	sched.ChargeKernelInstructions(ret)
 	sp := r.Regs.R[cpu.RSP]
 	for {
 		// find_next_ret_chain: the chain is the top instance and the

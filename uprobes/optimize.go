@@ -674,6 +674,7 @@ func (u *Uprobes) handleSyscallUprobe(r *kernel.Runner, bp uint64) {
 	th := r.Task.Thread
 	idx := u.flavor.ReadLock(th)
 	defer func() { u.flavor.ReadUnlock(th, idx) }()
+	sched.ChargeKernelInstructions(sysUprobeInstructions)
 	up, _ := u.findActiveUprobe(r, bp)
 	if up == nil {
 		return
