@@ -30,36 +30,36 @@ const (
 // of its trap or system call (which machine.Costs.Int3 and Syscall price),
 // charged on a simulated machine at machine.Costs.KernelInstruction
 // (sched.ChargeKernelInstructions: nothing where the machine has no such
-// figure). Counted, not timed: Debian's 6.18.15 and 6.12.117 cloud kernels
-// (linux-image-*-cloud-amd64) booted in QEMU 7.2's TCG with -icount
+// figure). Counted, not timed, by docs/repro/kernel-instructions.sh: Debian's
+// 6.18.15 and 6.12.117 cloud kernels booted in QEMU's TCG with -icount
 // shift=0 (one guest instruction per nanosecond of guest time), one CPU,
-// lsm=lockdown,capability,landlock,bpf, ran this repository's trigger
+// this project's live host's LSMs, running this repository's trigger
 // experiment (--target live --cpus 1, one BPF program on a uprobe_multi
 // link) and a getpid(2) loop. A count is the trigger loop's instructions
 // per call with the probe, less the loop's without it (5.0), less one
-// getpid() round trip (311.7 on 6.18, 334.6 on 6.12) per kernel entry.
-// Model choices: a hit is charged its count whatever its consumers (the
-// counted one had one BPF program), all of it where the model's handler
-// starts.
+// getpid() round trip (284.3 on 6.18, 307.2 on 6.12) per kernel entry
+// (docs/kernel-instruction-counts.md). Model choices: a hit is charged its
+// count whatever its consumers (the counted one had one BPF program), all
+// of it where the model's handler starts.
 const (
 	// swbpInstructions* are handle_swbp() on a uprobe on a nop
 	// (uprobe-nop: 995.0 instructions per call on 6.12, 1066.1 on 6.18):
 	// the lookup, handler_chain() and its consumer, the nop's emulation.
-	swbpInstructionsV612  = 655
-	swbpInstructionsToday = 749
+	swbpInstructionsV612  = 683
+	swbpInstructionsToday = 777
 	// retInstructions* are what a uretprobe adds besides its second kernel
 	// entry (uretprobe-nop: 1988.1 per call on 6.12, 1923.1 on 6.18):
 	// prepare_uretprobe() at the hit, then the return through the
 	// trampoline (x86-64's uretprobe syscall and
 	// uprobe_handle_trampoline(); the model's trampoline is an int3).
-	retInstructionsV612  = 659
-	retInstructionsToday = 545
+	retInstructionsV612  = 686
+	retInstructionsToday = 573
 	// sysUprobeInstructions is the uprobe syscall of an optimized uprobe
 	// on a 5-byte nop (uprobe-nop5 on 6.18, 1161.4 per call; 6.12 does
 	// not optimize): the trampoline's own instructions, sys_uprobe() and
 	// handle_syscall_uprobe(). The model charges it to the jmp-slot
 	// design's syscall too.
-	sysUprobeInstructions = 845
+	sysUprobeInstructions = 872
 )
 
 // hitInstructions returns the counts of u's hit path: a handle_swbp() and

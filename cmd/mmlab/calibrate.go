@@ -49,7 +49,7 @@ seconds on 2 CPUs):
   instruction     one cycle at /proc/cpuinfo's clock (a model choice)
   kernel_instruction
                   openat(2) of /dev/null and close(2), less two syscalls,
-                  over the 4895 kernel instructions the pair runs on 6.18
+                  over the 4916 kernel instructions the pair runs on 6.18
                   (counted in an emulator): what a uprobe hit's counted
                   kernel work costs here
   int3            not measured (the Go runtime owns SIGTRAP): the syscall

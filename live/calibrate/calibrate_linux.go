@@ -135,11 +135,12 @@ func OpenClose(ctx context.Context, o Options, cpu int) ([]float64, error) {
 }
 
 // openCloseInstructions is what OpenClose's pair runs in the kernel beyond
-// its two entries and exits: 5,518.8 instructions per pair less two
-// getpid(2) round trips of 311.7, on Debian's 6.18.15 cloud kernel with
-// this host's LSMs (lsm=lockdown,capability,landlock,bpf), counted as
-// package uprobes counts a hit's (QEMU TCG, -icount shift=0).
-const openCloseInstructions = 4895
+// its two entries and exits: 5,484.6 instructions per pair less two
+// getpid(2) round trips of 284.3, on Debian's 6.18.15 cloud kernel with
+// this project's live host's LSMs (lsm=lockdown,capability,landlock,bpf),
+// counted by docs/repro/kernel-instructions.sh as package uprobes' hit
+// counts are (QEMU TCG, -icount shift=0).
+const openCloseInstructions = 4916
 
 // LockedRMW measures an uncontended LOCK XADD (atomic.Int64.Add on amd64)
 // on a line in the CPU's cache, on cpu; the loop's own compare and branch
