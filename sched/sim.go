@@ -93,9 +93,6 @@ type SimCosts struct {
 	// from one thread to another on a CPU (context_switch(): switch_mm,
 	// switch_to); a CPU that leaves or enters idle pays none of it.
 	ContextSwitch time.Duration
-	// KernelInstructionPS is one instruction of kernel software beyond an
-	// entry and exit, in picoseconds: ChargeKernelInstructions' cost.
-	KernelInstructionPS int64
 	// Wakeup is the latency a wake-up by another thread (try_to_wake_up()
 	// from Notify or Close) adds before the wakee runs when it lands on an
 	// idle CPU: the IPI to it and its exit from idle. The waker pays
@@ -103,6 +100,9 @@ type SimCosts struct {
 	// turn instead (model choices; a timer's wake-up is the idle CPU's own
 	// interrupt and pays none).
 	Wakeup time.Duration
+	// KernelInstructionPS is one instruction of kernel software beyond an
+	// entry and exit, in picoseconds: ChargeKernelInstructions' cost.
+	KernelInstructionPS int64
 }
 
 // SimNoise is the interruptions of a sim run's busy CPUs (machine.Noise):

@@ -33,14 +33,15 @@ const (
 // figure). Counted, not timed, by docs/repro/kernel-instructions.sh: Debian's
 // 6.18.15 and 6.12.117 cloud kernels booted in QEMU's TCG with -icount
 // shift=0 (one guest instruction per nanosecond of guest time), one CPU,
-// this project's live host's LSMs, running this repository's trigger
+// lsm=lockdown,capability,landlock,bpf, running this repository's trigger
 // experiment (--target live --cpus 1, one BPF program on a uprobe_multi
 // link) and a getpid(2) loop. A count is the trigger loop's instructions
 // per call with the probe, less the loop's without it (5.0), less one
 // getpid() round trip (284.3 on 6.18, 307.2 on 6.12) per kernel entry
 // (docs/kernel-instruction-counts.md). Model choices: a hit is charged its
-// count whatever its consumers (the counted one had one BPF program), all
-// of it where the model's handler starts.
+// count whatever its consumers (the counted one had one BPF program), each
+// count at once where the model's handler starts (a uretprobe's
+// prepare_uretprobe() share too, at the return).
 const (
 	// swbpInstructions* are handle_swbp() on a uprobe on a nop
 	// (uprobe-nop: 995.0 instructions per call on 6.12, 1066.1 on 6.18):

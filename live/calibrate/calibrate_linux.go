@@ -136,9 +136,8 @@ func OpenClose(ctx context.Context, o Options, cpu int) ([]float64, error) {
 
 // openCloseInstructions is what OpenClose's pair runs in the kernel beyond
 // its two entries and exits: 5,484.6 instructions per pair less two
-// getpid(2) round trips of 284.3, on Debian's 6.18.15 cloud kernel with
-// this project's live host's LSMs (lsm=lockdown,capability,landlock,bpf),
-// counted by docs/repro/kernel-instructions.sh as package uprobes' hit
+// getpid(2) round trips of 284.3, on Debian's 6.18.15 cloud kernel booted
+// with lsm=lockdown,capability,landlock,bpf, counted by docs/repro/kernel-instructions.sh as package uprobes' hit
 // counts are (QEMU TCG, -icount shift=0).
 const openCloseInstructions = 4916
 
