@@ -29,6 +29,9 @@ package forkstall
 //     parent's CPU, as a child inherits its parent's affinity; the
 //     wake-ups of the child and of its parent each cost the machine's
 //     wakeup.
+//   - The forker is a process of one page of text (in busy-forks the
+//     probed file's), as live/forkstall's forker is (live.ForkHelperELF),
+//     and that is the process whose fork calibrate's fork cost is.
 //   - The busy process's forking thread (busy-forks) pauses 1 ms after
 //     each fork, as live/forkstall's does.
 //   - The busy process's mapping is PROT_READ, as the real-time runner's:

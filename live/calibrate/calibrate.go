@@ -4,7 +4,7 @@
 // pipe, an IPI, an anonymous page fault, populating a page, a cache line's
 // hand-off between each class of CPU pair, an uncontended locked
 // read-modify-write, a fork of a minimal process, without and with
-// present pages (ForkHelperELF), and openat(2) and close(2) of /dev/null,
+// present pages (live.ForkHelperELF), and openat(2) and close(2) of /dev/null,
 // the declared point that the cost of a kernel instruction is fitted to
 // (machine.Costs.KernelInstruction). It never measures a uprobe, a maps
 // scan or any experiment's own figure: those are what a simulated run is

@@ -3,7 +3,6 @@ package calibrate
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -440,7 +439,7 @@ func forkCount(o Options, pages int) int {
 }
 
 // Fork measures fork(2) of a minimal process with pages present anonymous
-// 4 KiB pages, per fork: the time the helper of ForkHelperELF reports for
+// 4 KiB pages, per fork: the times the helper of live.ForkHelperELF reports for
 // its forks, each from inside one clock_gettime(2) to inside the next
 // (the fork's round trip and one more syscall's exit and entry; not the
 // child's exit nor the wait). The helper is written into a directory of
@@ -459,7 +458,7 @@ func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
 	}
 	defer os.RemoveAll(dir)
 	helper := filepath.Join(dir, "forkhelper")
-	if err := os.WriteFile(helper, ForkHelperELF(uint32(pages), uint32(n)), 0o755); err != nil {
+	if err := os.WriteFile(helper, live.ForkHelperELF(live.ForkHelper{Pages: uint32(pages), Forks: uint32(n), CPU: -1}), 0o755); err != nil {
 		return nil, err
 	}
 	return repeat(ctx, o.Runs, func() (float64, error) {
@@ -471,10 +470,15 @@ func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
 				if err := cmd.Run(); err != nil {
 					return 0, fmt.Errorf("the fork helper: %w", err)
 				}
-				if out.Len() != 8 {
-					return 0, fmt.Errorf("the fork helper wrote %d bytes, want 8", out.Len())
+				recs := live.ParseForkRecords(out.Bytes())
+				if len(recs) != n || out.Len() != 16*n {
+					return 0, fmt.Errorf("the fork helper wrote %d bytes, want %d records of 16", out.Len(), n)
 				}
-				return time.Duration(binary.LittleEndian.Uint64(out.Bytes())), nil
+				var sum time.Duration
+				for _, r := range recs {
+					sum += time.Duration(r.Dur)
+				}
+				return sum, nil
 			})
 		})
 	})

@@ -2,10 +2,7 @@ package calibrate
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -77,25 +74,6 @@ func TestMeasurements(t *testing.T) {
 		ns, err = Fork(ctx, small, a, forkPages)
 		if f := get("fork with pages", ns, err); f <= fork0 {
 			t.Errorf("a fork with %d present pages (%v ns) took no longer than one without (%v ns)", forkPages, f, fork0)
-		}
-	}
-}
-
-// The fork helper runs as a process of its own (no root needed): it
-// touches its pages, forks and reaps each child, and writes the sum of
-// its forks' times, 8 bytes, exiting 0.
-func TestForkHelperRuns(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the fork helper is x86-64 code")
-	}
-	for _, pages := range []uint32{0, 16} {
-		path := filepath.Join(t.TempDir(), "forkhelper")
-		if err := os.WriteFile(path, ForkHelperELF(pages, 3), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(path).Output()
-		if err != nil || len(out) != 8 || binary.LittleEndian.Uint64(out) == 0 {
-			t.Errorf("%d pages: %v, output %x", pages, err, out)
 		}
 	}
 }

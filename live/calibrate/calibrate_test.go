@@ -1,9 +1,6 @@
 package calibrate
 
 import (
-	"bytes"
-	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -83,30 +80,5 @@ func TestWrite(t *testing.T) {
 	}
 	if errors.Is(err, machine.ErrNotSupported) {
 		t.Error("a write error is not ErrNotSupported")
-	}
-}
-
-// The fork helper is a static x86-64 executable: one read-execute
-// PT_LOAD segment at forkHelperBase holding the whole file, entered at
-// its code, with the pages and forks patched into their operands.
-func TestForkHelperELF(t *testing.T) {
-	b := ForkHelperELF(4096, 200)
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 || f.Type != elf.ET_EXEC || len(f.Progs) != 1 {
-		t.Fatalf("header %+v, %d program headers", f.FileHeader, len(f.Progs))
-	}
-	p := f.Progs[0]
-	if p.Type != elf.PT_LOAD || p.Flags != elf.PF_R|elf.PF_X || p.Off != 0 || p.Vaddr != forkHelperBase || p.Filesz != uint64(len(b)) || p.Memsz != p.Filesz {
-		t.Errorf("segment %+v", p.ProgHeader)
-	}
-	code := b[f.Entry-forkHelperBase:]
-	if len(code) != len(forkHelperCode) || len(b) > 4096 {
-		t.Errorf("entry %#x: %d bytes of code, want %d; file %d bytes", f.Entry, len(code), len(forkHelperCode), len(b))
-	}
-	if pages, forks := binary.LittleEndian.Uint32(code[forkHelperPagesAt:]), binary.LittleEndian.Uint32(code[forkHelperForksAt:]); pages != 4096 || forks != 200 {
-		t.Errorf("patched pages %d, forks %d", pages, forks)
 	}
 }

@@ -10,9 +10,11 @@
 // mmap_lock while it holds dup_mmap_sem for write) stall every fork() for as
 // long as the busy process holds its lock.
 //
-// The helper processes (busy, forker, holder of idle processes) are
-// re-executions of mmlab in the roles this package registers with
-// mmlab/live; they fork through a raw clone(SIGCHLD) (rawfork_linux.go).
+// The busy process and the holder of idle processes are re-executions of
+// mmlab in the roles this package registers with mmlab/live; they fork
+// through a raw clone(SIGCHLD) (rawfork_linux.go). The forker is
+// live.ForkHelperELF's static helper, the process the simulation forks
+// (startForker).
 package forkstall
 
 import "time"

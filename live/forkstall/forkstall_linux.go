@@ -34,7 +34,6 @@ import (
 // passes each its argument.
 const (
 	roleBusy   = "forkstall-busy"   // MMLAB_FORKSTALL_ARG: the populate size; MMLAB_FORKSTALL_FORK=1: a thread forks
-	roleForker = "forkstall-forker" // no argument
 	roleHolder = "forkstall-holder" // MMLAB_FORKSTALL_ARG: how many idle processes
 	argEnv     = "MMLAB_FORKSTALL_ARG"
 	forkEnv    = "MMLAB_FORKSTALL_FORK"
@@ -42,7 +41,6 @@ const (
 
 func init() {
 	live.RegisterRole(roleBusy, func() int { return busy(argUint(), os.Getenv(forkEnv) == "1") })
-	live.RegisterRole(roleForker, forker)
 	live.RegisterRole(roleHolder, func() int { return holder(int(argUint())) })
 }
 
@@ -86,32 +84,10 @@ func busy(size uint64, forks bool) int {
 			fmt.Fprintf(os.Stderr, "busy: mmap %d bytes: %s\n", size, unix.ErrnoName(err.(syscall.Errno)))
 			return 1
 		}
-		if writeRecord(out, forkRecord{t0, monotonicNs() - t0}) != nil {
+		if writeRecord(out, forkRecord{Start: t0, Dur: monotonicNs() - t0}) != nil {
 			return 0
 		}
 		_ = unix.Munmap(b)
-	}
-}
-
-// forker loops fork() on forkstall.ForkerCPU and writes (start, duration)
-// of each to stdout until the experiment stops reading them.
-func forker() int {
-	runtime.LockOSThread()
-	pin(forkstall.ForkerCPU)
-	out := os.Stdout
-	for {
-		t0 := monotonicNs()
-		pid, e := rawFork(false)
-		d := monotonicNs() - t0
-		if e != 0 {
-			fmt.Fprintf(os.Stderr, "forker: fork: %s\n", unix.ErrnoName(e))
-			return 1
-		}
-		if writeRecord(out, forkRecord{t0, d}) != nil {
-			return 0
-		}
-		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(pid, &ws, 0, nil)
 	}
 }
 
@@ -134,8 +110,8 @@ func holder(n int) int {
 // writeRecord writes r as 16 bytes; it fails once the experiment is gone.
 func writeRecord(w io.Writer, r forkRecord) error {
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(r.start))
-	binary.LittleEndian.PutUint64(b[8:], uint64(r.dur))
+	binary.LittleEndian.PutUint64(b[:8], uint64(r.Start))
+	binary.LittleEndian.PutUint64(b[8:], uint64(r.Dur))
 	_, err := w.Write(b[:])
 	return err
 }
@@ -158,7 +134,7 @@ func newRecorder(r io.Reader) *recorder {
 				return
 			}
 			rec.mu.Lock()
-			rec.recs = append(rec.recs, forkRecord{int64(binary.LittleEndian.Uint64(b[:8])), int64(binary.LittleEndian.Uint64(b[8:]))})
+			rec.recs = append(rec.recs, live.ParseForkRecords(b[:])...)
 			rec.mu.Unlock()
 		}
 	}()
@@ -176,7 +152,7 @@ func (r *recorder) snapshot() []forkRecord {
 func (r *recorder) waitPast(ctx context.Context, t int64) error {
 	for {
 		r.mu.Lock()
-		ok := len(r.recs) > 0 && r.recs[len(r.recs)-1].start > t
+		ok := len(r.recs) > 0 && r.recs[len(r.recs)-1].Start > t
 		r.mu.Unlock()
 		if ok {
 			return nil
@@ -210,6 +186,36 @@ func (p *procs) start(ctx context.Context, path, role string, env ...string) (io
 	}
 	if err := live.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s helper: %w", role, err)
+	}
+	p.cmds = append(p.cmds, cmd)
+	return out, nil
+}
+
+// startForker writes the fork helper of h (live.ForkHelperELF) into
+// dir, the run's directory, runs it and returns its stdout. The forker
+// is that helper, not a re-execution of mmlab, so that live and the
+// simulation fork the same process: one page of text (and in busy-forks
+// the probed file mapped), a stack, no threads, no heap; the process
+// whose fork calibrate measures. It dies with this process
+// (PR_SET_PDEATHSIG, live.Start) or when its stdout is closed (SIGPIPE).
+func (p *procs) startForker(ctx context.Context, dir string, h live.ForkHelper) (io.Reader, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, live.Unsupported("the forker is x86-64 code; this is %s", runtime.GOARCH)
+	}
+	path := filepath.Join(dir, "forker")
+	if err := os.WriteFile(path, live.ForkHelperELF(h), 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Env = []string{}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := live.Start(cmd); err != nil {
+		return nil, fmt.Errorf("start the forker: %w", err)
 	}
 	p.cmds = append(p.cmds, cmd)
 	return out, nil
@@ -405,7 +411,7 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 	defer ps.kill()
 
 	// Who runs which binary decides who maps the probed file.
-	forkerPath := self
+	forker := live.ForkHelper{CPU: forkstall.ForkerCPU % runtime.NumCPU()}
 	size := argEnv + "=" + strconv.FormatUint(uint64(o.Size), 10)
 	switch o.Case {
 	case forkstall.CaseBusyMaps:
@@ -424,7 +430,11 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 		if err := firstCycle(ctx, newRecorder(out)); err != nil {
 			return nil, fmt.Errorf("busy process: %w", err)
 		}
-		forkerPath = probed
+		fi, err := os.Stat(probed)
+		if err != nil {
+			return nil, err
+		}
+		forker.File, forker.FileLen = probed, uint32(fi.Size())
 	case forkstall.CaseIdle1000, forkstall.CaseIdle5000:
 		n := forkstall.Idle(o.Case)
 		out, err := ps.start(ctx, probed, roleHolder, argEnv+"="+strconv.Itoa(n))
@@ -438,7 +448,7 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 	default:
 		return nil, fmt.Errorf("unknown case %q", o.Case)
 	}
-	out, err := ps.start(ctx, forkerPath, roleForker)
+	out, err := ps.startForker(ctx, dir, forker)
 	if err != nil {
 		return nil, err
 	}
@@ -527,16 +537,17 @@ func oneRun(ctx context.Context, o *caseRun, path string, offsets []uint64, fork
 	return run, experiment.Sleep(ctx, o.Gap)
 }
 
-// forkRecord is one fork() the forker timed, on CLOCK_MONOTONIC.
-type forkRecord struct{ start, dur int64 }
+// forkRecord is one fork the forker timed, or one populate of the busy
+// process, on CLOCK_MONOTONIC: the fork helper's record.
+type forkRecord = live.ForkRecord
 
 // longestIn returns the longest fork that started in any of the windows
 // [a, b) and how many started there.
 func longestIn(forks []forkRecord, windows ...[2]int64) (maxNs int64, n int) {
 	for _, f := range forks {
-		if slices.ContainsFunc(windows, func(w [2]int64) bool { return f.start >= w[0] && f.start < w[1] }) {
+		if slices.ContainsFunc(windows, func(w [2]int64) bool { return f.Start >= w[0] && f.Start < w[1] }) {
 			n++
-			maxNs = max(maxNs, f.dur)
+			maxNs = max(maxNs, f.Dur)
 		}
 	}
 	return maxNs, n

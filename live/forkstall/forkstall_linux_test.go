@@ -122,7 +122,7 @@ func TestHarnessCancel(t *testing.T) {
 }
 
 func TestLongestIn(t *testing.T) {
-	forks := []forkRecord{{10, 5}, {20, 50}, {30, 7}, {45, 100}, {60, 1}}
+	forks := []forkRecord{{Start: 10, Dur: 5}, {Start: 20, Dur: 50}, {Start: 30, Dur: 7}, {Start: 45, Dur: 100}, {Start: 60, Dur: 1}}
 	maxNs, n := longestIn(forks, [2]int64{0, 25}, [2]int64{40, 50})
 	if maxNs != 100 || n != 3 {
 		t.Errorf("longestIn = %d, %d; want 100, 3", maxNs, n)
