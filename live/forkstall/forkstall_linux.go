@@ -178,6 +178,12 @@ func (p *procs) start(ctx context.Context, path, role string, env ...string) (io
 		return nil, err
 	}
 	cmd.Path = path
+	return p.run(cmd, role+" helper")
+}
+
+// run starts cmd, a helper named what, in a process group of its own with
+// live.Start, and returns its stdout.
+func (p *procs) run(cmd *exec.Cmd, what string) (io.Reader, error) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
@@ -185,7 +191,7 @@ func (p *procs) start(ctx context.Context, path, role string, env ...string) (io
 		return nil, err
 	}
 	if err := live.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start %s helper: %w", role, err)
+		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
 	p.cmds = append(p.cmds, cmd)
 	return out, nil
@@ -208,17 +214,7 @@ func (p *procs) startForker(ctx context.Context, dir string, h live.ForkHelper) 
 	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = []string{}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := live.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start the forker: %w", err)
-	}
-	p.cmds = append(p.cmds, cmd)
-	return out, nil
+	return p.run(cmd, "the forker")
 }
 
 // kill ends every helper and everything it forked (each helper leads its own
