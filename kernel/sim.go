@@ -58,10 +58,13 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 	}
 	ns := func(c machine.Cost) time.Duration { return time.Duration(math.Round(c.NS)) }
 	k := d.Costs
-	noise := sched.SimNoise{PerSecond: d.Noise.PerSecond}
-	for _, v := range d.Noise.NS {
-		noise.Durations = append(noise.Durations, time.Duration(math.Round(v)))
+	durations := func(ns []float64) (ds []time.Duration) {
+		for _, v := range ns {
+			ds = append(ds, time.Duration(math.Round(v)))
+		}
+		return ds
 	}
+	noise := sched.SimNoise{PerSecond: d.Noise.PerSecond, Durations: durations(d.Noise.NS)}
 	return &sched.SimConfig{
 		Noise: noise,
 		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead, Machine: &d,
@@ -69,6 +72,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),
 			PopulatePage: ns(k.PopulatePage), IPI: ns(k.IPI), Fork: ns(k.Fork), ForkPage: ns(k.ForkPage), ZapPage: ns(k.ZapPage),
+			ForkSamples:   durations(k.Fork.Samples),
 			ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup), KernelInstructionPS: int64(math.Round(k.KernelInstruction.NS * 1000))},
 	}, nil
 }

@@ -72,6 +72,12 @@ type Clock struct {
 type Cost struct {
 	NS     float64 `json:"ns"`
 	Source string  `json:"source"`
+	// Samples, where present, are measured costs of single events, in
+	// nanoseconds: a simulated machine charges each event one drawn
+	// uniformly from them by the run's seeded generator (a model
+	// choice), and NS is their summary. Only calibrate's fork has them;
+	// a named description's costs are single figures.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 // Noise is what interrupts a CPU's task besides the events the costs
@@ -234,6 +240,8 @@ func (c *Costs) Validate() error {
 			err = fmt.Errorf("cost %s (%v ns) has no source", name, cost.NS)
 		case cost.NS == 0 && !lineClasses[name] && !strings.Contains(cost.Source, NotCharged):
 			err = fmt.Errorf("cost %s is zero (%s)", name, cost.Source)
+		case slices.ContainsFunc(cost.Samples, func(v float64) bool { return !(v >= 0) || math.IsInf(v, 0) }):
+			err = fmt.Errorf("cost %s has a sample that is negative or not a number", name)
 		}
 	})
 	return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,7 @@ func TestNamedCosts(t *testing.T) {
 		t.Errorf("the seeds' machines: %+v %+v; %+v %+v", vm.Kernel, vm.Topology, xeon.Kernel, xeon.Topology)
 	}
 	// costs_from copies the costs, the clock and the mitigations.
-	if x := MustNamed("x86-64"); x.Costs != xeon.Costs || x.Clock != xeon.Clock || x.Kernel.Mitigations != xeon.Kernel.Mitigations {
+	if x := MustNamed("x86-64"); !reflect.DeepEqual(x.Costs, xeon.Costs) || x.Clock != xeon.Clock || x.Kernel.Mitigations != xeon.Kernel.Mitigations {
 		t.Errorf("x86-64 does not take xeon-gold-6138-2s's costs")
 	}
 }
@@ -67,6 +68,11 @@ func TestParseNamedRejects(t *testing.T) {
 	if ds, err := parseNamed([]byte(strings.Replace(good, "COSTS", all, 1))); err != nil || len(ds) != 1 {
 		t.Fatalf("a complete entry: %v, %v", ds, err)
 	}
+	// A cost may carry samples of single events.
+	sampled := strings.Replace(all, `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":1,"source":"s","samples":[0.5,1,30]}`, 1)
+	if ds, err := parseNamed([]byte(strings.Replace(good, "COSTS", sampled, 1))); err != nil || len(ds) != 1 || !slices.Equal(ds[0].Costs.Fork.Samples, []float64{0.5, 1, 30}) {
+		t.Errorf("a cost with samples: %v, %v", ds, err)
+	}
 	// A zero cost whose source says it is not charged is a model choice.
 	notCharged := strings.Replace(all, `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":0,"source":"none at hand: `+NotCharged+`"}`, 1)
 	if ds, err := parseNamed([]byte(strings.Replace(good, "COSTS", notCharged, 1))); err != nil || len(ds) != 1 {
@@ -78,6 +84,7 @@ func TestParseNamedRejects(t *testing.T) {
 		{"cost missing", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"ipi":{"ns":1,"source":"s"},`, ``, 1), "ipi"},
 		{"zero cost", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":0,"source":"s"}`, 1), "fork is zero"},
 		{"negative cost", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"int3":{"ns":1`, `"int3":{"ns":-1`, 1), "int3"},
+		{"negative sample", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"fork":{"ns":1,"source":"s"}`, `"fork":{"ns":1,"source":"s","samples":[1,-2]}`, 1), "fork has a sample"},
 		{"topology", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"sockets":1`, `"sockets":2`, 1), "topology"},
 		{"no clock", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"ghz":1`, `"ghz":0`, 1), "clock"},
 		{"costs_from nowhere", strings.Replace(strings.Replace(good, "COSTS", all, 1), `"name":"a"`, `"name":"a","costs_from":"b"`, 1), "costs_from"},
@@ -145,7 +152,7 @@ func TestSimulatedHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Name != "host" || d.Costs != c.Description.Costs || d.Features != Host().Features {
+	if d.Name != "host" || !reflect.DeepEqual(d.Costs, c.Description.Costs) || d.Features != Host().Features {
 		t.Errorf("Simulated(host) = %+v", d)
 	}
 	c.Description.Kernel.Release = "2.6.32"

@@ -89,6 +89,10 @@ type SimCosts struct {
 	// Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage and
 	// ZapPage are ChargeCost's events: CostInt3 and the others.
 	Int3, Syscall, PageFault, PopulatePage, IPI, Fork, ForkPage, ZapPage time.Duration
+	// ForkSamples, where set, replace Fork: each fork's fixed cost is one
+	// of them, drawn uniformly by the run's seeded generator
+	// (machine.Cost.Samples).
+	ForkSamples []time.Duration
 	// ContextSwitch is charged to the incoming thread of every switch
 	// from one thread to another on a CPU (context_switch(): switch_mm,
 	// switch_to); a CPU that leaves or enters idle pays none of it.
@@ -149,9 +153,10 @@ type simRun struct {
 	pointPS int64 // InstructionPS; 0: point
 	relax   int64
 	costs   [CostZapPage + 1]int64
-	kinstPS int64 // SimCosts.KernelInstructionPS
-	cswitch int64 // SimCosts.ContextSwitch
-	wakeup  int64 // SimCosts.Wakeup
+	forks   []time.Duration // SimCosts.ForkSamples
+	kinstPS int64           // SimCosts.KernelInstructionPS
+	cswitch int64           // SimCosts.ContextSwitch
+	wakeup  int64           // SimCosts.Wakeup
 	cpus    []*simCPU
 	timers  []simTimer // sleeping threads, by deadline then sequence
 	seq     uint64
@@ -229,6 +234,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI),
 		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage), CostZapPage: int64(c.Costs.ZapPage)}
+	s.forks = c.Costs.ForkSamples
 	if s.point <= 0 {
 		s.point = 1
 	}
@@ -769,11 +775,19 @@ func Charge(d time.Duration) {
 
 // ChargeCost is n events of kind c by the running thread of a sim run,
 // charged as Charge charges kernel work, at the cost SimConfig.Costs gives
-// the event. A no-op outside sim mode.
+// the event (a fork's drawn from ForkSamples where it has them). A no-op
+// outside sim mode.
 func ChargeCost(c Cost, n int) {
 	if t := running(); t != nil && t.det.sim != nil {
 		s := t.sys().det.sim
-		if d := s.costs[c] * int64(n); d > 0 {
+		d := s.costs[c] * int64(n)
+		if c == CostFork && len(s.forks) > 0 {
+			d = 0
+			for range n {
+				d += int64(s.forks[s.r.rng.IntN(len(s.forks))])
+			}
+		}
+		if d > 0 {
 			s.charge(t, d, ctxIRQ)
 		}
 	}

@@ -475,6 +475,48 @@ func TestSimCosts(t *testing.T) {
 	}
 }
 
+// A fork's cost is drawn from ForkSamples where the machine has them, one
+// sample per fork by the run's seed (the same seed, the same draws), and
+// is Fork otherwise; the other events keep their fixed costs.
+func TestSimForkSamples(t *testing.T) {
+	run := func(costs sched.SimCosts, seed uint64) []time.Duration {
+		var got []time.Duration
+		sys := sched.New(sched.Config{CPUs: 1, Seed: seed, Sim: &sched.SimConfig{Until: ms, HZ: 250, Costs: costs}})
+		sys.SpawnNamed("f", 0, 0, func(*sched.Thread) {
+			for range 40 {
+				t0 := sched.Now()
+				sched.ChargeCost(sched.CostFork, 1)
+				got = append(got, sched.Since(t0))
+			}
+			t0 := sched.Now()
+			sched.ChargeCost(sched.CostSyscall, 1)
+			got = append(got, sched.Since(t0))
+		})
+		if _, err := sys.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	samples := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 40 * time.Microsecond}
+	drawn := run(sched.SimCosts{Fork: 7 * time.Microsecond, Syscall: 100, ForkSamples: samples}, 1)
+	seen := map[time.Duration]int{}
+	for _, d := range drawn[:40] {
+		seen[d]++
+	}
+	if len(seen) != len(samples) || seen[1*time.Microsecond] == 0 || seen[3*time.Microsecond] == 0 || seen[40*time.Microsecond] == 0 || drawn[40] != 100 {
+		t.Errorf("forks cost %v (want only and all of %v), then a syscall %v", seen, samples, drawn[40])
+	}
+	if again := run(sched.SimCosts{Fork: 7 * time.Microsecond, Syscall: 100, ForkSamples: samples}, 1); !slices.Equal(again, drawn) {
+		t.Errorf("the same seed drew %v, then %v", drawn, again)
+	}
+	fixed := run(sched.SimCosts{Fork: 7 * time.Microsecond, Syscall: 100}, 1)
+	for _, d := range fixed[:40] {
+		if d != 7*time.Microsecond {
+			t.Fatalf("without samples a fork cost %v, want Fork's 7µs", d)
+		}
+	}
+}
+
 // A busy CPU loses the noise's interruptions, an idle one none: with
 // interruptions of 10 µs at 10,000 a second, 10 ms of kernel work and
 // waits on memory ends later by a whole number of them, about a hundred; a thread that sleeps

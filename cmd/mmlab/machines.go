@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"mmlab/experiment"
@@ -121,6 +122,11 @@ func writeCosts(w io.Writer, d machine.Description) {
 	fmt.Fprintf(w, "  costs, ns:\n")
 	d.Costs.Each(func(name string, c *machine.Cost) {
 		fmt.Fprintf(w, "    %-15s %8.1f  %s\n", name, c.NS, c.Source)
+		if n := len(c.Samples); n > 0 {
+			v := slices.Sorted(slices.Values(c.Samples))
+			fmt.Fprintf(w, "    %-15s           each event drawn from %d measured: median %.1f, 99th percentile %.1f, at most %.1f\n",
+				"", n, v[n/2], v[min(n*99/100, n-1)], v[n-1])
+		}
 	})
 	fmt.Fprintf(w, "  noise:    %s\n", d.Noise)
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -447,21 +449,24 @@ func forkCount(o Options, pages int) int {
 // cpu at SCHED_FIFO, whose affinity and policy it inherits, and removed
 // when the measurement ends. It is x86-64 code (ErrNotSupported
 // elsewhere).
-func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
+//
+// It also returns every fork's interval, in nanoseconds, in the order
+// timed.
+func Fork(ctx context.Context, o Options, cpu, pages int) (runs, forks []float64, err error) {
 	if runtime.GOARCH != "amd64" {
-		return nil, live.Unsupported("the fork helper is x86-64 code; this is %s", runtime.GOARCH)
+		return nil, nil, live.Unsupported("the fork helper is x86-64 code; this is %s", runtime.GOARCH)
 	}
 	n := forkCount(o, pages)
 	dir, err := live.MkdirExecTemp(forkHelperPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("the fork helper: %w", err)
+		return nil, nil, fmt.Errorf("the fork helper: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	helper := filepath.Join(dir, "forkhelper")
 	if err := os.WriteFile(helper, live.ForkHelperELF(live.ForkHelper{Pages: uint32(pages), Forks: uint32(n), CPU: -1}), 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return repeat(ctx, o.Runs, func() (float64, error) {
+	runs, err = repeat(ctx, o.Runs, func() (float64, error) {
 		return onCPU(cpu, func() (float64, error) {
 			return batched(n, 1, func(int) (time.Duration, error) {
 				var out bytes.Buffer
@@ -477,11 +482,34 @@ func Fork(ctx context.Context, o Options, cpu, pages int) ([]float64, error) {
 				var sum time.Duration
 				for _, r := range recs {
 					sum += time.Duration(r.Dur)
+					forks = append(forks, float64(r.Dur))
 				}
 				return sum, nil
 			})
 		})
 	})
+	return runs, forks, err
+}
+
+// forkSampleCount is how many of a fork measurement's intervals a host
+// description keeps as the fork's samples (machine.Cost.Samples): that
+// many evenly spaced quantiles of them, so that the file stays small
+// while the tail a window's longest fork draws from stays in (a model
+// choice: the top 1/2048 of the forks is one sample).
+const forkSampleCount = 2048
+
+// forkSamples returns the fork costs a simulated machine draws from:
+// forkSampleCount quantiles of the intervals (all of them if fewer), each
+// less syscalls (the syscalls' share of an interval) and at least 0, to
+// the nanosecond.
+func forkSamples(intervals []float64, syscalls float64) []float64 {
+	v := slices.Sorted(slices.Values(intervals))
+	n := min(len(v), forkSampleCount)
+	out := make([]float64, n)
+	for i := range n {
+		out[i] = max(math.Round(v[(2*i+1)*len(v)/(2*n)]-syscalls), 0)
+	}
+	return out
 }
 
 // forkHelperPrefix starts the name of the directory of each Fork's helper;
@@ -625,17 +653,25 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 	// fork is measured as is, fork_page as what forkPages present pages
 	// add to it.
 	var fork0 machine.Measurement
+	var forks []float64
 	forkSteps := []step{
 		{"fork", forkWhat(o, a, 0),
-			func() ([]float64, error) { return Fork(ctx, o, a, 0) },
+			func() (runs []float64, err error) {
+				runs, forks, err = Fork(ctx, o, a, 0)
+				return runs, err
+			},
 			func(m machine.Measurement) {
 				fork0 = m
-				d.Costs.Fork = machine.Cost{NS: m.Median - 2*sys.Median, Source: fmt.Sprintf(
-					"%s: %s, median %.1f ns of %d runs (%.1f-%.1f ns), each the median of %d batches, less twice the syscall's %.1f ns (the fork's round trip, and the exit and entry of the clock_gettime calls around it)",
-					at, m.What, m.Median, len(m.NS), m.Min, m.Max, batches, sys.Median)}
+				samples := forkSamples(forks, 2*sys.Median)
+				d.Costs.Fork = machine.Cost{NS: m.Median - 2*sys.Median, Samples: samples, Source: fmt.Sprintf(
+					"%s: %s, median %.1f ns of %d runs (%.1f-%.1f ns), each the median of %d batches, less twice the syscall's %.1f ns (the fork's round trip, and the exit and entry of the clock_gettime calls around it); each simulated fork draws from %d quantiles of the %d forks timed, less the same (their tail holds the work a fork and its child's exit leave to softirqs and the noise that hit them, which the simulated noise adds again)",
+					at, m.What, m.Median, len(m.NS), m.Min, m.Max, batches, sys.Median, len(samples), len(forks))}
 			}},
 		{fmt.Sprintf("fork_%dpages", forkPages), forkWhat(o, a, forkPages),
-			func() ([]float64, error) { return Fork(ctx, o, a, forkPages) },
+			func() ([]float64, error) {
+				runs, _, err := Fork(ctx, o, a, forkPages)
+				return runs, err
+			},
 			func(m machine.Measurement) {
 				d.Costs.ForkPage = machine.Cost{NS: (m.Median - fork0.Median) / forkPages, Source: fmt.Sprintf(
 					"%s: the helper's fork with %d present anonymous 4 KiB pages, median %.1f ns of %d runs (%.1f-%.1f ns), less its fork without them (%.1f ns), per page: copy_pte_range()'s copy_present_pte(), with the child's page-table pages and the copy of the pages' one VMA spread over them",

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 
 	"mmlab/live"
@@ -69,9 +71,13 @@ func TestMeasurements(t *testing.T) {
 	ns, err = LineHandoff(ctx, small, a, b)
 	get("line", ns, err)
 	if runtime.GOARCH == "amd64" {
-		ns, err = Fork(ctx, small, a, 0)
+		var forks []float64
+		ns, forks, err = Fork(ctx, small, a, 0)
 		fork0 := get("fork", ns, err)
-		ns, err = Fork(ctx, small, a, forkPages)
+		if want := len(ns) * batches * forkCount(small, 0); len(forks) != want || slices.ContainsFunc(forks, func(v float64) bool { return v <= 0 }) {
+			t.Errorf("fork: %d intervals, want %d, each positive", len(forks), want)
+		}
+		ns, _, err = Fork(ctx, small, a, forkPages)
 		if f := get("fork with pages", ns, err); f <= fork0 {
 			t.Errorf("a fork with %d present pages (%v ns) took no longer than one without (%v ns)", forkPages, f, fork0)
 		}
@@ -105,7 +111,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Name != "host" || d.Costs != c.Description.Costs || d.Topology.CPUs < 2 {
+	if d.Name != "host" || !reflect.DeepEqual(d.Costs, c.Description.Costs) || d.Topology.CPUs < 2 {
 		t.Errorf("LoadHost = %+v", d)
 	}
 	if len(c.Measurements) < 8 {
@@ -120,5 +126,21 @@ func TestRunInterrupted(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, small); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run of a cancelled context: %v", err)
+	}
+}
+
+// forkSamples keeps evenly spaced quantiles of the intervals, each less
+// the given time and at least 0, and all of them when they are few.
+func TestForkSamples(t *testing.T) {
+	var v []float64
+	for i := range 4096 {
+		v = append(v, float64(4096-i)) // 4096 down to 1
+	}
+	got := forkSamples(v, 1.5)
+	if len(got) != forkSampleCount || got[0] != 1 || got[len(got)-1] != 4095 || !slices.IsSorted(got) {
+		t.Errorf("%d samples from %v to %v, sorted %v", len(got), got[0], got[len(got)-1], slices.IsSorted(got))
+	}
+	if got := forkSamples([]float64{30, 10, 20}, 15); !slices.Equal(got, []float64{0, 5, 15}) {
+		t.Errorf("forkSamples of three = %v, want [0 5 15]", got)
 	}
 }
