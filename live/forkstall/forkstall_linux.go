@@ -197,6 +197,19 @@ func (p *procs) run(cmd *exec.Cmd, what string) (io.Reader, error) {
 	return out, nil
 }
 
+// forkerCPU is the CPU the forker pins itself to: the one pin would pin a
+// helper to, or -1 (not pinned, as a helper whose pin fails runs) where
+// this process may not run on it or the helper cannot name it (64 and
+// over).
+func forkerCPU() int {
+	cpu := forkstall.ForkerCPU % runtime.NumCPU()
+	allowed, err := host.CPUs()
+	if err != nil || !slices.Contains(allowed, cpu) || cpu >= 64 {
+		return -1
+	}
+	return cpu
+}
+
 // startForker writes the fork helper of h (live.ForkHelperELF) into
 // dir, the run's directory, runs it and returns its stdout. The forker
 // is that helper, not a re-execution of mmlab, so that live and the
@@ -407,7 +420,7 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 	defer ps.kill()
 
 	// Who runs which binary decides who maps the probed file.
-	forker := live.ForkHelper{CPU: forkstall.ForkerCPU % runtime.NumCPU()}
+	forker := live.ForkHelper{CPU: forkerCPU()}
 	size := argEnv + "=" + strconv.FormatUint(uint64(o.Size), 10)
 	switch o.Case {
 	case forkstall.CaseBusyMaps:
