@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
+	"os/exec"
+
+	"mmlab/errno"
 )
 
 // forkHelperCode is the x86-64 code of the fork helper (ForkHelperELF),
@@ -15,8 +20,10 @@ import (
 // file follows the code.
 //
 // An error of sched_setaffinity, open, mmap, fork, write or wait4 exits
-// with status 1; madvise's is ignored (a kernel without transparent huge
-// pages refuses MADV_NOHUGEPAGE, and has no huge page to avoid).
+// with the errno as its status (ForkHelperExit names it; a short write,
+// which a pipe never makes of 16 bytes, with 256 less its count);
+// madvise's is ignored (a kernel without transparent huge pages refuses
+// MADV_NOHUGEPAGE, and has no huge page to avoid).
 var forkHelperCode = []byte{
 	0x41, 0xbc, 0, 0, 0, 0, //                     000 mov r12d, PAGES (patched)
 	0x41, 0xbd, 0, 0, 0, 0, //                     006 mov r13d, FORKS (patched; 0: until killed)
@@ -37,7 +44,7 @@ var forkHelperCode = []byte{
 	0x0f, 0x85, 0x70, 0x01, 0, 0, //               043 jne 1b9
 	0x4d, 0x85, 0xff, //                           049 test r15, r15
 	0x74, 0x4f, //                                 04c je 9d
-	0x48, 0x8d, 0x3d, 0x70, 0x01, 0, 0, //         04e lea rdi, [rip+0x170]             open(path at 1c5, O_RDONLY)
+	0x48, 0x8d, 0x3d, 0x6f, 0x01, 0, 0, //         04e lea rdi, [rip+0x16f]             open(path at 1c4, O_RDONLY)
 	0x31, 0xf6, //                                 055 xor esi, esi
 	0xb8, 0x02, 0, 0, 0, //                        057 mov eax, 2
 	0x0f, 0x05, //                                 05c syscall
@@ -128,9 +135,10 @@ var forkHelperCode = []byte{
 	0x31, 0xff, //                                 1b0 xor edi, edi                     the child: exit_group(0)
 	0xb8, 0xe7, 0, 0, 0, //                        1b2 mov eax, 231
 	0x0f, 0x05, //                                 1b7 syscall
-	0xbf, 0x01, 0, 0, 0, //                        1b9 mov edi, 1                       failed: exit_group(1)
-	0xb8, 0xe7, 0, 0, 0, //                        1be mov eax, 231
-	0x0f, 0x05, //                                 1c3 syscall
+	0x89, 0xc7, //                                 1b9 mov edi, eax                     failed: exit_group(-rax), the errno
+	0xf7, 0xdf, //                                 1bb neg edi
+	0xb8, 0xe7, 0, 0, 0, //                        1bd mov eax, 231
+	0x0f, 0x05, //                                 1c2 syscall
 }
 
 // The offsets in forkHelperCode of the imm32 operands ForkHelperELF
@@ -227,4 +235,14 @@ func ParseForkRecords(b []byte) []ForkRecord {
 		recs = append(recs, ForkRecord{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))})
 	}
 	return recs
+}
+
+// ForkHelperExit returns err, the error of a fork helper's run (exec.Cmd's
+// Run or Wait), with the errno that its exit status is (ForkHelperELF) named.
+func ForkHelperExit(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 && ee.ExitCode() < 256-16 {
+		return fmt.Errorf("%w: %w", err, errno.Errno(ee.ExitCode()))
+	}
+	return err
 }

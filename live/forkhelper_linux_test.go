@@ -1,6 +1,7 @@
 package live
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"mmlab/errno"
 )
 
 // The fork helper runs as a process of its own (no root needed): it
@@ -35,6 +38,26 @@ func TestForkHelperRuns(t *testing.T) {
 				t.Errorf("%d pages: records %v", pages, recs)
 			}
 		}
+	}
+}
+
+// A helper whose call fails exits with the errno, which ForkHelperExit
+// names: a file that does not exist is ENOENT.
+func TestForkHelperExitNamesErrno(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fork helper is x86-64 code")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "forkhelper")
+	if err := os.WriteFile(path, ForkHelperELF(ForkHelper{Forks: 1, CPU: -1, File: filepath.Join(dir, "absent"), FileLen: 4096}), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := ForkHelperExit(exec.Command(path).Run())
+	if !errors.Is(err, errno.ENOENT) || !strings.Contains(err.Error(), "exit status 2") {
+		t.Errorf("ForkHelperExit = %v, want exit status 2 and ENOENT", err)
+	}
+	if err := ForkHelperExit(nil); err != nil {
+		t.Errorf("ForkHelperExit(nil) = %v", err)
 	}
 }
 

@@ -473,7 +473,7 @@ func Fork(ctx context.Context, o Options, cpu, pages int) (runs, forks []float64
 				cmd := exec.Command(helper)
 				cmd.Stdout, cmd.Env = &out, []string{}
 				if err := cmd.Run(); err != nil {
-					return 0, fmt.Errorf("the fork helper: %w", err)
+					return 0, fmt.Errorf("the fork helper: %w", live.ForkHelperExit(err))
 				}
 				recs := live.ParseForkRecords(out.Bytes())
 				if len(recs) != n || out.Len() != 16*n {

@@ -121,6 +121,9 @@ type recorder struct {
 	mu   sync.Mutex // protects recs
 	recs []forkRecord
 	done chan struct{}
+	// exited, if set, waits for the helper once its stdout has ended and
+	// says how it exited.
+	exited func() error
 }
 
 func newRecorder(r io.Reader) *recorder {
@@ -159,6 +162,14 @@ func (r *recorder) waitPast(ctx context.Context, t int64) error {
 		}
 		select {
 		case <-r.done:
+			if ctx.Err() != nil {
+				return ctx.Err() // the helper was killed for it
+			}
+			if r.exited != nil {
+				if err := r.exited(); err != nil {
+					return fmt.Errorf("helper process died: %w", err)
+				}
+			}
 			return errors.New("helper process died")
 		case <-ctx.Done():
 			return ctx.Err()
@@ -211,13 +222,14 @@ func forkerCPU() int {
 }
 
 // startForker writes the fork helper of h (live.ForkHelperELF) into
-// dir, the run's directory, runs it and returns its stdout. The forker
+// dir, the run's directory, runs it and returns the recorder of its
+// forks, which names the errno of a call that failed in it. The forker
 // is that helper, not a re-execution of mmlab, so that live and the
 // simulation fork the same process: one page of text (and in busy-forks
 // the probed file mapped), a stack, no threads, no heap; the process
 // whose fork calibrate measures. It dies with this process
 // (PR_SET_PDEATHSIG, live.Start) or when its stdout is closed (SIGPIPE).
-func (p *procs) startForker(ctx context.Context, dir string, h live.ForkHelper) (io.Reader, error) {
+func (p *procs) startForker(ctx context.Context, dir string, h live.ForkHelper) (*recorder, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, live.Unsupported("the forker is x86-64 code; this is %s", runtime.GOARCH)
 	}
@@ -227,7 +239,13 @@ func (p *procs) startForker(ctx context.Context, dir string, h live.ForkHelper) 
 	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = []string{}
-	return p.run(cmd, "the forker")
+	out, err := p.run(cmd, "the forker")
+	if err != nil {
+		return nil, err
+	}
+	rec := newRecorder(out)
+	rec.exited = func() error { return live.ForkHelperExit(cmd.Wait()) }
+	return rec, nil
 }
 
 // kill ends every helper and everything it forked (each helper leads its own
@@ -457,11 +475,10 @@ func runCase(ctx context.Context, o caseRun) ([]forkstall.Run, error) {
 	default:
 		return nil, fmt.Errorf("unknown case %q", o.Case)
 	}
-	out, err := ps.startForker(ctx, dir, forker)
+	forks, err := ps.startForker(ctx, dir, forker)
 	if err != nil {
 		return nil, err
 	}
-	forks := newRecorder(out)
 
 	var runs []forkstall.Run
 	for i := 0; i < o.Runs; i++ {
