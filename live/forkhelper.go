@@ -227,12 +227,17 @@ func ForkHelperELF(h ForkHelper) []byte {
 // ForkRecord is one fork a fork helper timed, on CLOCK_MONOTONIC.
 type ForkRecord struct{ Start, Dur int64 }
 
+// ParseForkRecord parses the record in the first 16 bytes of b.
+func ParseForkRecord(b []byte) ForkRecord {
+	return ForkRecord{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:16]))}
+}
+
 // ParseForkRecords parses a fork helper's records; a partial record at
 // the end is left out.
 func ParseForkRecords(b []byte) []ForkRecord {
 	recs := make([]ForkRecord, 0, len(b)/16)
 	for ; len(b) >= 16; b = b[16:] {
-		recs = append(recs, ForkRecord{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))})
+		recs = append(recs, ParseForkRecord(b))
 	}
 	return recs
 }

@@ -137,7 +137,7 @@ func newRecorder(r io.Reader) *recorder {
 				return
 			}
 			rec.mu.Lock()
-			rec.recs = append(rec.recs, live.ParseForkRecords(b[:])...)
+			rec.recs = append(rec.recs, live.ParseForkRecord(b[:]))
 			rec.mu.Unlock()
 		}
 	}()
