@@ -143,7 +143,8 @@
 // (selectCPU); no ticks on an idle CPU (NO_HZ idle), every CPU's ticks at
 // multiples of TICK_NSEC; a context switch and a wake-up cost what
 // SimConfig.Costs says (SimCosts: the switch charged to the incoming
-// thread, the wake-up as latency before a wakee on an idle CPU runs);
+// thread, the wake-up as latency before a wakee on an idle CPU runs;
+// after an idle, the CPU's first kernel work pays SimCosts.PostIdle);
 // IPIs and CallFunc run at once on the sender, as in deterministic mode,
 // which pays what model code charges for them (ChargeCost(CostIPI)).
 //

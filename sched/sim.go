@@ -107,6 +107,23 @@ type SimCosts struct {
 	// KernelInstructionPS is one instruction of kernel software beyond an
 	// entry and exit, in picoseconds: ChargeKernelInstructions' cost.
 	KernelInstructionPS int64
+	// PostIdle, where set, is what a CPU's first kernel work after it
+	// left idle costs beyond its price, by how long the CPU was idle
+	// (machine.PostIdle), the points in increasing Idle: interpolated
+	// linearly between them (from nothing after no idle), the last
+	// point's beyond it. The kernel work is the first charge (Charge,
+	// ChargeCost, ChargeKernelInstructions, ChargeCostCondResched,
+	// KernelInstruction) by whichever thread runs on the CPU; a return
+	// to user first (ChargeUser, ReturnToUser, Point) pays none of it,
+	// nor does a memory stall (Stall) or a context switch (model
+	// choices).
+	PostIdle []IdleCost
+}
+
+// IdleCost is one point of SimCosts.PostIdle: after an idle of Idle, the
+// first kernel work costs Extra more.
+type IdleCost struct {
+	Idle, Extra time.Duration
 }
 
 // SimNoise is the interruptions of a sim run's busy CPUs (machine.Noise):
@@ -157,6 +174,7 @@ type simRun struct {
 	kinstPS int64           // SimCosts.KernelInstructionPS
 	cswitch int64           // SimCosts.ContextSwitch
 	wakeup  int64           // SimCosts.Wakeup
+	idle    []IdleCost      // SimCosts.PostIdle
 	cpus    []*simCPU
 	timers  []simTimer // sleeping threads, by deadline then sequence
 	seq     uint64
@@ -188,6 +206,8 @@ type simCPU struct {
 	// busy (math.MaxInt64: no noise).
 	nextNoise int64
 	curr      *Thread // rq->curr; nil: idle
+	idleFrom  int64   // when it last went idle
+	cold      int64   // SimCosts.PostIdle's extra, owed by its next kernel work
 	cfs       *fair.RQ
 	rt        []*Thread // queued RT threads, best priority first, FIFO within one
 	resched   bool      // TIF_NEED_RESCHED
@@ -234,7 +254,7 @@ func newSim(r *detRun, c *SimConfig) *simRun {
 	s.costs = [...]int64{CostInt3: int64(c.Costs.Int3), CostSyscall: int64(c.Costs.Syscall), CostPageFault: int64(c.Costs.PageFault),
 		CostPopulatePage: int64(c.Costs.PopulatePage), CostIPI: int64(c.Costs.IPI),
 		CostFork: int64(c.Costs.Fork), CostForkPage: int64(c.Costs.ForkPage), CostZapPage: int64(c.Costs.ZapPage)}
-	s.forks = c.Costs.ForkSamples
+	s.forks, s.idle = c.Costs.ForkSamples, c.Costs.PostIdle
 	if s.point <= 0 {
 		s.point = 1
 	}
@@ -487,9 +507,13 @@ func (s *simRun) schedule(c *simCPU, voluntary bool) {
 	}
 	c.resched, c.lazy = false, false
 	c.curr = next
-	if prev == nil && next != nil {
+	switch {
+	case prev == nil && next != nil:
 		c.nextTick = (now/s.tick + 1) * s.tick // NO_HZ idle: no ticks while idle
 		s.armNoise(c, now)                     // nor interruptions that matter
+		c.cold = s.postIdle(now - c.idleFrom)
+	case prev != nil && next == nil:
+		c.idleFrom, c.cold = now, 0
 	}
 	if prev != nil && next != nil && prev != next && s.cswitch > 0 {
 		// context_switch(), charged to next; a tick or an interruption
@@ -556,6 +580,22 @@ func (s *simRun) honours(c *simCPU, ctx int) bool {
 	default:
 		return c.resched && (s.preempt == PreemptFull || s.preempt == PreemptLazy)
 	}
+}
+
+// postIdle is SimCosts.PostIdle's extra after an idle of idle ns.
+func (s *simRun) postIdle(idle int64) int64 {
+	if idle <= 0 {
+		return 0
+	}
+	var i0, e0 int64
+	for _, p := range s.idle {
+		i1, e1 := int64(p.Idle), int64(p.Extra)
+		if idle < i1 {
+			return e0 + (e1-e0)*(idle-i0)/(i1-i0)
+		}
+		i0, e0 = i1, e1
+	}
+	return e0
 }
 
 // firstTimer returns the earliest timer's deadline, or the run's end.
@@ -724,8 +764,16 @@ func (s *simRun) decide(t *Thread, op string) bool {
 // when it is picked again. Wake-ups and IPIs that other CPUs send t's CPU
 // in the meantime take effect at the charge's end: the charge is atomic
 // with respect to them (a model choice; the kernel takes the IPI at once).
+// Kernel work (ctx not ctxUser) first pays what the CPU owes for its last
+// idle (SimCosts.PostIdle); user work clears the debt.
 func (s *simRun) charge(t *Thread, d int64, ctx int) {
 	c := s.cpuOf(t)
+	if c.cold > 0 {
+		if ctx != ctxUser {
+			d += c.cold
+		}
+		c.cold = 0
+	}
 	for {
 		if s.honours(c, ctx) {
 			s.schedule(c, false)
@@ -885,7 +933,7 @@ func KernelInstruction() {
 func (s *simRun) instructionIn(t *Thread, horizon int64, ctx int) {
 	c := s.cpuOf(t)
 	d := s.instruction(t)
-	if n := c.clock + d; n < c.nextTick && n < c.nextNoise && n < horizon && !c.resched && !c.lazy {
+	if n := c.clock + d; n < c.nextTick && n < c.nextNoise && n < horizon && !c.resched && !c.lazy && c.cold == 0 {
 		c.clock = n
 		return
 	}

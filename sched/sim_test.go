@@ -552,3 +552,73 @@ func TestSimNoise(t *testing.T) {
 		t.Errorf("without noise: work ended at %v", quiet)
 	}
 }
+
+// TestSimPostIdle: a CPU's first kernel work after an idle pays
+// SimCosts.PostIdle's extra for that idle (interpolated, the last point's
+// beyond the last), once; work after a return to user, and work on a CPU
+// that was never idle in between, pays none.
+func TestSimPostIdle(t *testing.T) {
+	const us = time.Microsecond
+	points := []sched.IdleCost{{Idle: 50 * us, Extra: 1000}, {Idle: 250 * us, Extra: 4000}}
+	costs := sched.SimCosts{Syscall: 100, KernelInstructionPS: 1000, PostIdle: points}
+	sys := sched.New(sched.Config{CPUs: 2, Seed: 1, Sim: &sched.SimConfig{Until: 10 * ms, HZ: 250, InstructionPS: 1000, Costs: costs}})
+	type step struct {
+		name  string
+		sleep time.Duration
+		user  bool // a return to user before the syscall
+		want  time.Duration
+	}
+	steps := []step{
+		{"first charge of the run", 0, false, 100},
+		{"after 150µs idle", 150 * us, false, 100 + 2500},
+		{"the second charge", 0, false, 100},
+		{"after 25µs idle", 25 * us, false, 100 + 500},
+		{"after 1ms idle, past the last point", ms, false, 100 + 4000},
+		{"after a return to user", 100 * us, true, 100},
+	}
+	var got []time.Duration
+	sys.SpawnNamed("sleeper", 0, 0, func(*sched.Thread) {
+		for _, s := range steps {
+			if s.sleep > 0 {
+				sched.Sleep(s.sleep)
+			}
+			if s.user {
+				sched.ReturnToUser()
+			}
+			t0 := sched.Now()
+			sched.ChargeCost(sched.CostSyscall, 1)
+			got = append(got, sched.Since(t0))
+		}
+		// A kernel instruction pays it too.
+		sched.Sleep(50 * us)
+		t0 := sched.Now()
+		sched.KernelInstruction()
+		got = append(got, sched.Since(t0))
+	})
+	// Two threads taking turns on CPU 1: it is never idle between them.
+	var turns []time.Duration
+	for i := range 2 {
+		sys.SpawnNamed(fmt.Sprintf("turn%d", i), 1, 0, func(th *sched.Thread) {
+			for range 3 {
+				t0 := sched.Now()
+				sched.ChargeCost(sched.CostSyscall, 1)
+				turns = append(turns, sched.Since(t0))
+				th.Yield()
+			}
+		})
+	}
+	if _, err := sys.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range steps {
+		if i >= len(got) || got[i] != s.want {
+			t.Errorf("%s: the syscall took %v, want %v (all: %v)", s.name, got[min(i, len(got)-1)], s.want, got)
+		}
+	}
+	if n := len(steps); len(got) != n+1 || got[n] != 1+1000 {
+		t.Errorf("a kernel instruction after 50µs idle took %v, want 1ns + 1µs", got[n:])
+	}
+	if len(turns) != 6 || slices.Max(turns) != 100 {
+		t.Errorf("threads taking turns on a busy CPU: syscalls took %v, want 100ns each", turns)
+	}
+}
