@@ -24,7 +24,8 @@ type Sim struct {
 // virtual, in sched's sim mode (see package sched): ncpu at most the
 // description's Topology.CPUs; the tick at d.Kernel.HZ; the preemption
 // model d.Kernel.Preempt; the fair class's base slice of d.Kernel.Release;
-// every cost from d.Costs and its noise from d.Noise (SimConfigOf). Its
+// every cost from d.Costs, its noise from d.Noise and what an idle costs
+// from d.PostIdle (SimConfigOf). Its
 // tasks run when Main runs.
 func NewSimMachine(d machine.Description, ncpu int, sim Sim) (*Machine, error) {
 	cfg, err := SimConfigOf(d, ncpu, sim.Until)
@@ -65,6 +66,10 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 		return ds
 	}
 	noise := sched.SimNoise{PerSecond: d.Noise.PerSecond, Durations: durations(d.Noise.NS)}
+	var idle []sched.IdleCost
+	for _, p := range d.PostIdle.Points {
+		idle = append(idle, sched.IdleCost{Idle: time.Duration(math.Round(p.IdleNS)), Extra: time.Duration(math.Round(p.ExtraNS))})
+	}
 	return &sched.SimConfig{
 		Noise: noise,
 		Until: until, HZ: d.Kernel.HZ, Preempt: preempt, Lookahead: SimLookahead, Machine: &d,
@@ -72,7 +77,7 @@ func SimConfigOf(d machine.Description, ncpu int, until time.Duration) (*sched.S
 		InstructionPS:   int64(math.Round(k.Instruction.NS * 1000)),
 		Costs: sched.SimCosts{Int3: ns(k.Int3), Syscall: ns(k.Syscall), PageFault: ns(k.PageFault),
 			PopulatePage: ns(k.PopulatePage), IPI: ns(k.IPI), Fork: ns(k.Fork), ForkPage: ns(k.ForkPage), ZapPage: ns(k.ZapPage),
-			ForkSamples:   durations(k.Fork.Samples),
+			ForkSamples: durations(k.Fork.Samples), PostIdle: idle,
 			ContextSwitch: ns(k.ContextSwitch), Wakeup: ns(k.Wakeup), KernelInstructionPS: int64(math.Round(k.KernelInstruction.NS * 1000))},
 	}, nil
 }

@@ -125,6 +125,77 @@ func (n Noise) check() error {
 	return nil
 }
 
+// PostIdle is what a CPU's first kernel work costs beyond its price once
+// the CPU has been idle, by how long: what the CPU lost while it slept
+// and the work meets again (evicted cache lines and TLB entries; on a
+// virtual machine the host ran its own work on the physical CPU, and a
+// TLB miss under nested paging walks two page tables). calibrate measures
+// it as openat(2)'s extra right after a sleep; a syscall that touches
+// more (an mmap) meets more of it, so that it is a lower bound for those
+// (a model choice). The zero PostIdle (every named description's) is
+// none: no published figure is at hand.
+type PostIdle struct {
+	// Points are by increasing idle length; a simulated machine
+	// interpolates between them (from nothing after no idle) and takes
+	// the last beyond it (sched.SimCosts.PostIdle).
+	Points []IdlePoint `json:"points"`
+	Source string      `json:"source"`
+}
+
+// IdlePoint is one point of PostIdle: after an idle of IdleNS, the first
+// kernel work costs ExtraNS more.
+type IdlePoint struct {
+	IdleNS  float64 `json:"idle_ns"`
+	ExtraNS float64 `json:"extra_ns"`
+}
+
+// String summarises p: each point's extra and idle length, and its source;
+// "none" for the zero PostIdle.
+func (p PostIdle) String() string {
+	if len(p.Points) == 0 {
+		return "none (no figure at hand: a model choice)"
+	}
+	var b strings.Builder
+	for i, q := range p.Points {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "+%.1f µs after %s", q.ExtraNS/1e3, idleLength(q.IdleNS))
+	}
+	return fmt.Sprintf("the first kernel work after an idle costs %s (%s)", b.String(), p.Source)
+}
+
+// idleLength writes ns in µs, or in ms from one.
+func idleLength(ns float64) string {
+	if ns >= 1e6 {
+		return fmt.Sprintf("%g ms", ns/1e6)
+	}
+	return fmt.Sprintf("%g µs", ns/1e3)
+}
+
+// check reports what makes p unusable: points without a source, an idle
+// length that is not positive or not above the one before, or an extra
+// that is negative or not a number.
+func (p PostIdle) check() error {
+	if len(p.Points) == 0 {
+		return nil
+	}
+	if p.Source == "" {
+		return errors.New("post_idle has no source")
+	}
+	last := 0.0
+	for _, q := range p.Points {
+		switch {
+		case !(q.IdleNS > last) || math.IsInf(q.IdleNS, 0):
+			return fmt.Errorf("post_idle: an idle of %v ns after one of %v", q.IdleNS, last)
+		case !(q.ExtraNS >= 0) || math.IsInf(q.ExtraNS, 0):
+			return fmt.Errorf("post_idle: an extra of %v ns after %v ns idle", q.ExtraNS, q.IdleNS)
+		}
+		last = q.IdleNS
+	}
+	return nil
+}
+
 // Costs are what a simulated machine charges in virtual time. Each is one
 // event on one CPU, in nanoseconds.
 type Costs struct {
@@ -316,6 +387,9 @@ func (d *Description) check() error {
 		return fmt.Errorf("clock %+v", d.Clock)
 	}
 	if err := d.Noise.check(); err != nil {
+		return err
+	}
+	if err := d.PostIdle.check(); err != nil {
 		return err
 	}
 	return d.Costs.Validate()

@@ -3,6 +3,7 @@ package machine
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -107,6 +108,7 @@ func hostCalibration() Calibration {
 		d.Topology = t
 	}
 	d.Noise = Noise{PerSecond: 1000, NS: []float64{2000, 30000}, Source: "test"}
+	d.PostIdle = PostIdle{Points: []IdlePoint{{IdleNS: 50e3, ExtraNS: 1000}, {IdleNS: 1e6, ExtraNS: 6000}}, Source: "test"}
 	return Calibration{Description: d, Measurements: []Measurement{{Name: "syscall", What: "test", NS: []float64{1, 2, 3}, Median: 2, Min: 1, Max: 3}}}
 }
 
@@ -340,5 +342,49 @@ func TestNoiseCheck(t *testing.T) {
 		if d := MustNamed(n); !reflect.DeepEqual(d.Noise, Noise{}) {
 			t.Errorf("%s has noise %v", n, d.Noise)
 		}
+	}
+}
+
+// A post-idle cost is none, or points of increasing idle length with
+// extras of zero or more and a source; the zero one is every named
+// description's, and a description with a bad one is refused.
+func TestPostIdleCheck(t *testing.T) {
+	pt := func(idle, extra float64) IdlePoint { return IdlePoint{IdleNS: idle, ExtraNS: extra} }
+	for _, c := range []struct {
+		p  PostIdle
+		ok bool
+	}{
+		{PostIdle{}, true},
+		{PostIdle{Points: []IdlePoint{pt(50e3, 1000), pt(250e3, 0)}, Source: "s"}, true},
+		{PostIdle{Points: []IdlePoint{pt(50e3, 1000)}}, false},
+		{PostIdle{Points: []IdlePoint{pt(0, 1000)}, Source: "s"}, false},
+		{PostIdle{Points: []IdlePoint{pt(50e3, 1000), pt(50e3, 2000)}, Source: "s"}, false},
+		{PostIdle{Points: []IdlePoint{pt(50e3, -1)}, Source: "s"}, false},
+		{PostIdle{Points: []IdlePoint{pt(50e3, math.NaN())}, Source: "s"}, false},
+		{PostIdle{Points: []IdlePoint{pt(math.Inf(1), 1)}, Source: "s"}, false},
+	} {
+		if err := c.p.check(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok %v", c.p, err, c.ok)
+		}
+	}
+	for _, n := range Names() {
+		if n == "host" {
+			continue
+		}
+		if d := MustNamed(n); !reflect.DeepEqual(d.PostIdle, PostIdle{}) || d.PostIdle.String() != "none (no figure at hand: a model choice)" {
+			t.Errorf("%s has a post-idle cost %v", n, d.PostIdle)
+		}
+	}
+	c := hostCalibration()
+	c.Description.PostIdle.Points[1].IdleNS = 10
+	b, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseCalibration(b); err == nil {
+		t.Error("a calibration whose post-idle points go back in idle length was accepted")
+	}
+	if s, want := hostCalibration().Description.PostIdle.String(), "the first kernel work after an idle costs +1.0 µs after 50 µs, +6.0 µs after 1 ms (test)"; s != want {
+		t.Errorf("String() = %q, want %q", s, want)
 	}
 }

@@ -39,6 +39,9 @@ type Description struct {
 	// Noise is what takes a CPU from its task besides the priced work;
 	// the zero Noise (every named description's) is none.
 	Noise Noise `json:"noise,omitzero"`
+	// PostIdle is what a CPU pays for having been idle; the zero PostIdle
+	// (every named description's) is none.
+	PostIdle PostIdle `json:"post_idle,omitzero"`
 }
 
 // Features are what the model's address-space rules depend on.

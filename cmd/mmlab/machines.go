@@ -129,4 +129,5 @@ func writeCosts(w io.Writer, d machine.Description) {
 		}
 	})
 	fmt.Fprintf(w, "  noise:    %s\n", d.Noise)
+	fmt.Fprintf(w, "  post-idle: %s\n", d.PostIdle)
 }
