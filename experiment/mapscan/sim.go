@@ -34,7 +34,9 @@ const (
 // and a read of that process's /proc/self/maps in 4 KiB read()s took 3.36
 // ms for 9,350 lines (each the least disturbed of four runs; with
 // mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a
-// slowdown after each sleep that the simulation does not model). Less the
+// slowdown after each sleep of which the simulation charges only the
+// description's post-idle cost, openat(2)'s, a lower bound: machine.PostIdle).
+// Less the
 // machine's syscall (191 ns) and one populated page (299 ns), at one
 // instruction per cycle (the machines' own rule, machine.Costs.Instruction)
 // that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps

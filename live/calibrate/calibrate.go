@@ -4,9 +4,11 @@
 // pipe, an IPI, an anonymous page fault, populating a page, a cache line's
 // hand-off between each class of CPU pair, an uncontended locked
 // read-modify-write, a fork of a minimal process, without and with
-// present pages (live.ForkHelperELF), and openat(2) and close(2) of /dev/null,
+// present pages (live.ForkHelperELF), openat(2) and close(2) of /dev/null,
 // the declared point that the cost of a kernel instruction is fitted to
-// (machine.Costs.KernelInstruction). It never measures a uprobe, a maps
+// (machine.Costs.KernelInstruction), and openat(2) alone back to back and
+// right after idles of 50 µs to 16 ms, what a CPU pays for having been
+// idle (machine.PostIdle). It never measures a uprobe, a maps
 // scan or any experiment's own figure: those are what a simulated run is
 // compared with.
 //

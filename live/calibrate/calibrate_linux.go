@@ -135,6 +135,49 @@ func OpenClose(ctx context.Context, o Options, cpu int) ([]float64, error) {
 	})
 }
 
+// idleLengths are the idle lengths AfterIdle measures after, from a
+// fraction of a tick to four ticks at HZ 250.
+var idleLengths = []time.Duration{50 * time.Microsecond, 250 * time.Microsecond, time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond}
+
+// idleBudget is about how long one run of AfterIdle sleeps in all.
+const idleBudget = 100 * time.Millisecond
+
+// AfterIdle measures openat(2) of /dev/null (O_RDONLY), timed alone by a
+// raw syscall on cpu, right after a nanosleep(2) of idle (back to back for
+// 0), each close(2) untimed: a run's figure is the median of its openats.
+// At SCHED_FIFO a sleep has no timer slack, so the CPU is idle that long
+// unless another task runs there meanwhile.
+func AfterIdle(ctx context.Context, o Options, cpu int, idle time.Duration) ([]float64, error) {
+	path, err := unix.BytePtrFromString("/dev/null")
+	if err != nil {
+		return nil, err
+	}
+	atFDCWD := int(unix.AT_FDCWD)
+	n := o.count(2_000)
+	if idle > 0 {
+		n = max(o.count(int(idleBudget/idle)), 5)
+	}
+	ts := unix.NsecToTimespec(int64(idle))
+	return repeat(ctx, o.Runs, func() (float64, error) {
+		return onCPU(cpu, func() (float64, error) {
+			ns := make([]float64, n)
+			for i := range ns {
+				if idle > 0 {
+					unix.Nanosleep(&ts, nil) // EINTR: a shorter idle
+				}
+				start := time.Now()
+				fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(path)), unix.O_RDONLY, 0, 0, 0)
+				ns[i] = float64(time.Since(start).Nanoseconds())
+				if e != 0 {
+					return 0, fmt.Errorf("openat /dev/null: %w", e)
+				}
+				unix.RawSyscallNoError(unix.SYS_CLOSE, fd, 0, 0)
+			}
+			return Summarize("", "", ns).Median, nil
+		})
+	})
+}
+
 // openCloseInstructions is what OpenClose's pair runs in the kernel beyond
 // its two entries and exits: 5,484.6 instructions per pair less two
 // getpid(2) round trips of 284.3, on Debian's 6.18.15 cloud kernel booted
@@ -649,6 +692,19 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 			func() ([]float64, error) { return Zap(ctx, o, a) },
 			func(m machine.Measurement) { d.Costs.ZapPage = cost(m) }},
 	}
+	// post_idle is each idle length's openat less the one back to back.
+	var warm machine.Measurement
+	var idle []machine.IdlePoint
+	steps = append(steps, step{"openat", afterIdleWhat(a, 0),
+		func() ([]float64, error) { return AfterIdle(ctx, o, a, 0) },
+		func(m machine.Measurement) { warm = m }})
+	for _, l := range idleLengths {
+		steps = append(steps, step{fmt.Sprintf("openat_after_%v", l), afterIdleWhat(a, l),
+			func() ([]float64, error) { return AfterIdle(ctx, o, a, l) },
+			func(m machine.Measurement) {
+				idle = append(idle, machine.IdlePoint{IdleNS: float64(l), ExtraNS: max(m.Median-warm.Median, 0)})
+			}})
+	}
 	// fork is measured as is, fork_page as what forkPages present pages
 	// add to it.
 	var fork0 machine.Measurement
@@ -697,6 +753,10 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		}
 		s.set(m)
 	}
+	d.PostIdle = machine.PostIdle{Points: idle, Source: fmt.Sprintf(
+		"%s: openat(2) of /dev/null by a raw syscall on CPU %d at SCHED_FIFO %d, timed alone right after a nanosleep(2) of each idle length, less the same openat back to back (median %.1f ns of %d runs), at least 0; each run the median of its openats: one declared point per idle length, none of the figures a simulated run is compared with",
+		at, a, fifoPriority, warm.Median, len(warm.NS))}
+	o.Progress("calibrate: post-idle: %s", d.PostIdle)
 	o.Progress("calibrate: measuring noise: what interrupts a thread at SCHED_FIFO on each CPU")
 	noise, what, err := Noise(ctx, o, cpus)
 	if err != nil {
@@ -749,6 +809,13 @@ func Run(ctx context.Context, o Options) (machine.Calibration, error) {
 		return machine.Calibration{}, err
 	}
 	return c, nil
+}
+
+func afterIdleWhat(cpu int, idle time.Duration) string {
+	if idle == 0 {
+		return fmt.Sprintf("openat(2) of /dev/null timed alone by a raw syscall on CPU %d, back to back (each close(2) untimed)", cpu)
+	}
+	return fmt.Sprintf("openat(2) of /dev/null timed alone by a raw syscall on CPU %d right after a nanosleep(2) of %v (each close(2) untimed)", cpu, idle)
 }
 
 func forkWhat(o Options, cpu, pages int) string {

@@ -3,11 +3,13 @@ package calibrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"mmlab/live"
 	"mmlab/machine"
@@ -70,6 +72,10 @@ func TestMeasurements(t *testing.T) {
 	get("populate_page", ns, err)
 	ns, err = LineHandoff(ctx, small, a, b)
 	get("line", ns, err)
+	for _, idle := range []time.Duration{0, time.Millisecond} {
+		ns, err = AfterIdle(ctx, small, a, idle)
+		get(fmt.Sprintf("openat after %v idle", idle), ns, err)
+	}
 	if runtime.GOARCH == "amd64" {
 		var forks []float64
 		ns, forks, err = Fork(ctx, small, a, 0)
@@ -113,6 +119,9 @@ func TestRun(t *testing.T) {
 	}
 	if d.Name != "host" || !reflect.DeepEqual(d.Costs, c.Description.Costs) || d.Topology.CPUs < 2 {
 		t.Errorf("LoadHost = %+v", d)
+	}
+	if p := c.Description.PostIdle.Points; len(p) != len(idleLengths) || p[0].IdleNS != float64(idleLengths[0]) {
+		t.Errorf("post-idle points %+v, want one at each of %v", p, idleLengths)
 	}
 	if len(c.Measurements) < 8 {
 		t.Errorf("%d measurements kept", len(c.Measurements))
