@@ -52,7 +52,9 @@ const (
 	// passes, holding none of the mapper's locks: scanpid.sh's bash forks
 	// and execs a cat for each pass. `time (for i in $(seq 1000); do cat
 	// /proc/self/stat >/dev/null; done)` takes 1.14 s on a 2-vCPU x86-64
-	// VM. The live scanner runs a cat each pass; the model spends this.
+	// VM. The live scanner runs a cat each pass; the real-time model's
+	// one scanner thread spends this, a simulated scanner spends it before
+	// each pass's new cat task.
 	PassCost = time.Millisecond
 )
 

@@ -225,7 +225,10 @@ func runStats(acc *Acc, opErr error, scanErr []error, passes []int, scanners []s
 	for i, p := range passes {
 		st.ScanPasses += p
 		st.Preempted = scanners[i].held.merge(st.Preempted)
-		if t := scanners[i].task; t != nil {
+		for _, t := range append(scanners[i].past, scanners[i].task) {
+			if t == nil {
+				continue
+			}
 			for lock, b := range t.TakeBlocked() {
 				st.ScannersSlept = Held{lock: {Count: int(b.Count), MaxUS: us(b.Max)}}.merge(st.ScannersSlept)
 			}
@@ -411,6 +414,7 @@ func (st *scannerTask) RecordBlocked(lock string, d time.Duration) {
 type scanner struct {
 	th   *sched.Thread
 	task *scannerTask
+	past []*scannerTask // the tasks it ran as before task (a simulated text scanner's cats)
 	f    *procfs.MapsFile
 	held Held
 }

@@ -74,7 +74,8 @@ func walkPreemption(d machine.Description) (procfs.Preemption, error) {
 // mode: virtual CPUs in virtual time, EEVDF), placed as run-proc-vs-map.sh
 // places its tasks: the mapper alone on CPU 0, CPU 1 idle, and on each of
 // CPUs 2 and 3 a nice-15 scanner and a normal busy-waiter (on a machine of
-// 2 or 3 CPUs all four on CPU 1, as the live target places them). The
+// 2 or 3 CPUs all four on CPU 1, as the live target places them); a text
+// scanner reads each pass in a new task, the cat the live scanner runs. The
 // fair class gives the scanner its nice-15 weight's share while its
 // busy-waiter spins (no strict priorities). The walk is preempted as d's
 // preemption model says (walkPreemption; o.Preempt is the real-time
@@ -174,23 +175,50 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 						scannerStarted()
 					}
 				}()
-				t := kernel.NewTask(&ns, "scanner")
-				t.Thread = th
 				s := &scanners[i]
-				s.th, s.task = th, &scannerTask{Task: t}
-				f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: preempt, Waiter: s.task, Point: s.point, Thread: th, VMACost: instrs(d, vmaInstrs)})
-				if err != nil {
-					scanErr[i] = err
-					return
+				// open opens the maps file for a new task of thread t,
+				// s's from now on.
+				open := func(t *sched.Thread, comm string) (*procfs.MapsFile, error) {
+					task := kernel.NewTask(&ns, comm)
+					task.Thread = t
+					if s.task != nil {
+						s.past = append(s.past, s.task)
+					}
+					s.th, s.task = t, &scannerTask{Task: task}
+					f, err := procfs.OpenMaps(m, procfs.Options{Variant: variant, Preempt: preempt, Waiter: s.task, Point: s.point, Thread: t, VMACost: instrs(d, vmaInstrs)})
+					s.f = f
+					return f, err
 				}
-				s.f = f
-				name := make([]byte, 256)
-				pass := func() error { return simScanQuery(f, name) }
-				if o.Scanners == "text" {
+				var pass func() error
+				switch o.Scanners {
+				case "text":
+					// scanpid.sh: a new cat each pass, which the scheduler
+					// places as a new task (place_entity() with
+					// ENQUEUE_INITIAL: no lag, half a slice), while the
+					// scanner waits for it; the scanner spends PassCost
+					// first (its fork and the cat's exec: a model choice).
 					pass = func() error {
 						sched.ChargeUser(PassCost)
-						return simScanText(f)
+						exited := make(chan struct{})
+						var err error
+						sys.SpawnNamed(fmt.Sprintf("cat%d", i), cpu, ScannerNice, func(cat *sched.Thread) {
+							defer sched.Close(exited)
+							var f *procfs.MapsFile
+							if f, err = open(cat, "cat"); err == nil {
+								err = simScanText(f)
+							}
+						})
+						sched.Wait(nil, "wait4 of the cat", exited, nil)
+						return err
 					}
+				default:
+					f, err := open(th, "scanner")
+					if err != nil {
+						scanErr[i] = err
+						return
+					}
+					name := make([]byte, 256)
+					pass = func() error { return simScanQuery(f, name) }
 				}
 				scanErr[i] = scanPasses(func() bool { return done }, pass, &passes[i], scannerStarted)
 			})

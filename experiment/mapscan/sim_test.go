@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"mmlab/experiment"
+	"mmlab/kernel"
 	"mmlab/machine"
 	"mmlab/procfs"
 )
@@ -136,5 +137,33 @@ func TestSimSettings(t *testing.T) {
 		if err := experiment.ParseOptions(NewOptions(), args...); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+// A simulated text scanner reads each pass as a new task (a cat): its
+// sleeps and their waits for the CPU are the sum over all of them.
+func TestScannerStatsSumItsTasks(t *testing.T) {
+	var ns kernel.Namespace
+	task := func(sleeps ...time.Duration) *scannerTask {
+		st := &scannerTask{Task: kernel.NewTask(&ns, "cat")}
+		for _, d := range sleeps {
+			st.runWaitMax = d / 2
+			st.RecordBlocked("mmap_lock", d)
+		}
+		return st
+	}
+	s := []scanner{{past: []*scannerTask{task(3 * time.Millisecond), task()}, task: task(time.Millisecond, 2*time.Millisecond)}, {}}
+	st, err := runStats(&Acc{}, nil, nil, []int{3, 0}, s, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.ScannersSlept["mmap_lock"], (HeldStat{Count: 3, MaxUS: 3000}); got != want {
+		t.Errorf("slept %+v, want %+v", got, want)
+	}
+	if got, want := st.ScannersRunWait["mmap_lock"], (HeldStat{Count: 3, MaxUS: 1500}); got != want {
+		t.Errorf("waits for the CPU %+v, want %+v", got, want)
+	}
+	if st.ScanPasses != 3 {
+		t.Errorf("%d passes, want 3", st.ScanPasses)
 	}
 }
