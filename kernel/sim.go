@@ -25,8 +25,7 @@ type Sim struct {
 // description's Topology.CPUs; the tick at d.Kernel.HZ; the preemption
 // model d.Kernel.Preempt; the fair class's base slice of d.Kernel.Release;
 // every cost from d.Costs, its noise from d.Noise and what an idle costs
-// from d.PostIdle (SimConfigOf). Its
-// tasks run when Main runs.
+// from d.PostIdle (SimConfigOf). Its tasks run when Main runs.
 func NewSimMachine(d machine.Description, ncpu int, sim Sim) (*Machine, error) {
 	cfg, err := SimConfigOf(d, ncpu, sim.Until)
 	if err != nil {

@@ -35,13 +35,12 @@ const (
 // ms for 9,350 lines (each the least disturbed of four runs; with
 // mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a
 // slowdown after each sleep of which the simulation charges only the
-// description's post-idle cost, openat(2)'s, a lower bound: machine.PostIdle).
-// Less the
-// machine's syscall (191 ns) and one populated page (299 ns), at one
-// instruction per cycle (the machines' own rule, machine.Costs.Instruction)
-// that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps
-// line (show_map_vma, the walk's step and per-VMA lock, the chunk's copy
-// to user). A model choice: a PROCMAP_QUERY costs one line's. The counts
+// description's post-idle cost, openat(2)'s, a lower bound:
+// machine.PostIdle). Less the machine's syscall (191 ns) and one populated
+// page (299 ns), at one instruction per cycle (the machines' own rule,
+// machine.Costs.Instruction) that is 26,000 instructions per mmap, 13,000
+// per munmap and 930 per maps line (show_map_vma, the walk's step and
+// per-VMA lock, the chunk's copy to user). A model choice: a PROCMAP_QUERY costs one line's. The counts
 // include the zap of the page a call unmaps, which mm charges again as the
 // description's zap_page where it has one (a calibrated host; the named
 // machines do not charge it): a model choice, a page's zap counted twice,
