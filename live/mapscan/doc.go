@@ -7,7 +7,8 @@
 // walk) at nice 15, on a machine with 4 or more CPUs one on CPU 2 and one
 // on CPU 3 as run-proc-vs-map.sh places them, on fewer both on CPU 1, each
 // with a normal-priority busy-waiter on its CPU that spins --busyduration
-// and sleeps 1 ms.
+// and sleeps 1 ms. Each helper's Go runtime threads are SCHED_IDLE, so that
+// the helpers load their CPUs as the seed's single-threaded ones do.
 //
 // The lock figures come from the kernel's lock:contention_begin and
 // lock:contention_end tracepoints of the mapper's and the scanners'

@@ -62,13 +62,20 @@ func pinThreadTo(cpuStr string, nice int) error {
 }
 
 // pinThread locks the goroutine to its thread and puts the thread on cpu
-// at nice.
+// at nice, and makes the process's other threads, the Go runtime's,
+// SCHED_IDLE: the seed's helpers are single-threaded C programs and shell
+// scripts, and a runtime thread at nice 0 (sysmon among them)
+// would preempt a nice-15 cat on waking where none of theirs does. A text
+// scanner's cats are forked by the working thread and take its policy.
 func pinThread(cpu, nice int) error {
 	runtime.LockOSThread()
 	if err := host.Pin(cpu); err != nil {
 		return err
 	}
-	return host.SetNice(nice)
+	if err := host.SetNice(nice); err != nil {
+		return err
+	}
+	return host.IdleOtherThreads()
 }
 
 // ready says "ready TID": the helper is set up, on the thread TID.
