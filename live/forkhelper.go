@@ -227,6 +227,13 @@ func ForkHelperELF(h ForkHelper) []byte {
 // ForkRecord is one fork a fork helper timed, on CLOCK_MONOTONIC.
 type ForkRecord struct{ Start, Dur int64 }
 
+// Append appends r to b as a fork helper writes it: Start, then Dur, each
+// a little-endian uint64.
+func (r ForkRecord) Append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.Start))
+	return binary.LittleEndian.AppendUint64(b, uint64(r.Dur))
+}
+
 // ParseForkRecord parses the record in the first 16 bytes of b.
 func ParseForkRecord(b []byte) ForkRecord {
 	return ForkRecord{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:16]))}

@@ -59,3 +59,11 @@ func TestParseForkRecords(t *testing.T) {
 		t.Errorf("ParseForkRecords = %v", got)
 	}
 }
+
+// A record Append writes parses back as itself.
+func TestForkRecordAppend(t *testing.T) {
+	r := ForkRecord{Start: 1 << 40, Dur: 123_456}
+	if b := r.Append(nil); len(b) != 16 || ParseForkRecord(b) != r {
+		t.Errorf("Append(%v) = %x", r, b)
+	}
+}

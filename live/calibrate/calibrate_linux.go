@@ -108,24 +108,34 @@ func Syscall(ctx context.Context, o Options, cpu int) ([]float64, error) {
 	})
 }
 
+// atFDCWD is AT_FDCWD as a variable, which converts to uintptr where the
+// negative constant does not.
+var atFDCWD = unix.AT_FDCWD
+
+// openNull opens /dev/null O_RDONLY by a raw openat(2) and returns the
+// descriptor or the errno (openNullError names it). Small enough to be
+// inlined into the timed loops.
+func openNull() (uintptr, unix.Errno) {
+	fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(unsafe.StringData("/dev/null\x00"))), unix.O_RDONLY, 0, 0, 0)
+	return fd, e
+}
+
+// openNullError is openNull's errno as an error.
+func openNullError(e unix.Errno) error { return fmt.Errorf("openat /dev/null: %w", e) }
+
 // OpenClose measures openat(2) of /dev/null (O_RDONLY) then close(2), by
 // raw syscalls on cpu: the declared point that KernelInstruction is fitted
 // to.
 func OpenClose(ctx context.Context, o Options, cpu int) ([]float64, error) {
-	path, err := unix.BytePtrFromString("/dev/null")
-	if err != nil {
-		return nil, err
-	}
-	atFDCWD := int(unix.AT_FDCWD)
 	n := o.count(2_000)
 	return repeat(ctx, o.Runs, func() (float64, error) {
 		return onCPU(cpu, func() (float64, error) {
 			return batched(n, 1, func(n int) (time.Duration, error) {
 				start := time.Now()
 				for range n {
-					fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(path)), unix.O_RDONLY, 0, 0, 0)
+					fd, e := openNull()
 					if e != 0 {
-						return 0, fmt.Errorf("openat /dev/null: %w", e)
+						return 0, openNullError(e)
 					}
 					unix.RawSyscallNoError(unix.SYS_CLOSE, fd, 0, 0)
 				}
@@ -148,11 +158,6 @@ const idleBudget = 100 * time.Millisecond
 // At SCHED_FIFO a sleep has no timer slack, so the CPU is idle that long
 // unless another task runs there meanwhile.
 func AfterIdle(ctx context.Context, o Options, cpu int, idle time.Duration) ([]float64, error) {
-	path, err := unix.BytePtrFromString("/dev/null")
-	if err != nil {
-		return nil, err
-	}
-	atFDCWD := int(unix.AT_FDCWD)
 	n := o.count(2_000)
 	if idle > 0 {
 		n = max(o.count(int(idleBudget/idle)), 5)
@@ -166,10 +171,10 @@ func AfterIdle(ctx context.Context, o Options, cpu int, idle time.Duration) ([]f
 					unix.Nanosleep(&ts, nil) // EINTR: a shorter idle
 				}
 				start := time.Now()
-				fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(path)), unix.O_RDONLY, 0, 0, 0)
+				fd, e := openNull()
 				ns[i] = float64(time.Since(start).Nanoseconds())
 				if e != 0 {
-					return 0, fmt.Errorf("openat /dev/null: %w", e)
+					return 0, openNullError(e)
 				}
 				unix.RawSyscallNoError(unix.SYS_CLOSE, fd, 0, 0)
 			}

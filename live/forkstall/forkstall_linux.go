@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -107,12 +106,11 @@ func holder(n int) int {
 	}
 }
 
-// writeRecord writes r as 16 bytes; it fails once the experiment is gone.
+// writeRecord writes r as the fork helper does; it fails once the
+// experiment is gone.
 func writeRecord(w io.Writer, r forkRecord) error {
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(r.Start))
-	binary.LittleEndian.PutUint64(b[8:], uint64(r.Dur))
-	_, err := w.Write(b[:])
+	_, err := w.Write(r.Append(b[:0]))
 	return err
 }
 
