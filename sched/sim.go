@@ -224,6 +224,7 @@ type simThread struct {
 	mask    [MaxSimCPUs / 64]uint64
 	started bool
 	ps      int64 // picoseconds of Points not yet charged (InstructionPS)
+	noise   int64 // ns of interruptions taken while it was its CPU's curr (NoiseTime)
 }
 
 func (st *simThread) allowed(cpu int) bool { return st.mask[cpu/64]&(1<<(cpu%64)) != 0 }
@@ -283,7 +284,11 @@ func (s *simRun) armNoise(c *simCPU, now int64) {
 func (s *simRun) interrupts(c *simCPU) {
 	for c.clock >= c.nextTick || c.clock >= c.nextNoise {
 		if c.nextNoise < c.nextTick {
-			c.clock += int64(s.noise[s.r.rng.IntN(len(s.noise))])
+			d := int64(s.noise[s.r.rng.IntN(len(s.noise))])
+			c.clock += d
+			if c.curr != nil {
+				c.curr.det.sim.noise += d
+			}
 			s.armNoise(c, c.clock)
 			continue
 		}
@@ -910,6 +915,16 @@ func ThreadCPUTime() (time.Duration, bool) {
 		c := t.sys().det.sim.cpuOf(t)
 		se := t.det.sim.se
 		return time.Duration(se.SumExec + c.clock - se.ExecStart), true
+	}
+	return 0, false
+}
+
+// NoiseTime returns, in a sim run, the time the running thread has lost
+// so far to its CPUs' interruptions (SimConfig.Noise) while it was their
+// current thread, and true; elsewhere 0 and false.
+func NoiseTime() (time.Duration, bool) {
+	if t := running(); t != nil && t.det.sim != nil {
+		return time.Duration(t.det.sim.noise), true
 	}
 	return 0, false
 }

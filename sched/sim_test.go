@@ -520,18 +520,25 @@ func TestSimForkSamples(t *testing.T) {
 // A busy CPU loses the noise's interruptions, an idle one none: with
 // interruptions of 10 µs at 10,000 a second, 10 ms of kernel work and
 // waits on memory ends later by a whole number of them, about a hundred; a thread that sleeps
-// 10 ms on the other CPU meanwhile wakes on time; the same seed gives the
+// 10 ms on the other CPU meanwhile wakes on time; NoiseTime counts the
+// worker's lost time and none of the sleeper's; the same seed gives the
 // same run, and a machine without noise charges the work exactly.
 func TestSimNoise(t *testing.T) {
 	const blip = 10 * time.Microsecond
+	var lost, sleeperLost time.Duration
 	run := func(seed uint64, noise sched.SimNoise) (work, sleep time.Duration) {
 		sys := sched.New(sched.Config{CPUs: 2, Seed: seed, Sim: &sched.SimConfig{Until: time.Second, Noise: noise}})
 		sys.SpawnNamed("work", 0, 0, func(*sched.Thread) {
 			sched.Charge(5 * ms)
 			sched.Stall(5 * ms) // a wait on memory is interrupted too
 			work = sched.Since(sched.Epoch)
+			lost, _ = sched.NoiseTime()
 		})
-		sys.SpawnNamed("sleeper", 1, 0, func(*sched.Thread) { sched.Sleep(10 * ms); sleep = sched.Since(sched.Epoch) })
+		sys.SpawnNamed("sleeper", 1, 0, func(*sched.Thread) {
+			sched.Sleep(10 * ms)
+			sleep = sched.Since(sched.Epoch)
+			sleeperLost, _ = sched.NoiseTime()
+		})
 		if _, err := sys.Run(); err != nil {
 			t.Fatal(err)
 		}
@@ -544,6 +551,12 @@ func TestSimNoise(t *testing.T) {
 	}
 	if sleep != 10*ms {
 		t.Errorf("a 10 ms sleep on an idle CPU ended at %v", sleep)
+	}
+	if lost != work-10*ms || sleeperLost != 0 {
+		t.Errorf("NoiseTime: the worker lost %v (its work ended %v late), the sleeper %v", lost, work-10*ms, sleeperLost)
+	}
+	if d, ok := sched.NoiseTime(); d != 0 || ok {
+		t.Errorf("NoiseTime outside a sim run: %v, %v", d, ok)
 	}
 	if again, _ := run(1, noise); again != work {
 		t.Errorf("the same seed: work ended at %v, then at %v", work, again)
