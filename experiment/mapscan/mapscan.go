@@ -167,6 +167,9 @@ type Stats struct {
 	// lock they held.
 	MaxOpWaitUS map[string]float64 `json:",omitempty"`
 	Preempted   Held               `json:",omitempty"`
+	// MaxOpNoiseUS is the sim's only: the slowest call's time lost to its
+	// CPU's interruptions (machine.Noise, sched.NoiseTime).
+	MaxOpNoiseUS float64 `json:",omitempty"`
 	// ScannersSlept is the scanners' own lock waits: a reader granted the
 	// lock while it waits for its CPU holds it all that time (the After
 	// walk's fallback to the mmap lock; live: the walk's fallback
@@ -196,6 +199,7 @@ type Acc struct {
 	mmapMax, munmapMax, waitMax time.Duration
 	mmapN, munmapN              int
 	slowest                     map[string]float64 // the slowest call's blocked time per lock
+	slowestNoise                time.Duration      // the slowest call's time lost to interruptions (sim)
 	hostWaitMax                 time.Duration      // Stats.MapperHostWaitMaxUS
 }
 
@@ -232,7 +236,7 @@ func (a *Acc) Stats() Stats {
 		MunmapMeanUS: mean(a.munmapSum, a.munmapN), MunmapMaxUS: us(a.munmapMax),
 		OpMeanUS: mean(a.mmapSum+a.munmapSum, n), OpMaxUS: us(max(a.mmapMax, a.munmapMax)),
 		LockWaitMeanUS: mean(a.waitSum, n), LockWaitMaxUS: us(a.waitMax),
-		MaxOpWaitUS: a.slowest, MapperHostWaitMaxUS: us(a.hostWaitMax),
+		MaxOpWaitUS: a.slowest, MaxOpNoiseUS: us(a.slowestNoise), MapperHostWaitMaxUS: us(a.hostWaitMax),
 	}
 }
 
@@ -271,6 +275,7 @@ type Result struct {
 	// blocked per lock; the scanners' preemptions inside the walk by the
 	// lock held, over all runs.
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
+	SlowestNoiseUS   float64            `json:"slowest_noise_us,omitempty"` // the sim's: of the slowest call, lost to interruptions
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
 	ScannerSlept     Held               `json:"scanner_slept,omitempty"`     // the scanners' lock waits, over all runs
 	ScannerRunWait   Held               `json:"scanner_run_wait,omitempty"`  // their parts after the wake-up
@@ -310,7 +315,7 @@ func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 		r.ScannerHostWait = s.ScannersHostWait.merge(r.ScannerHostWait)
 		r.MapperHostWaitMaxUS = max(r.MapperHostWaitMaxUS, s.MapperHostWaitMaxUS)
 		if s.OpMaxUS > slowest {
-			slowest, r.SlowestWaitUS = s.OpMaxUS, s.MaxOpWaitUS
+			slowest, r.SlowestWaitUS, r.SlowestNoiseUS = s.OpMaxUS, s.MaxOpWaitUS, s.MaxOpNoiseUS
 		}
 	}
 	type metric struct {
@@ -540,8 +545,9 @@ func RawData(r Result) []string {
 // lock tracepoints (sleeps on rw_semaphores only: no preemption, no
 // per-VMA lock wait, no optimistic spinning). Empty for runs that timed no
 // call. A slowest call that blocked on no lock lost its time elsewhere
-// (the model: the host's scheduling of its threads; live: the kernel's
-// work, preemption, or a lock the tracepoints do not show).
+// (the model: the host's scheduling of its threads; sim: the part its
+// CPU's interruptions took is named; live: the kernel's work, preemption,
+// or a lock the tracepoints do not show).
 func Attribution(r Result) string {
 	if r.Ops == 0 {
 		return ""
@@ -558,6 +564,9 @@ func Attribution(r Result) string {
 	}
 	for _, lock := range slices.Sorted(maps.Keys(r.SlowestWaitUS)) {
 		fmt.Fprintf(&b, " %.1f us on %s", r.SlowestWaitUS[lock], lock)
+	}
+	if r.SlowestNoiseUS > 0 {
+		fmt.Fprintf(&b, ", %.1f us of it interrupted (the machine's noise)", r.SlowestNoiseUS)
 	}
 	if len(r.ScannerPreempted) > 0 {
 		b.WriteString("; scanners preempted in the walk holding")

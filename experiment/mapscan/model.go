@@ -130,7 +130,7 @@ func RunModel(ctx context.Context, d machine.Description, variant procfs.Variant
 				acc.hostWaitMax = max(acc.hostWaitMax, w1-w0)
 				d -= min(w1-w0, d)
 			}
-			acc.AddBlocked(isMmap, d, t.TakeBlocked())
+			acc.AddBlocked(isMmap, d, t.TakeBlocked(), 0)
 			t.Block(func() { host.Nanosleep(MapperSleep) })
 		}
 	})
@@ -454,14 +454,15 @@ func (h Held) merge(into Held) Held {
 }
 
 // AddBlocked is Add for a model call, with the time it blocked per lock
-// (kernel.Task.TakeBlocked): the slowest call's is kept.
-func (a *Acc) AddBlocked(mmap bool, d time.Duration, blocked map[string]kernel.BlockStat) {
+// (kernel.Task.TakeBlocked) and, in sim, the time it lost to its CPU's
+// interruptions: the slowest call's are kept.
+func (a *Acc) AddBlocked(mmap bool, d time.Duration, blocked map[string]kernel.BlockStat, noise time.Duration) {
 	var wait time.Duration
 	for _, b := range blocked {
 		wait += b.Total
 	}
 	if d > max(a.mmapMax, a.munmapMax) {
-		a.slowest = map[string]float64{}
+		a.slowest, a.slowestNoise = map[string]float64{}, noise
 		for lock, b := range blocked {
 			a.slowest[lock] = us(b.Total)
 		}

@@ -144,6 +144,7 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 		for sched.Now().Before(deadline) && ctx.Err() == nil {
 			addr, isMmap := next()
 			t0 := sched.Now()
+			noise0, _ := sched.NoiseTime()
 			sched.ChargeCost(sched.CostSyscall, 1)
 			if isMmap {
 				sched.Charge(mmapCost)
@@ -156,7 +157,8 @@ func RunSim(ctx context.Context, d machine.Description, sim experiment.SimRun, v
 				opErr = err
 				return
 			}
-			acc.AddBlocked(isMmap, el, t.TakeBlocked())
+			noise, _ := sched.NoiseTime()
+			acc.AddBlocked(isMmap, el, t.TakeBlocked(), noise-noise0)
 			sched.ChargeCost(sched.CostSyscall, 1) // nanosleep
 			sched.Nanosleep(MapperSleep)
 		}

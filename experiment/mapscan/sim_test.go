@@ -167,3 +167,33 @@ func TestScannerStatsSumItsTasks(t *testing.T) {
 		t.Errorf("%d passes, want 3", st.ScanPasses)
 	}
 }
+
+// On a machine whose noise is one long interruption now and then, the
+// slowest call of a run without scanners is the one it hit: its time lost
+// to the noise is a whole number of interruptions, and no more than the
+// call took. Without noise it loses none.
+func TestSimSlowestCallNoise(t *testing.T) {
+	const blip = 500 * time.Microsecond
+	d := machine.MustNamed("virtme-ng-4")
+	spec := RunSpec{Scanners: "none", Duration: 100 * time.Millisecond, Seed: 1}
+	quiet, err := RunSim(context.Background(), d, experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.After, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet.MaxOpNoiseUS != 0 {
+		t.Errorf("without noise the slowest call (%.1f us) lost %.1f us to it", quiet.OpMaxUS, quiet.MaxOpNoiseUS)
+	}
+	d.Noise = machine.Noise{PerSecond: 200, NS: []float64{float64(blip)}, Source: "a test's"}
+	st, err := RunSim(context.Background(), d, experiment.SimRun{Seed: 1, Until: time.Hour}, procfs.After, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := st.MaxOpNoiseUS / us(blip)
+	if n < 1 || n != float64(int(n)) || st.MaxOpNoiseUS > st.OpMaxUS || st.OpMaxUS-st.MaxOpNoiseUS > quiet.OpMaxUS {
+		t.Errorf("the slowest call took %.1f us, %.1f us of it interrupted, against %.1f us without noise: want a whole number of %v interruptions, the rest no longer than without",
+			st.OpMaxUS, st.MaxOpNoiseUS, quiet.OpMaxUS, blip)
+	}
+	if a := Attribution(Summarize(experiment.Row{Target: experiment.Sim, Variant: "after"}, "none", []Stats{st})); !strings.Contains(a, "us of it interrupted (the machine's noise)") {
+		t.Errorf("attribution %q does not name the noise", a)
+	}
+}
