@@ -167,6 +167,9 @@ type Stats struct {
 	// lock they held.
 	MaxOpWaitUS map[string]float64 `json:",omitempty"`
 	Preempted   Held               `json:",omitempty"`
+	// SlowestWake is the live target's only: how the slowest call's
+	// longest lock sleep ended (nil if the trace did not see it woken).
+	SlowestWake *Wake `json:",omitempty"`
 	// MaxOpNoiseUS is the sim's only: the slowest call's time lost to its
 	// CPU's interruptions (machine.Noise, sched.NoiseTime).
 	MaxOpNoiseUS float64 `json:",omitempty"`
@@ -191,6 +194,15 @@ type Stats struct {
 	// lock tracepoints could not be read: no tracefs, no permission, events
 	// lost); empty when it has them, and on the model.
 	LockTraceNote string `json:",omitempty"`
+}
+
+// Wake is how a lock sleep of the live mapper ended, from the kernel's
+// sched_waking events: the task that woke it (for an rw_semaphore, the one
+// that released it), and the time from that wake-up to the mapper's
+// running again.
+type Wake struct {
+	By        string  `json:"by"`
+	RunWaitUS float64 `json:"run_wait_us"`
 }
 
 // Acc accumulates the mapper's timings into Stats.
@@ -276,6 +288,7 @@ type Result struct {
 	// lock held, over all runs.
 	SlowestWaitUS    map[string]float64 `json:"slowest_wait_us,omitempty"`
 	SlowestNoiseUS   float64            `json:"slowest_noise_us,omitempty"` // the sim's: of the slowest call, lost to interruptions
+	SlowestWake      *Wake              `json:"slowest_wake,omitempty"`     // live: how its longest lock sleep ended
 	ScannerPreempted Held               `json:"scanner_preempted,omitempty"`
 	ScannerSlept     Held               `json:"scanner_slept,omitempty"`     // the scanners' lock waits, over all runs
 	ScannerRunWait   Held               `json:"scanner_run_wait,omitempty"`  // their parts after the wake-up
@@ -315,7 +328,7 @@ func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 		r.ScannerHostWait = s.ScannersHostWait.merge(r.ScannerHostWait)
 		r.MapperHostWaitMaxUS = max(r.MapperHostWaitMaxUS, s.MapperHostWaitMaxUS)
 		if s.OpMaxUS > slowest {
-			slowest, r.SlowestWaitUS, r.SlowestNoiseUS = s.OpMaxUS, s.MaxOpWaitUS, s.MaxOpNoiseUS
+			slowest, r.SlowestWaitUS, r.SlowestNoiseUS, r.SlowestWake = s.OpMaxUS, s.MaxOpWaitUS, s.MaxOpNoiseUS, s.SlowestWake
 		}
 	}
 	type metric struct {
@@ -425,7 +438,9 @@ figures from the kernel's lock:contention_begin/end tracepoints (a private
 ftrace instance; needs root and tracefs, else the line says "no lock
 tracepoints"): the mapper's and the scanners' sleeps on the mapper's
 mmap_lock and the mapper's on other rw_semaphores, not its per-VMA lock
-waits nor preemption. --rawdata prints each case's runs as
+waits nor preemption, and from sched_waking which task woke the slowest
+call's longest sleep (the lock's releaser) and how long the mapper then
+waited for its CPU. --rawdata prints each case's runs as
 run-proc-vs-map.sh --rawdata does: in ms, the median of the per-run means,
 the j-th smallest per-run mean, the j-th smallest per-run max.
 On --target sim (--machine virtme-ng-4, seed 003's 4-CPU VM) each run is
@@ -435,7 +450,8 @@ and a busy-waiter on each of CPUs 2 and 3), scheduled by EEVDF (the
 nice-15 scanner gets its weight's share), the walk preempted as the
 machine's preemption model says (not --preempt); the calls and reads are
 charged the machine's syscall and populate costs and instruction counts
-(RunSim says which). The same machine and --sim-seed give the same output.
+(RunSim says which), and the slowest call names the part of it its CPU's
+interruptions took (the machine's noise). The same machine and --sim-seed give the same output.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants.Names(),
@@ -564,6 +580,9 @@ func Attribution(r Result) string {
 	}
 	for _, lock := range slices.Sorted(maps.Keys(r.SlowestWaitUS)) {
 		fmt.Fprintf(&b, " %.1f us on %s", r.SlowestWaitUS[lock], lock)
+	}
+	if w := r.SlowestWake; w != nil {
+		fmt.Fprintf(&b, " (the longest sleep woken by %s, then %.1f us until the mapper ran)", w.By, w.RunWaitUS)
 	}
 	if r.SlowestNoiseUS > 0 {
 		fmt.Fprintf(&b, ", %.1f us of it interrupted (the machine's noise)", r.SlowestNoiseUS)

@@ -259,6 +259,12 @@ func TestAttributionLive(t *testing.T) {
 	if got := Attribution(traced); got != want {
 		t.Errorf("traced:\n%s\nwant\n%s", got, want)
 	}
+	woken := Summarize(experiment.LiveRow, "none", []Stats{{Ops: 5, OpMaxUS: 1300, MaxOpWaitUS: map[string]float64{"rw_semaphore in anon_vma_clone": 1283},
+		SlowestWake: &Wake{By: "kdamond.0", RunWaitUS: 1256}}})
+	want = "live kernel none: slowest call 1300.0 us, blocked 1283.0 us on rw_semaphore in anon_vma_clone (the longest sleep woken by kdamond.0, then 1256.0 us until the mapper ran) (the kernel's lock:contention tracepoints: rw_semaphore sleeps only)"
+	if got := Attribution(woken); got != want {
+		t.Errorf("woken:\n%s\nwant\n%s", got, want)
+	}
 	untraced := Summarize(experiment.LiveRow, "text", []Stats{{Ops: 5, OpMaxUS: 900, LockTraceNote: "no lock tracepoints: needs root"}})
 	want = "live kernel text: slowest call 900.0 us; no lock tracepoints: needs root"
 	if got := Attribution(untraced); got != want {

@@ -142,7 +142,8 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 }
 
 // startLockTrace creates the run's ftrace instance recording the lock
-// tracepoints of the threads tids; nil and why not if it cannot. The
+// tracepoints of the threads tids, and the mapper's (tids[0]'s) wake-ups
+// by tasks; nil and why not if it cannot. The
 // default buffer holds a run's events many times over: the mapper's and
 // the scanners' rw_semaphore sleeps and the ends of their other lock
 // waits, some thousands in a run of seconds; a loss is reported.
@@ -156,7 +157,8 @@ func startLockTrace(tids []int) (*tracefs.Instance, string) {
 		func() error { return tr.SetPIDs(tids...) },
 		func() error { return tr.SetEvent(lockBegin, "filter", rwsemFlags) },
 		func() error { return tr.SetEvent(lockBegin, "trigger", "stacktrace if "+rwsemFlags) },
-		func() error { return tr.Enable(lockBegin, lockEnd) },
+		func() error { return tr.SetEvent(schedWaking, "filter", wakingFilter(tids[0])) },
+		func() error { return tr.Enable(lockBegin, lockEnd, schedWaking) },
 		tr.Start,
 	} {
 		if err = step(); err != nil {
@@ -187,6 +189,6 @@ func readLockTrace(tr *tracefs.Instance, span lockSpan, st *mapscan.Stats) strin
 	if err != nil {
 		return err.Error()
 	}
-	span.figures(ws, st)
+	span.figures(ws, wakings(evs), st)
 	return ""
 }

@@ -3,6 +3,7 @@ package mapscan
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"mmlab/experiment/mapscan"
@@ -29,13 +30,27 @@ import (
 //     VMA's readers in __vma_enter_locked through rcuwait_wait_event, with
 //     no lock tracepoint, and vma_start_read only tries, so a VMA-lock wait
 //     of the mapper is not attributed;
-//   - who held the lock: the tracepoints name only the waiters;
+//   - who held the lock: the tracepoints name only the waiters (but the
+//     task that released an rw_semaphore wakes its sleepers: see below);
 //   - the mapper's time runnable but off its CPU (preempted).
+//
+// How the mapper's sleeps ended comes from its sched_waking by a task,
+// filtered to few (wakingFilter: not by a timer on an idle CPU, which
+// wakes it from each of its nanosleeps). It fires in the waker's context
+// (try_to_wake_up(); rwsem_wake() runs in the releaser's up_read() or
+// up_write()), where sched_wakeup of a wake-up queued to an idle CPU fires
+// on that CPU, in its idle task (ttwu_queue_wakelist()). A lock sleep's contention_end is the sleeper's own, once it
+// runs again (rwsem_down_read_slowpath, rwsem_down_write_slowpath), so the
+// time from its last wake-up to that end is its wait for its CPU.
 const (
-	lockBegin  = "lock/contention_begin"
-	lockEnd    = "lock/contention_end"
-	rwsemFlags = "flags & 6" // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
+	lockBegin   = "lock/contention_begin"
+	lockEnd     = "lock/contention_end"
+	rwsemFlags  = "flags & 6" // LCB_F_READ | LCB_F_WRITE (include/trace/events/lock.h)
+	schedWaking = "sched/sched_waking"
 )
+
+// wakingFilter keeps the wake-ups of thread tid (the mapper) by a task.
+func wakingFilter(tid int) string { return fmt.Sprintf("pid == %d && common_pid != 0", tid) }
 
 // mmapLockCallers are the kernel functions through which the mapper and
 // the scanners take the mapper's mmap_lock (the mmap_*_lock helpers of
@@ -91,11 +106,58 @@ func lockWaits(evs []tracefs.Event) ([]lockWait, error) {
 				delete(open, k)
 				delete(stackless, e.TID)
 			}
+		case "sched_waking": // wakings'
 		default:
 			return nil, fmt.Errorf("mapscan: unexpected trace event %q", e.Name)
 		}
 	}
 	return ws, nil
+}
+
+// waking is a thread's wake-up by a task (the events wakingFilter keeps).
+type waking struct {
+	tid int    // the thread woken
+	by  string // the waker's command name
+	at  int64  // trace clock ns
+}
+
+// wakings returns the wake-ups among evs, in order.
+func wakings(evs []tracefs.Event) []waking {
+	var ws []waking
+	for _, e := range evs {
+		if e.Name != "sched_waking" {
+			continue
+		}
+		if tid, ok := field(e.Args, " pid="); ok { // comm=COMM pid=PID prio=P target_cpu=CPU
+			ws = append(ws, waking{tid: tid, by: e.Comm, at: e.TimeNS})
+		}
+	}
+	return ws
+}
+
+// field returns the number after the last key in args (" pid=" in
+// "comm=a pid=1 ...": a comm may itself contain the key).
+func field(args, key string) (int, bool) {
+	i := strings.LastIndex(args, key)
+	if i < 0 {
+		return 0, false
+	}
+	v, _, _ := strings.Cut(args[i+len(key):], " ")
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+// wake returns how w, a sleep of thread w.tid, ended: its last wake-up by
+// a task within it, and the wait from there to its end; nil if the trace
+// saw no such wake-up.
+func (w lockWait) wake(ks []waking) *mapscan.Wake {
+	var r *mapscan.Wake
+	for _, k := range ks {
+		if k.tid == w.tid && w.end >= 0 && k.at >= w.begin && k.at <= w.end {
+			r = &mapscan.Wake{By: k.by, RunWaitUS: float64(w.end-k.at) / 1e3}
+		}
+	}
+	return r
 }
 
 // lockCaller returns the function that called the rw_semaphore's down_*
@@ -181,9 +243,10 @@ func otherLock(w lockWait) string {
 // LockWaitMaxUS its longest single sleep there (one call may sleep twice:
 // MAP_POPULATE's mmap_read_lock after mmap's write lock); MaxOpWaitUS the
 // slowest call's time asleep on the mmap_lock and on each other
-// rw_semaphore (by otherLock); ScannersSlept the scanners' sleeps on the
-// mapper's mmap_lock.
-func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
+// rw_semaphore (by otherLock), and SlowestWake how the longest of those
+// ended (from ks); ScannersSlept the scanners' sleeps on the mapper's
+// mmap_lock.
+func (s lockSpan) figures(ws []lockWait, ks []waking, st *mapscan.Stats) {
 	if st.Ops == 0 {
 		return // no call timed: no window
 	}
@@ -191,11 +254,15 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 	var sum, longest int64
 	slow := map[string]int64{}
 	var slept mapscan.HeldStat
+	var slowest lockWait // the slowest call's longest sleep
 	for _, w := range ws {
 		if !w.in(s.From, s.To) {
 			continue
 		}
 		d := w.overlap(s.From, s.To)
+		if w.tid == s.Mapper && w.overlap(s.SlowFrom, s.SlowTo) > slowest.overlap(s.SlowFrom, s.SlowTo) {
+			slowest = w
+		}
 		switch {
 		case w.tid == s.Mapper && w.addr == lock:
 			sum += d
@@ -210,7 +277,10 @@ func (s lockSpan) figures(ws []lockWait, st *mapscan.Stats) {
 	}
 	st.LockWaitMeanUS = float64(sum) / 1e3 / float64(st.Ops)
 	st.LockWaitMaxUS = float64(longest) / 1e3
-	st.MaxOpWaitUS, st.ScannersSlept = nil, nil
+	st.MaxOpWaitUS, st.ScannersSlept, st.SlowestWake = nil, nil, nil
+	if slowest.tid != 0 {
+		st.SlowestWake = slowest.wake(ks)
+	}
 	for name, d := range slow {
 		if d > 0 {
 			if st.MaxOpWaitUS == nil {

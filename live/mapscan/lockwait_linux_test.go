@@ -92,7 +92,7 @@ func TestLockFiguresCaptured(t *testing.T) {
 	span := capturedSpan
 	span.SlowFrom, span.SlowTo = 18810_364760_000, 18810_375170_000
 	st := mapscan.Stats{Ops: 4}
-	span.figures(ws, &st)
+	span.figures(ws, nil, &st)
 	// The mapper slept 263 and 10393 us on the mmap_lock, the scanners
 	// 245, 10388 and 26 us.
 	want := mapscan.Stats{Ops: 4, LockWaitMeanUS: (263 + 10393) / 4.0, LockWaitMaxUS: 10393,
@@ -106,7 +106,7 @@ func TestLockFiguresCaptured(t *testing.T) {
 	// its anon_vma's lock in vma_prepare, while kdamond walked the rmap.
 	span.SlowFrom, span.SlowTo = 18810_882600_000, 18810_882750_000
 	st = mapscan.Stats{Ops: 4}
-	span.figures(ws, &st)
+	span.figures(ws, nil, &st)
 	if want := map[string]float64{"rw_semaphore in vma_prepare": 112}; !reflect.DeepEqual(st.MaxOpWaitUS, want) {
 		t.Errorf("the slowest call's sleeps %v, want %v", st.MaxOpWaitUS, want)
 	}
@@ -115,7 +115,7 @@ func TestLockFiguresCaptured(t *testing.T) {
 	// are cut there, the slowest call no longer contains one.
 	span.To, span.SlowFrom, span.SlowTo = 18810_370000_000, 18810_364000_000, 18810_364400_000
 	st = mapscan.Stats{Ops: 4}
-	span.figures(ws, &st)
+	span.figures(ws, nil, &st)
 	want = mapscan.Stats{Ops: 4, LockWaitMeanUS: (263 + 5230) / 4.0, LockWaitMaxUS: 5230,
 		ScannersSlept: mapscan.Held{"mmap_lock": {Count: 2, MaxUS: 5256}}}
 	if !reflect.DeepEqual(st, want) {
@@ -125,13 +125,94 @@ func TestLockFiguresCaptured(t *testing.T) {
 	// No one slept: the figures are zero, not absent. No call timed: no
 	// window, no figures.
 	st = mapscan.Stats{Ops: 4}
-	span.figures(nil, &st)
+	span.figures(nil, nil, &st)
 	if !reflect.DeepEqual(st, mapscan.Stats{Ops: 4}) {
 		t.Errorf("figures without waits %+v", st)
 	}
 	st = mapscan.Stats{}
-	span.figures(ws, &st)
+	span.figures(ws, nil, &st)
 	if !reflect.DeepEqual(st, mapscan.Stats{}) {
 		t.Errorf("figures without calls %+v", st)
+	}
+}
+
+// testdata/lock-waking.trace is a stretch of an instance's trace file on
+// this project's Linux 6.18 machine (trace_clock mono; lock:contention_*
+// as startLockTrace sets them, and sched_waking with the filter
+// "common_pid != 0", for all tasks) during `mmlab run mapscan --target
+// live --cases none --runs 2`: the mapper, thread 23431, is woken from a
+// nanosleep by the timer while kdamond.0 runs on its CPU, sleeps in
+// anon_vma_clone on the anon_vma lock kdamond holds, and is woken by
+// kdamond's release, then runs 1256 us later.
+func TestLockWakeCaptured(t *testing.T) {
+	f, err := os.Open("testdata/lock-waking.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, lost, err := tracefs.Parse(f)
+	if err != nil || lost != 0 {
+		t.Fatalf("%d lost, %v", lost, err)
+	}
+	ws, err := lockWaits(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := wakings(evs)
+	if len(ks) != 4 || ks[0] != (waking{tid: 23431, by: "kdamond.0", at: 8735_892136_000}) || ks[3].tid != 23434 {
+		t.Errorf("wakings %+v: want four, the mapper's by kdamond.0 first, 23434's last", ks)
+	}
+	span := lockSpan{Mapper: 23431, From: 8735_880000_000, To: 8735_900000_000, SlowFrom: 8735_892200_000, SlowTo: 8735_893600_000}
+	st := mapscan.Stats{Ops: 1}
+	span.figures(ws, ks, &st)
+	// The wake-ups before the sleep (the timer's, in kdamond's context)
+	// and another thread's are not its end.
+	if want := (&mapscan.Wake{By: "kdamond.0", RunWaitUS: 1256}); !reflect.DeepEqual(st.SlowestWake, want) {
+		t.Errorf("the slowest call's sleep ended %+v, want %+v", st.SlowestWake, want)
+	}
+	if want := map[string]float64{"rw_semaphore in anon_vma_clone": 1283}; !reflect.DeepEqual(st.MaxOpWaitUS, want) {
+		t.Errorf("the slowest call's sleeps %v, want %v", st.MaxOpWaitUS, want)
+	}
+	// Woken only before it began (the timer's two), the sleep's end is
+	// unknown.
+	for _, w := range ws {
+		if w.tid == 23431 {
+			if got := w.wake(ks[:2]); got != nil {
+				t.Errorf("a sleep from %d woken before it: ended %+v", w.begin, got)
+			}
+		}
+	}
+	// Without the wake-ups, or with a slowest call that did not sleep,
+	// nothing says how a sleep ended.
+	for _, c := range []struct {
+		ks       []waking
+		from, to int64
+	}{{nil, span.SlowFrom, span.SlowTo}, {ks, 8735_881000_000, 8735_882000_000}} {
+		s := span
+		s.SlowFrom, s.SlowTo = c.from, c.to
+		st := mapscan.Stats{Ops: 1}
+		s.figures(ws, c.ks, &st)
+		if st.SlowestWake != nil {
+			t.Errorf("slowest call [%d, %d], %d wakings: ended %+v", c.from, c.to, len(c.ks), st.SlowestWake)
+		}
+	}
+}
+
+// A wake-up's pid is the last " pid=" of its arguments: the woken task's
+// comm, first, may itself contain one.
+func TestWakingPID(t *testing.T) {
+	for _, c := range []struct {
+		args string
+		tid  int
+		ok   bool
+	}{
+		{"comm=mmlab pid=23431 prio=120 target_cpu=000", 23431, true},
+		{"comm=a pid=7 b pid=23431 prio=120 target_cpu=000", 23431, true},
+		{"comm=mmlab prio=120", 0, false},
+		{"comm=mmlab pid=x prio=120", 0, false},
+	} {
+		if tid, ok := field(c.args, " pid="); tid != c.tid || ok != c.ok {
+			t.Errorf("%q: %d, %v; want %d, %v", c.args, tid, ok, c.tid, c.ok)
+		}
 	}
 }
