@@ -190,6 +190,9 @@ type Stats struct {
 	// NoHostPriority says that the model's threads ran without host
 	// priorities (sched.Config.HostPriority needs CAP_SYS_NICE).
 	NoHostPriority bool `json:",omitempty"`
+	// HostNote is, live, what else on the host takes the mapper's locks
+	// (DAMON's kdamonds that are on); empty if nothing is known to.
+	HostNote string `json:",omitempty"`
 	// LockTraceNote says why a live run has no lock figures (the kernel's
 	// lock tracepoints could not be read: no tracefs, no permission, events
 	// lost); empty when it has them, and on the model.
@@ -298,8 +301,9 @@ type Result struct {
 	MapperHostWaitMaxUS float64 `json:"mapper_host_wait_max_us,omitempty"`
 	// NoHostPriority: a model run's threads had no host priorities.
 	NoHostPriority bool `json:"no_host_priority,omitempty"`
-	// LockTraceNote is the first run's Stats.LockTraceNote that is not
-	// empty.
+	// HostNote and LockTraceNote are the first runs' Stats.HostNote and
+	// Stats.LockTraceNote that are not empty.
+	HostNote      string `json:"host_note,omitempty"`
 	LockTraceNote string `json:"lock_trace_note,omitempty"`
 	// Machine is the simulated machine's name (sim results only).
 	Machine string `json:"machine,omitempty"`
@@ -317,6 +321,9 @@ func Summarize(row experiment.Row, scanners string, all []Stats) Result {
 	for _, s := range all {
 		if r.LockTraceNote == "" {
 			r.LockTraceNote = s.LockTraceNote
+		}
+		if r.HostNote == "" {
+			r.HostNote = s.HostNote
 		}
 		r.NoHostPriority = r.NoHostPriority || s.NoHostPriority
 		r.Ops += s.Ops
@@ -519,10 +526,17 @@ func Table(w io.Writer, o *Options, rs []Result) {
 	for _, line := range Ratios(rs) {
 		fmt.Fprintln(w, line)
 	}
+	var notes []string
 	for _, r := range rs {
 		if line := Attribution(r); line != "" {
 			fmt.Fprintln(w, line)
 		}
+		if r.HostNote != "" && !slices.Contains(notes, r.HostNote) {
+			notes = append(notes, r.HostNote)
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "live: %s\n", n)
 	}
 	if o != nil && o.RawData {
 		for _, r := range rs {

@@ -182,6 +182,24 @@ func TestRawData(t *testing.T) {
 	}
 }
 
+// A live run's host note is printed under the table once, however many
+// cases carry it; the first run's that has one is the case's.
+func TestTableHostNote(t *testing.T) {
+	const note = "DAMON is on: kdamond 0 (pid 75): operations paddr"
+	rs := []Result{
+		Summarize(experiment.LiveRow, "none", []Stats{{Ops: 1}, {Ops: 1, HostNote: note}}),
+		Summarize(experiment.LiveRow, "text", []Stats{{Ops: 1, HostNote: note}}),
+	}
+	if rs[0].HostNote != note {
+		t.Errorf("the case's note %q, want the second run's", rs[0].HostNote)
+	}
+	var b strings.Builder
+	Table(&b, nil, rs)
+	if n := strings.Count(b.String(), "live: "+note+"\n"); n != 1 {
+		t.Errorf("the note printed %d times:\n%s", n, b.String())
+	}
+}
+
 // The wait accounting names the lock a preempted scanner held: the mmap
 // lock in the Before walk, a VMA lock in the After walk, and nothing
 // without preemption in kernel code; the slowest call's wait is traced to

@@ -129,6 +129,7 @@ func runOnce(ctx context.Context, o mapscan.RunSpec) (mapscan.Stats, error) {
 	if note != "" {
 		st.LockTraceNote = "no lock tracepoints: " + note
 	}
+	st.HostNote = damonNote(damonRoot)
 	for _, s := range scanners {
 		s.Cmd.Process.Signal(syscall.SIGTERM)
 		rest, err := s.Expect("passes")
