@@ -119,8 +119,16 @@ func TestRoot(t *testing.T) {
 	}
 }
 
-// rootChild runs in the child's private mount namespace.
+// rootChild runs in the child's private mount namespace. Where debugfs is
+// mounted (systemd mounts it at boot), looking up its tracing directory
+// mounts tracefs there again (kernel/trace/trace.c: tracing_init_dentry's
+// debugfs_create_automount("tracing", ..., trace_automount)), so that
+// mounted() would find one for ever: debugfs goes first, in this namespace
+// only.
 func rootChild(t *testing.T) {
+	if err := unix.Unmount("/sys/kernel/debug", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("umount /sys/kernel/debug: %v", err)
+	}
 	for mounted() != "" {
 		if err := unix.Unmount(mounted(), unix.MNT_DETACH); err != nil {
 			t.Fatalf("umount %s: %v", mounted(), err)
