@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"mmlab/host"
 	"mmlab/machine"
 	"mmlab/report"
 )
@@ -24,8 +25,8 @@ type Experiment interface {
 	// Settings are its arguments in each setting of `mmlab all`.
 	Settings() Settings
 	// Main runs `mmlab run NAME args...`: parse and validate, run the jobs,
-	// print the table (or the JSON document) and the verdict, and return the
-	// exit status.
+	// print the table (or the JSON document), the live run's steal time
+	// (report.Steal) and the verdict, and return the exit status.
 	Main(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// Check parses and validates args as Main would, running nothing; its
 	// errors wrap ErrUsage.
@@ -261,6 +262,8 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		}
 		n := 0
 		var wrongRow error
+		stealBefore, stealErr := host.Steal()
+		start := time.Now()
 		err := j.run(ctx, o, env, func(r R) {
 			if w := r.Where(); w.Target != j.target && wrongRow == nil {
 				wrongRow = fmt.Errorf("a result of the %s runner says target %s", j.target, w.Target)
@@ -271,6 +274,11 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		})
 		if err == nil {
 			err = wrongRow
+		}
+		if j.target == Live && stealErr == nil {
+			if after, err := host.Steal(); err == nil {
+				doc.Steal = report.StealDuring(stealBefore, after, time.Since(start))
+			}
 		}
 		switch {
 		case err == nil:
@@ -307,6 +315,9 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		}
 	} else {
 		b.def.Table(stdout, o, doc.Results)
+		if doc.Steal != nil {
+			fmt.Fprintln(stdout, doc.Steal)
+		}
 		if doc.Verdict != "" {
 			fmt.Fprintln(stdout, doc.Verdict)
 		}

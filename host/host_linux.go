@@ -182,3 +182,13 @@ func (c *RunDelay) Close() error {
 	}
 	return c.f.Close()
 }
+
+// Steal returns each CPU's steal time so far (ParseSteal of /proc/stat).
+func Steal() (map[int]time.Duration, error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseSteal(f)
+}

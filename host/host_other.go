@@ -51,3 +51,6 @@ func (*RunDelay) Read() (time.Duration, bool) { return 0, false }
 
 // Close does nothing.
 func (*RunDelay) Close() error { return nil }
+
+// Steal returns an error off Linux: there is no /proc/stat.
+func Steal() (map[int]time.Duration, error) { return nil, errNotLinux }

@@ -14,7 +14,8 @@ import (
 func TestNotSupported(t *testing.T) {
 	_, cpusErr := CPUs()
 	_, rdErr := OpenRunDelay()
-	for _, err := range []error{cpusErr, Pin(0), SetFIFO(1), SetNice(0), rdErr} {
+	_, stealErr := Steal()
+	for _, err := range []error{cpusErr, Pin(0), SetFIFO(1), SetNice(0), rdErr, stealErr} {
 		if !errors.Is(err, machine.ErrNotSupported) {
 			t.Errorf("%v, want ErrNotSupported", err)
 		}

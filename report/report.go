@@ -5,7 +5,7 @@
 //
 //	{"schema_version", "experiment", "machine": {"kernel", "cpus", "mem_bytes", "go", ...},
 //	 "model_machine": {"name", "features"},
-//	 "params", "results": [...], "verdict", "skipped", "interrupted", "point"}
+//	 "params", "results": [...], "verdict", "skipped", "interrupted", "point", "steal"}
 //
 // "machine" is the host that produced the document: live results always
 // ran there, and its "features" are the host's (machine.Host()).
@@ -14,6 +14,8 @@
 //
 // "point", when set, says the document holds one point of a sweep (`mmlab
 // all --full --point I`): its index and the sweep's number of points.
+// "steal", when set, is what a hypervisor took of each CPU while the live
+// target ran (/proc/stat's steal time).
 //
 // Readers of older documents: a document of version 2 has no
 // "model_machine" and no "machine"."features"; read its model results as
@@ -37,7 +39,9 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,6 +49,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"mmlab/machine"
 )
@@ -126,6 +131,47 @@ type Document[P, R any] struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Point is set when the document holds one point of a sweep.
 	Point *SweepPoint `json:"point,omitempty"`
+	// Steal is what a hypervisor took of this machine's CPUs while the
+	// live target ran; nil if it took nothing, or without a live target.
+	Steal *Steal `json:"steal,omitempty"`
+}
+
+// Steal is the steal time of the CPUs during a live target's run: time a
+// hypervisor ran something else while the CPU had work, which the run's
+// figures include and a simulated machine does not have.
+type Steal struct {
+	RunS float64    `json:"run_s"` // the live target's run, in seconds
+	CPUs []CPUSteal `json:"cpus"`  // the CPUs that lost time, in order
+}
+
+// CPUSteal is one CPU's steal time during a run.
+type CPUSteal struct {
+	CPU int     `json:"cpu"`
+	MS  float64 `json:"ms"`
+}
+
+// StealDuring is the steal of a run of length run from the CPUs' steal
+// times before and after it; nil if no CPU's grew.
+func StealDuring(before, after map[int]time.Duration, run time.Duration) *Steal {
+	s := &Steal{RunS: run.Seconds()}
+	for _, cpu := range slices.Sorted(maps.Keys(after)) {
+		if d := after[cpu] - before[cpu]; d > 0 {
+			s.CPUs = append(s.CPUs, CPUSteal{CPU: cpu, MS: float64(d) / 1e6})
+		}
+	}
+	if len(s.CPUs) == 0 {
+		return nil
+	}
+	return s
+}
+
+// String is the line a table prints under it.
+func (s *Steal) String() string {
+	parts := make([]string, len(s.CPUs))
+	for i, c := range s.CPUs {
+		parts[i] = fmt.Sprintf("CPU %d %.0f ms (%.1f%%)", c.CPU, c.MS, c.MS/10/s.RunS)
+	}
+	return fmt.Sprintf("live: the hypervisor took %s of the live run's %.1f s (steal time, /proc/stat)", strings.Join(parts, ", "), s.RunS)
 }
 
 // SweepPoint is which point of a sweep a document holds: Index of the sweep's

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
 	"mmlab/machine"
 )
@@ -126,5 +128,40 @@ func TestMachineOf(t *testing.T) {
 	d.Kernel.Release = runtime.GOOS // what Host gives where the release cannot be read
 	if m := machineOf(d); m.Kernel != runtime.GOOS {
 		t.Errorf("without a release: kernel %q, want %q", m.Kernel, runtime.GOOS)
+	}
+}
+
+// A live run's steal is the CPUs whose steal time grew, in order, and it
+// reads back from the document; a run without steal has none.
+func TestSteal(t *testing.T) {
+	ms := time.Millisecond
+	before := map[int]time.Duration{0: 9970 * 10 * ms, 1: 10965 * 10 * ms, 2: 5 * ms}
+	after := map[int]time.Duration{0: 10003 * 10 * ms, 1: 11000 * 10 * ms, 2: 5 * ms}
+	s := StealDuring(before, after, 12*time.Second)
+	want := &Steal{RunS: 12, CPUs: []CPUSteal{{0, 330}, {1, 350}}}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("steal %+v, want %+v", s, want)
+	}
+	if got, line := s.String(), "live: the hypervisor took CPU 0 330 ms (2.8%), CPU 1 350 ms (2.9%) of the live run's 12.0 s (steal time, /proc/stat)"; got != line {
+		t.Errorf("line %q, want %q", got, line)
+	}
+	if s := StealDuring(after, after, time.Second); s != nil {
+		t.Errorf("no steal: %+v", s)
+	}
+	type row struct {
+		Target string `json:"target"`
+	}
+	d := NewDocument[struct{}, row]("x", machine.MustNamed("x86-64-pku"), struct{}{})
+	d.Steal = want
+	var buf bytes.Buffer
+	if err := d.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read[struct{}, row](buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Steal, want) {
+		t.Errorf("read back %+v, want %+v", back.Steal, want)
 	}
 }
