@@ -262,7 +262,10 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		}
 		n := 0
 		var wrongRow error
-		stealBefore, stealErr := host.Steal()
+		var stealBefore map[int]time.Duration // the CPUs' steal time (nil: not a live job, or none to read)
+		if j.target == Live {
+			stealBefore, _ = host.Steal()
+		}
 		start := time.Now()
 		err := j.run(ctx, o, env, func(r R) {
 			if w := r.Where(); w.Target != j.target && wrongRow == nil {
@@ -275,7 +278,7 @@ func (b *bound[O, R]) Main(ctx context.Context, args []string, stdout, stderr io
 		if err == nil {
 			err = wrongRow
 		}
-		if j.target == Live && stealErr == nil {
+		if stealBefore != nil {
 			if after, err := host.Steal(); err == nil {
 				doc.Steal = report.StealDuring(stealBefore, after, time.Since(start))
 			}

@@ -458,7 +458,8 @@ nice-15 scanner gets its weight's share), the walk preempted as the
 machine's preemption model says (not --preempt); the calls and reads are
 charged the machine's syscall and populate costs and instruction counts
 (RunSim says which), and the slowest call names the part of it its CPU's
-interruptions took (the machine's noise). The same machine and --sim-seed give the same output.
+interruptions took (the machine's noise). The same machine and --sim-seed
+give the same output.
 A run that timed no call makes the result insufficient (exit status 1).
 `,
 	Variants:   procfs.Variants.Names(),
