@@ -26,25 +26,25 @@ const (
 	munmapInstrs = 13000                 // per munmap call, besides its syscall
 )
 
-// The instruction counts above are measured, not taken from seed 003: on
-// a KVM guest on AMD EPYC at 2.596 GHz (Linux 6.18, this project's live
+// The instruction counts above are measured, not taken from seed 003: on a
+// KVM guest on AMD EPYC at 2.596 GHz (Linux 6.18, this project's live
 // host), a Go loop of mapper.c's calls on a 128 MiB MAP_POPULATE region
-// (4,000 untimed calls, then 200,000 timed ones back to back) took 10.53
-// µs per mmap(MAP_FIXED|MAP_POPULATE) of one page and 5.30 µs per munmap,
-// and a read of that process's /proc/self/maps in 4 KiB read()s took 3.36
-// ms for 9,350 lines (each the least disturbed of four runs; with
-// mapper.c's 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a
-// slowdown after each sleep of which the simulation charges only the
-// description's post-idle cost, openat(2)'s, a lower bound:
-// machine.PostIdle). Less the machine's syscall (191 ns) and one populated
-// page (299 ns), at one instruction per cycle (the machines' own rule,
-// machine.Costs.Instruction) that is 26,000 instructions per mmap, 13,000
-// per munmap and 930 per maps line (show_map_vma, the walk's step and
-// per-VMA lock, the chunk's copy to user). A model choice: a PROCMAP_QUERY costs one line's. The counts
+// (4,000 untimed calls, then 200,000 timed ones back to back) took 10.53 µs
+// per mmap(MAP_FIXED|MAP_POPULATE) of one page and 5.30 µs per munmap, and
+// a read of that process's /proc/self/maps in 4 KiB read()s took 3.36 ms
+// for 9,350 lines (each the least disturbed of four runs; with mapper.c's
+// 10 µs nanosleep between calls they took 16.6 and 8.85 µs, a slowdown
+// after each sleep of which the simulation charges only the description's
+// post-idle cost, openat(2)'s, a lower bound: machine.PostIdle). Less the
+// machine's syscall (191 ns) and one populated page (299 ns), at one
+// instruction per cycle (the machines' own rule, machine.Costs.Instruction)
+// that is 26,000 instructions per mmap, 13,000 per munmap and 930 per maps
+// line (show_map_vma, the walk's step and per-VMA lock, the chunk's copy to
+// user). A model choice: a PROCMAP_QUERY costs one line's. The counts
 // include the zap of the page a call unmaps, which mm charges again as the
 // description's zap_page where it has one (a calibrated host; the named
-// machines do not charge it): a model choice, a page's zap counted twice,
-// a few percent of a call.
+// machines do not charge it): a model choice, a page's zap counted twice, a
+// few percent of a call.
 
 // instrs is n instructions on machine d.
 func instrs(d machine.Description, n int) time.Duration {

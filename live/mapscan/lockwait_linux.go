@@ -35,13 +35,14 @@ import (
 //   - the mapper's time runnable but off its CPU (preempted).
 //
 // How the mapper's sleeps ended comes from its sched_waking by a task,
-// filtered to few (wakingFilter: not by a timer on an idle CPU, which
-// wakes it from each of its nanosleeps). It fires in the waker's context
+// filtered to few (wakingFilter: not by a timer on an idle CPU, which wakes
+// it from each of its nanosleeps). It fires in the waker's context
 // (try_to_wake_up(); rwsem_wake() runs in the releaser's up_read() or
 // up_write()), where sched_wakeup of a wake-up queued to an idle CPU fires
-// on that CPU, in its idle task (ttwu_queue_wakelist()). A lock sleep's contention_end is the sleeper's own, once it
-// runs again (rwsem_down_read_slowpath, rwsem_down_write_slowpath), so the
-// time from its last wake-up to that end is its wait for its CPU.
+// on that CPU, in its idle task (ttwu_queue_wakelist()). A lock sleep's
+// contention_end is the sleeper's own, once it runs again
+// (rwsem_down_read_slowpath, rwsem_down_write_slowpath), so the time from
+// its last wake-up to that end is its wait for its CPU.
 const (
 	lockBegin   = "lock/contention_begin"
 	lockEnd     = "lock/contention_end"
